@@ -4,7 +4,7 @@ import Foundation
 enum JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Sendable {
     case string(String)
     case int(Int)
-    /// Printed rounded to 3 decimals; `nan` and infinities print as `null`.
+    /// Printed with 5 significant digits; `nan` and infinities print as `null`.
     case number(Double)
 
     init(stringLiteral value: String) { self = .string(value) }
@@ -15,7 +15,7 @@ enum JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Sendabl
         switch self {
         case .string(let string): JSONValue.quoted(string)
         case .int(let int): String(int)
-        case .number(let number) where number.isFinite: String((number * 1000).rounded() / 1000)
+        case .number(let number) where number.isFinite: String(Double(String(format: "%.5g", number))!)
         case .number: "null"
         }
     }

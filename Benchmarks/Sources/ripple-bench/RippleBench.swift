@@ -27,9 +27,7 @@ struct DiffBenchmark: ParsableCommand {
     @Option(help: "Run only this workload: W1, W2, W3 or W4.")
     var workload: WorkloadName?
 
-    @Option(help: ArgumentHelp(
-        "Timed repetitions of every impl (defaults: W1 50, W2 10, W3 10, W4 5).",
-        discussion: "stdlib runs at most its own default unless --stdlib-reps says otherwise."))
+    @Option(help: "Timed repetitions of every impl (defaults: W1 50, W2 10, W3 10, W4 5; stdlib at most W1 5, W2 3).")
     var reps: Int?
 
     @Option(help: "Timed repetitions of the standard library's diff (defaults: W1 5, W2 3).")
