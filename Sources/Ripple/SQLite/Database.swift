@@ -1,0 +1,209 @@
+import Foundation
+import RippleSQLite
+
+/// One SQLite connection, handed to the closures of ``Store/write(_:)`` and ``Store/read(_:)``.
+/// Use it only inside that closure (it is not `Sendable`).
+///
+/// ```swift
+/// try store.write { db in
+///     try db.execute("INSERT INTO notes(body) VALUES (?)", ["Buy milk"])
+///     let rows = try db.fetchAll("SELECT body FROM notes WHERE body LIKE ?", ["%milk%"])
+/// }
+/// ```
+public final class Database {
+    let handle: OpaquePointer
+    let configuration: Store.Configuration
+    private var statementCache: [String: Statement] = [:]
+    private var savepointDepth = 0
+
+    /// Opens a connection. `path` is a file path, or `:memory:`.
+    init(path: String, readOnly: Bool, configuration: Store.Configuration) throws(DatabaseError) {
+        var handle: OpaquePointer?
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+            | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI
+        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        guard code == SQLITE_OK, let handle else {
+            let error = DatabaseError.fromConnection(handle, code: code, sql: nil)
+            sqlite3_close_v2(handle)
+            throw DatabaseError(code: error.code, extendedCode: error.extendedCode,
+                                message: "cannot open \(path): \(error.message)")
+        }
+        self.handle = handle
+        self.configuration = configuration
+        sqlite3_extended_result_codes(handle, 1)
+        sqlite3_busy_timeout(handle, Int32(clamping: Int(configuration.busyTimeout * 1000)))
+    }
+
+    deinit {
+        statementCache.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    // MARK: Statements
+
+    /// A prepared statement for `sql`, reused across calls on this connection.
+    public func cachedStatement(_ sql: String) throws(DatabaseError) -> Statement {
+        if let statement = statementCache[sql] { return statement }
+        let statement = try Statement(database: self, sql: sql, persistent: true)
+        statementCache[sql] = statement
+        return statement
+    }
+
+    /// A new prepared statement for `sql`, not cached.
+    public func makeStatement(_ sql: String) throws(DatabaseError) -> Statement {
+        try Statement(database: self, sql: sql, persistent: false)
+    }
+
+    /// Runs one SQL statement with bound arguments (values are never spliced into the SQL).
+    public func execute(_ sql: String, _ arguments: [any SQLValueConvertible] = []) throws(DatabaseError) {
+        let statement = try cachedStatement(sql)
+        defer { statement.reset() }
+        try statement.bind(arguments)
+        while try statement.step() {}
+    }
+
+    /// Runs several `;`-separated SQL statements without arguments (a migration, a schema).
+    public func executeScript(_ sql: String) throws(DatabaseError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let code = sqlite3_exec(handle, sql, nil, nil, &message)
+        if code != SQLITE_OK {
+            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(code))
+            sqlite3_free(message)
+            throw DatabaseError(code: .init(rawValue: code), extendedCode: .init(rawValue: sqlite3_extended_errcode(handle)),
+                                message: text, sql: sql)
+        }
+    }
+
+    /// All rows of a query.
+    public func fetchAll(_ sql: String, _ arguments: [any SQLValueConvertible] = []) throws(DatabaseError) -> [Row] {
+        let statement = try cachedStatement(sql)
+        defer { statement.reset() }
+        try statement.bind(arguments)
+        let columns = Row.Columns((0..<statement.columnCount).map(statement.columnName))
+        var rows: [Row] = []
+        while try statement.step() {
+            rows.append(Row(columns: columns, values: (0..<Int32(columns.names.count)).map(statement.value(at:))))
+        }
+        return rows
+    }
+
+    /// The first row of a query, or `nil`.
+    public func fetchOne(_ sql: String, _ arguments: [any SQLValueConvertible] = []) throws(DatabaseError) -> Row? {
+        let statement = try cachedStatement(sql)
+        defer { statement.reset() }
+        try statement.bind(arguments)
+        guard try statement.step() else { return nil }
+        let columns = Row.Columns((0..<statement.columnCount).map(statement.columnName))
+        return Row(columns: columns, values: (0..<Int32(columns.names.count)).map(statement.value(at:)))
+    }
+
+    /// The first column of the first row, converted, or `nil` when there is no row or it is NULL.
+    public func fetchValue<Value: SQLValueConvertible>(_ sql: String, _ arguments: [any SQLValueConvertible] = [],
+                                                       as type: Value.Type = Value.self) throws(DatabaseError) -> Value? {
+        guard let row = try fetchOne(sql, arguments), let value = row.values.first else { return nil }
+        if case .null = value { return nil }
+        guard let converted = Value(sqlValue: value) else {
+            throw DatabaseError(code: .mismatch, message: "cannot read \(value.typeName) \(value) as \(Value.self)", sql: sql)
+        }
+        return converted
+    }
+
+    /// The rowid of the last inserted row on this connection.
+    public var lastInsertedRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// Rows changed by the last statement.
+    public var changedRowCount: Int { Int(sqlite3_changes(handle)) }
+
+    /// Rows changed since the connection opened.
+    var totalChangedRowCount: Int { Int(sqlite3_total_changes(handle)) }
+
+    /// Whether a transaction is open on this connection.
+    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
+    // MARK: Transactions
+
+    /// How a transaction takes its locks.
+    public enum TransactionKind: String, Sendable {
+        /// Locks are taken on first read or write.
+        case deferred = "DEFERRED"
+        /// The write lock is taken at once (the writer uses this).
+        case immediate = "IMMEDIATE"
+    }
+
+    /// Runs `body` in a transaction: committed when `body` returns, rolled back when it throws.
+    /// Inside a transaction, opens a savepoint instead, so transactions nest.
+    public func transaction<T>(_ kind: TransactionKind = .deferred, _ body: () throws -> T) throws -> T {
+        if isInTransaction { return try savepoint(body) }
+        try execute("BEGIN \(kind.rawValue) TRANSACTION")
+        do {
+            let result = try body()
+            try execute("COMMIT TRANSACTION")
+            return result
+        } catch {
+            if isInTransaction { try? executeScript("ROLLBACK TRANSACTION") }
+            throw error
+        }
+    }
+
+    /// Runs `body` in a savepoint: released when it returns, rolled back (and released) when it
+    /// throws, leaving the enclosing transaction as it was before the savepoint.
+    public func savepoint<T>(_ body: () throws -> T) throws -> T {
+        savepointDepth += 1
+        let name = "ripple_savepoint_\(savepointDepth)"
+        defer { savepointDepth -= 1 }
+        try executeScript("SAVEPOINT \(name)")
+        do {
+            let result = try body()
+            try executeScript("RELEASE SAVEPOINT \(name)")
+            return result
+        } catch {
+            try? executeScript("ROLLBACK TO SAVEPOINT \(name); RELEASE SAVEPOINT \(name)")
+            throw error
+        }
+    }
+}
+
+/// A row read by ``Database/fetchAll(_:_:)``: values by column name or position.
+public struct Row: Sendable, Hashable, CustomStringConvertible {
+    /// Column names shared by every row of one query.
+    final class Columns: Sendable, Hashable {
+        let names: [String]
+        let indexByName: [String: Int]
+        init(_ names: [String]) {
+            self.names = names
+            var index: [String: Int] = [:]
+            for (offset, name) in names.enumerated() where index[name] == nil { index[name] = offset }
+            self.indexByName = index
+        }
+        static func == (lhs: Columns, rhs: Columns) -> Bool { lhs.names == rhs.names }
+        func hash(into hasher: inout Hasher) { hasher.combine(names) }
+    }
+
+    let columns: Columns
+    /// The values, in column order.
+    public let values: [SQLValue]
+
+    /// The column names, in order.
+    public var columnNames: [String] { columns.names }
+
+    /// The value of column `name`, or `nil` when the row has no such column.
+    public subscript(_ name: String) -> SQLValue? {
+        columns.indexByName[name].map { values[$0] }
+    }
+
+    /// The value of column `name` converted to `Value`; throws when the column is missing or the
+    /// value does not convert.
+    public func value<Value: SQLValueConvertible>(_ name: String, as type: Value.Type = Value.self) throws(StoreError) -> Value {
+        guard let value = self[name] else {
+            throw StoreError(.decoding, "no column \"\(name)\" in row \(columns.names)")
+        }
+        guard let converted = Value(sqlValue: value) else {
+            throw StoreError(.decoding, "column \"\(name)\": cannot read \(value.typeName) \(value) as \(Value.self)")
+        }
+        return converted
+    }
+
+    public var description: String {
+        "[" + zip(columns.names, values).map { "\($0): \($1)" }.joined(separator: ", ") + "]"
+    }
+}

@@ -1,0 +1,104 @@
+import Foundation
+
+/// A persistent, SQLite-backed store: one writer connection (serialized) and a pool of readers
+/// over one database file in WAL mode.
+///
+/// ```swift
+/// let store = try Store(path: "/path/to/app.sqlite")
+/// try store.write { db in try db.execute("INSERT INTO notes(body) VALUES (?)", ["Buy milk"]) }
+/// let count = try store.read { db in try db.fetchValue("SELECT count(*) FROM notes", as: Int.self) }
+/// ```
+public final class Store: Sendable {
+    /// How a store opens and uses its database.
+    public struct Configuration: Sendable {
+        /// The most reader connections open at once (readers beyond wait). Default 4.
+        public var readerCount = 4
+        /// How long a connection waits for a lock held by another connection or process before
+        /// failing with `SQLITE_BUSY`, in seconds. Default 5.
+        public var busyTimeout: TimeInterval = 5
+        /// Opens the file read-only: every write fails with ``DatabaseError/ResultCode/readOnly``.
+        public var readOnly = false
+        /// Shows bind arguments in error descriptions (off by default: they may hold users' data).
+        public var publicStatementArguments = false
+
+        /// The default configuration.
+        public init() {}
+    }
+
+    /// Where the database lives: a file path, or `nil` for a private in-memory database.
+    public let path: String?
+    /// The configuration the store was opened with.
+    public let configuration: Configuration
+    let pool: ConnectionPool
+
+    /// Opens (creating if needed) the database file at `path` and brings its schema up to date.
+    ///
+    /// Throws ``StoreError`` with kind ``StoreError/Kind/unusableFile`` when the file is not a
+    /// database or is corrupt, and a ``DatabaseError`` when it cannot be opened.
+    public convenience init(path: String, configuration: Configuration = Configuration()) throws {
+        try self.init(location: path, configuration: configuration)
+    }
+
+    /// Opens a private in-memory store (gone when the store is released).
+    public static func inMemory(configuration: Configuration = Configuration()) throws -> Store {
+        try Store(location: nil, configuration: configuration)
+    }
+
+    private init(location: String?, configuration: Configuration) throws {
+        self.path = location
+        self.configuration = configuration
+        let readOnly = configuration.readOnly
+        let openPath = location.map { readOnly ? "file:\(Self.uriEscaped($0))?mode=ro" : $0 } ?? ":memory:"
+        let writer = try Database(path: openPath, readOnly: readOnly, configuration: configuration)
+        do {
+            // The first statement reads the file header: a corrupt file or one that is not a
+            // database fails here, before anything is written.
+            _ = try writer.fetchValue("SELECT count(*) FROM sqlite_schema", as: Int.self)
+            if location != nil && !readOnly {
+                let mode = try writer.fetchValue("PRAGMA journal_mode = WAL", as: String.self)
+                if mode?.lowercased() != "wal" {
+                    throw StoreError(.unusableFile, "cannot switch \(location!) to WAL mode (journal mode is \(mode ?? "unknown"))")
+                }
+            }
+            try writer.executeScript("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON")
+        } catch let error as DatabaseError where [.notADatabase, .corrupt].contains(error.code) {
+            throw StoreError(.unusableFile, "\(location ?? ":memory:") is not a usable SQLite database", underlying: error)
+        }
+        let sharesWriter = location == nil
+        self.pool = ConnectionPool(writer: writer, readerLimit: configuration.readerCount, sharesWriter: sharesWriter) {
+            let reader = try Database(path: location.map { "file:\(Self.uriEscaped($0))?mode=ro" } ?? ":memory:",
+                                      readOnly: true, configuration: configuration)
+            try reader.executeScript("PRAGMA query_only = ON")
+            return reader
+        }
+    }
+
+    private static func uriEscaped(_ path: String) -> String {
+        path.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "?", with: "%3f")
+            .replacingOccurrences(of: "#", with: "%23")
+    }
+
+    /// Runs `body` in a write transaction on the writer connection (one writer at a time):
+    /// committed when `body` returns, rolled back entirely when it throws.
+    ///
+    /// Nested calls to ``Database/transaction(_:_:)`` inside `body` open savepoints.
+    public func write<T>(_ body: (Database) throws -> T) throws -> T {
+        try pool.withWriter { db in
+            try db.transaction(.immediate) { try body(db) }
+        }
+    }
+
+    /// Runs `body` in a read transaction on a reader connection: every read inside sees the same
+    /// committed state, whatever the writer commits meanwhile.
+    public func read<T>(_ body: (Database) throws -> T) throws -> T {
+        try pool.withReader { db in
+            try db.transaction(.deferred) { try body(db) }
+        }
+    }
+
+    /// Runs `body` on the writer connection outside any transaction (for statements that cannot
+    /// run in one, such as `VACUUM` or some pragmas).
+    public func writeWithoutTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+        try pool.withWriter(body)
+    }
+}

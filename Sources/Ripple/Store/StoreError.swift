@@ -1,0 +1,40 @@
+/// An error of the store layer: a migration that cannot apply, a record that does not decode,
+/// a misuse of the API with bad input. Errors from SQLite itself are ``DatabaseError``s, kept
+/// as ``underlying`` when one caused this error.
+public struct StoreError: Error, CustomStringConvertible, Sendable {
+    /// What kind of failure this is.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        let name: String
+        /// A migration failed, was edited after being applied, or is malformed.
+        public static let migration = Kind(name: "migration")
+        /// A stored value does not decode into the record type.
+        public static let decoding = Kind(name: "decoding")
+        /// A record does not encode into a row.
+        public static let encoding = Kind(name: "encoding")
+        /// A query or argument is not valid.
+        public static let invalidQuery = Kind(name: "invalid query")
+        /// The database file cannot be used (corrupt, not a database, unreadable).
+        public static let unusableFile = Kind(name: "unusable file")
+        public var description: String { name }
+    }
+
+    /// What kind of failure this is.
+    public let kind: Kind
+    /// What happened, in words, naming the file, column or query involved.
+    public let message: String
+    /// The SQLite error that caused this one, if any.
+    public let underlying: DatabaseError?
+
+    /// An error of `kind`.
+    public init(_ kind: Kind, _ message: String, underlying: DatabaseError? = nil) {
+        self.kind = kind
+        self.message = message
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        var text = "\(kind) error: \(message)"
+        if let underlying { text += " (\(underlying))" }
+        return text
+    }
+}
