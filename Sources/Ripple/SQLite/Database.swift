@@ -15,6 +15,10 @@ public final class Database {
     let configuration: Store.Configuration
     private var statementCache: [String: Statement] = [:]
     private var savepointDepth = 0
+    /// The writer's change capture: told when a savepoint or transaction rolls back.
+    var changeCapture: ChangeCapture?
+    /// The writer's change log, once installed.
+    var changeLog: ChangeLog?
 
     /// Opens a connection. `path` is a file path, or `:memory:`.
     init(path: String, readOnly: Bool, configuration: Store.Configuration) throws(DatabaseError) {
@@ -141,6 +145,7 @@ public final class Database {
             return result
         } catch {
             if isInTransaction { try? executeScript("ROLLBACK TRANSACTION") }
+            changeCapture?.reset()
             throw error
         }
     }
@@ -152,12 +157,14 @@ public final class Database {
         let name = "ripple_savepoint_\(savepointDepth)"
         defer { savepointDepth -= 1 }
         try executeScript("SAVEPOINT \(name)")
+        let mark = changeCapture?.mark
         do {
             let result = try body()
             try executeScript("RELEASE SAVEPOINT \(name)")
             return result
         } catch {
             try? executeScript("ROLLBACK TO SAVEPOINT \(name); RELEASE SAVEPOINT \(name)")
+            if let mark { changeCapture?.rollback(to: mark) }
             throw error
         }
     }

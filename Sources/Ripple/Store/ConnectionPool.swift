@@ -8,6 +8,8 @@ import Foundation
 /// writer connection (still one caller at a time).
 final class ConnectionPool: Sendable {
     private let writer: Locked<Database>
+    /// The thread inside `withWriter`, to catch a re-entrant call instead of deadlocking.
+    private let writerThread = Locked<pthread_t?>(nil)
     private let readers: Locked<ReaderState>
     private let readerAvailable = NSCondition()
     private let openReader: @Sendable () throws -> Database
@@ -29,8 +31,18 @@ final class ConnectionPool: Sendable {
     }
 
     /// Runs `body` with the writer connection, serialized with every other writer call.
+    /// Traps when called again from inside `body` on the same thread (it would deadlock).
     func withWriter<T>(_ body: (Database) throws -> T) rethrows -> T {
-        try writer.withLock { try body($0) }
+        let thread = pthread_self()
+        if writerThread.withLock({ $0.map { pthread_equal($0, thread) != 0 } ?? false }) {
+            preconditionFailure("Ripple: Store.write was called inside a write on the same store; "
+                                + "use the Database given to the outer closure (nested transactions are savepoints)")
+        }
+        return try writer.withLock { db in
+            writerThread.withLock { $0 = thread }
+            defer { writerThread.withLock { $0 = nil } }
+            return try body(db)
+        }
     }
 
     /// Runs `body` with a reader connection of its own for the duration of the call.

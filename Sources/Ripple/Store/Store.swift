@@ -20,6 +20,8 @@ public final class Store: Sendable {
         public var readOnly = false
         /// Shows bind arguments in error descriptions (off by default: they may hold users' data).
         public var publicStatementArguments = false
+        /// How long the change log keeps the changes of past versions. Default: the newest 10,000 versions.
+        public var changeLogRetention: ChangeLogRetention = .versions(10_000)
 
         /// The default configuration.
         public init() {}
@@ -55,7 +57,7 @@ public final class Store: Sendable {
             // database fails here, before anything is written.
             _ = try writer.fetchValue("SELECT count(*) FROM sqlite_schema", as: Int.self)
             if location != nil && !readOnly {
-                let mode = try writer.fetchValue("PRAGMA journal_mode = WAL", as: String.self)
+                let mode = try Self.switchToWAL(writer, timeout: configuration.busyTimeout)
                 if mode?.lowercased() != "wal" {
                     throw StoreError(.unusableFile, "cannot switch \(location!) to WAL mode (journal mode is \(mode ?? "unknown"))")
                 }
@@ -71,6 +73,31 @@ public final class Store: Sendable {
             try reader.executeScript("PRAGMA query_only = ON")
             return reader
         }
+        // The store's own schema (Migrations/*.sql); a read-only store only checks it is current.
+        let schema = try Migrator.storeSchema()
+        try runOnWriter { db throws(StoreError) in try schema.migrate(db, checkOnly: readOnly) }
+    }
+
+    /// Switches the file to WAL mode. The switch needs a moment of exclusive access and does not
+    /// wait on the busy handler, so when another connection (or process) opens the same new file
+    /// at the same time it is retried until the busy timeout.
+    private static func switchToWAL(_ db: Database, timeout: TimeInterval) throws -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        var pause: UInt32 = 1_000
+        while true {
+            let outcome = Result { () throws(DatabaseError) -> String? in
+                try db.fetchValue("PRAGMA journal_mode = WAL", as: String.self)
+            }
+            switch outcome {
+            case .success(let mode):
+                return mode
+            case .failure(let error) where (error.code == .busy || error.code == .locked) && Date() < deadline:
+                usleep(pause)
+                pause = min(pause * 2, 50_000)
+            case .failure(let error):
+                throw error
+            }
+        }
     }
 
     private static func uriEscaped(_ path: String) -> String {
@@ -82,10 +109,33 @@ public final class Store: Sendable {
     /// committed when `body` returns, rolled back entirely when it throws.
     ///
     /// Nested calls to ``Database/transaction(_:_:)`` inside `body` open savepoints.
+    ///
+    /// A transaction that changes rows gets the next version number, and the rows it changed are
+    /// logged in the same transaction (see ``changes(after:upTo:)``).
+    ///
+    /// Calling `write` from inside a `write` closure is a programming error and traps: use the
+    /// ``Database`` the outer closure received (nested transactions become savepoints).
     public func write<T>(_ body: (Database) throws -> T) throws -> T {
         try pool.withWriter { db in
-            try db.transaction(.immediate) { try body(db) }
+            let log = try changeLog(of: db)
+            return try db.transaction(.immediate) {
+                try log?.begin(db)
+                let result = try body(db)
+                _ = try log?.record(db)
+                return result
+            }
         }
+    }
+
+    /// The writer's change log, installed once the store's schema exists.
+    private func changeLog(of db: Database) throws -> ChangeLog? {
+        if let log = db.changeLog { return log }
+        guard try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = 'ripple_meta'", as: Int.self) == 1 else {
+            return nil
+        }
+        let log = ChangeLog(installingOn: db, retention: configuration.changeLogRetention)
+        db.changeLog = log
+        return log
     }
 
     /// Runs `body` in a read transaction on a reader connection: every read inside sees the same
