@@ -197,6 +197,19 @@ import Testing
         #expect(try store.read { try $0.fetchValue("SELECT count(*) FROM notes", as: Int.self) } == 1)
     }
 
+    /// Regression: the prepared statement's tail was read after its C string was freed, so valid
+    /// SQL of some lengths was refused as "several statements".
+    @Test func statementsOfEveryLengthArePrepared() throws {
+        let store = try Store.inMemory()
+        try store.write { db in
+            for length in stride(from: 10, through: 4_000, by: 13) {
+                let sql = "SELECT 1 /*" + String(repeating: "x", count: length) + "*/"
+                let value = try db.fetchValue(sql, as: Int.self)
+                #expect(value == 1, "length \(length)")
+            }
+        }
+    }
+
     @Test func severalStatementsInOneExecuteAreRefused() throws {
         let store = try Store.inMemory()
         #expect(throws: DatabaseError.self) {

@@ -55,17 +55,20 @@ final class ChangeLog {
             "UPDATE ripple_meta SET value = value + 1 WHERE key = 'version' RETURNING value", as: Int64.self) else {
             throw StoreError(.migration, "the store's schema has no version row (ripple_meta)")
         }
-        // One log row per table and operation, keys in the order the rows changed.
-        var groups: [String: Int] = [:]
+        // One log row per table and operation, keys in the order the rows changed. Changes come
+        // in runs of one table and operation, so the current group is checked first.
         var entries: [(table: String, operation: ChangeCapture.Operation, keys: [String])] = []
+        var current = -1
         for change in capture.changes {
-            let group = change.table + "\u{0}" + change.operation.rawValue
-            if let index = groups[group] {
-                entries[index].keys.append(change.key)
-            } else {
-                groups[group] = entries.count
-                entries.append((change.table, change.operation, [change.key]))
+            if current < 0 || entries[current].operation != change.operation || entries[current].table != change.table {
+                if let index = entries.firstIndex(where: { $0.table == change.table && $0.operation == change.operation }) {
+                    current = index
+                } else {
+                    entries.append((change.table, change.operation, []))
+                    current = entries.count - 1
+                }
             }
+            entries[current].keys.append(change.key)
         }
         for entry in entries {
             try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, ?, ?)",

@@ -16,13 +16,18 @@ public final class Statement {
 
     init(database: Database, sql: String, persistent: Bool) throws(DatabaseError) {
         var handle: OpaquePointer?
-        var tail: UnsafePointer<CChar>?
         let flags = persistent ? UInt32(SQLITE_PREPARE_PERSISTENT) : 0
-        let code = sqlite3_prepare_v3(database.handle, sql, -1, flags, &handle, &tail)
+        // The tail points into the C string, which only lives inside `withCString`: read it there.
+        let (code, hasMoreSQL) = sql.withCString { text -> (Int32, Bool) in
+            var tail: UnsafePointer<CChar>?
+            let code = sqlite3_prepare_v3(database.handle, text, -1, flags, &handle, &tail)
+            let rest = tail.map { String(cString: $0) } ?? ""
+            return (code, !rest.allSatisfy { $0.isWhitespace || $0 == ";" })
+        }
         guard code == SQLITE_OK, let handle else {
             throw DatabaseError.fromConnection(database.handle, code: code, sql: sql)
         }
-        if let tail, !String(cString: tail).allSatisfy({ $0.isWhitespace || $0 == ";" }) {
+        if hasMoreSQL {
             sqlite3_finalize(handle)
             throw DatabaseError(code: .misuse, message: "a statement may hold one SQL command; "
                                 + "use executeScript(_:) for several", sql: sql)

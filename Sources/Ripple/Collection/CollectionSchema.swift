@@ -1,0 +1,59 @@
+/// The table behind a collection: its name, its columns in order, its primary key, and the SQL
+/// of every collection statement, built once (identifiers quoted, values always `?` parameters).
+final class CollectionSchema: Sendable {
+    let table: String
+    let quotedTable: String
+    let layout: ColumnLayout
+    let primaryKey: String
+    let primaryKeyIndex: Int
+
+    /// `"id", "title", …`
+    let quotedColumnList: String
+    let selectAllSQL: String
+    let selectByIDSQL: String
+    let insertSQL: String
+    let upsertSQL: String
+    let updateSQL: String
+    let deleteSQL: String
+    let countSQL: String
+
+    init(table: String, columns: [String], primaryKey: String) {
+        self.table = table
+        self.quotedTable = SQLIdentifier.quoted(table)
+        self.layout = ColumnLayout(columns)
+        self.primaryKey = primaryKey
+        let primaryKeyIndex = columns.firstIndex(of: primaryKey)!
+        self.primaryKeyIndex = primaryKeyIndex
+        let quoted = columns.map(SQLIdentifier.quoted)
+        let quotedKey = quoted[primaryKeyIndex]
+        // Parameter n is column n - 1 in every statement that binds a whole record (numbered
+        // parameters), so one encoder binds records for inserts, upserts and updates alike.
+        let parameters = columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ")
+        let nonKey = columns.indices.filter { $0 != primaryKeyIndex }
+
+        quotedColumnList = quoted.joined(separator: ", ")
+        selectAllSQL = "SELECT \(quotedColumnList) FROM \(quotedTable)"
+        selectByIDSQL = "\(selectAllSQL) WHERE \(quotedKey) = ?"
+        insertSQL = "INSERT INTO \(quotedTable) (\(quotedColumnList)) VALUES (\(parameters))"
+        // A true update on conflict (not REPLACE, which deletes and re-inserts the row).
+        upsertSQL = nonKey.isEmpty
+            ? "\(insertSQL) ON CONFLICT (\(quotedKey)) DO NOTHING"
+            : "\(insertSQL) ON CONFLICT (\(quotedKey)) DO UPDATE SET "
+                + nonKey.map { "\(quoted[$0]) = excluded.\(quoted[$0])" }.joined(separator: ", ")
+        updateSQL = nonKey.isEmpty
+            ? "UPDATE \(quotedTable) SET \(quotedKey) = ?\(primaryKeyIndex + 1) WHERE \(quotedKey) = ?\(primaryKeyIndex + 1)"
+            : "UPDATE \(quotedTable) SET " + nonKey.map { "\(quoted[$0]) = ?\($0 + 1)" }.joined(separator: ", ")
+                + " WHERE \(quotedKey) = ?\(primaryKeyIndex + 1)"
+        deleteSQL = "DELETE FROM \(quotedTable) WHERE \(quotedKey) = ?"
+        countSQL = "SELECT count(*) FROM \(quotedTable)"
+    }
+
+    /// `CREATE TABLE IF NOT EXISTS` for probed columns.
+    static func createTableSQL(table: String, columns: [SchemaProbe.Column], primaryKey: String) -> String {
+        let definitions = columns.map { column in
+            "\(SQLIdentifier.quoted(column.name)) \(column.affinity.declaredType)"
+                + (column.name == primaryKey ? " PRIMARY KEY NOT NULL" : "")
+        }
+        return "CREATE TABLE IF NOT EXISTS \(SQLIdentifier.quoted(table)) (\(definitions.joined(separator: ", ")))"
+    }
+}
