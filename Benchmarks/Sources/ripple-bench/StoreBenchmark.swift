@@ -19,6 +19,9 @@ struct StoreBenchmark: ParsableCommand {
     @Option(help: "Records per workload.")
     var count = 100_000
 
+    @Option(help: "Run only these impls (c, grdb, ripple); ratios need ripple and the peer.")
+    var impl: [String] = []
+
     func run() throws {
         let records = Self.records(count: count)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ripple-bench-\(UUID().uuidString)")
@@ -36,10 +39,11 @@ struct StoreBenchmark: ParsableCommand {
             ("grdb", { try GRDBPeer.insert(records, path: $0) }, { try GRDBPeer.fetchAll(path: $0) }),
             ("ripple", { try RipplePeer.insert(records, path: $0) }, { try RipplePeer.fetchAll(path: $0) }),
         ]
+        let selected = impls.filter { impl.isEmpty || impl.contains($0.name) }
         let expectedOrder = records.sorted { ($0.rank, $0.id) < ($1.rank, $1.id) }.map(\.rank)
         var failures = 0
         var medians: [String: [String: Double]] = ["I1": [:], "R1": [:]]
-        for impl in impls {
+        for impl in selected {
             // I1: every repetition writes a new file.
             let insert = try measureThrowing(reps: reps) { try impl.insert(freshPath()) }
             // R1: read the file the impl itself wrote.
@@ -61,8 +65,8 @@ struct StoreBenchmark: ParsableCommand {
             }
         }
         for workload in ["I1", "R1"] {
-            let ripple = medians[workload]!["ripple"]!
-            for peer in ["c", "grdb"] {
+            guard let ripple = medians[workload]!["ripple"] else { continue }
+            for peer in ["c", "grdb"] where medians[workload]![peer] != nil {
                 Report.emit([("bench", "store"), ("workload", .string(workload)), ("ratio", .string("ripple/\(peer)")),
                              ("rows_per_s_ratio", .number(ripple / medians[workload]![peer]!))])
             }
