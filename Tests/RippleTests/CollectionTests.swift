@@ -8,15 +8,6 @@ import Testing
 
     func makeTodo(_ number: Int) -> Todo { Self.makeTodo(number) }
 
-    struct Todo: Codable, Sendable, Identifiable, Equatable {
-        var id: UUID
-        var title: String
-        var rank: Int
-        var done: Bool
-        var tags: [String]
-        var due: Date?
-    }
-
     /// A record whose encoding fails for a chosen element (NaN cannot be stored).
     struct Measure: Codable, Sendable, Identifiable, Equatable {
         var id: Int

@@ -29,15 +29,6 @@ import Testing
         }
     }
 
-    struct Todo: Codable, Sendable, Identifiable, Equatable {
-        var id: UUID
-        var title: String
-        var rank: Int
-        var done: Bool
-        var tags: [String]
-        var due: Date?
-    }
-
     static let nameAlphabet: [Character] = ["a", "b", "B", "c", "%", "_", "'", "\"", ";", " "]
     static let categories: [String?] = [nil, "home", "work", "Home", "it's", "50%"]
 

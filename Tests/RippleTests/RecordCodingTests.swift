@@ -78,15 +78,6 @@ import Testing
         }
     }
 
-    struct Todo: Codable, Sendable, Identifiable, Equatable {
-        var id: UUID
-        var title: String
-        var rank: Int
-        var done: Bool
-        var tags: [String]
-        var due: Date?
-    }
-
     @Test func everyPropertyKindRoundTrips() throws {
         let store = try Store(path: directory.path("everything.sqlite"))
         let collection = try store.collection("everything", of: Everything.self)

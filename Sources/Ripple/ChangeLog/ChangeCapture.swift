@@ -208,7 +208,7 @@ final class ChangeCapture {
     /// The logged text of a composite key: a JSON array of the columns' key texts.
     static func key(_ values: [SQLValue]) -> String {
         if values.count == 1 { return keyText(values[0]) }
-        return "[" + values.map { JSONText.quoted(keyText($0)) }.joined(separator: ",") + "]"
+        return JSONText.array(values.map(keyText))
     }
 }
 
