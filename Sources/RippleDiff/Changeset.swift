@@ -98,6 +98,16 @@ public struct Changeset: Hashable, Sendable {
                   updates: [])
     }
 
+    /// The changeset of a collection of `count` elements that did not change: every element
+    /// matched to itself, nothing deleted, inserted, updated or moved.
+    ///
+    /// - Complexity: O(n) for the index map.
+    public static func unchanged(count: Int) -> Changeset {
+        let identity = (0..<Int32(clamping: count)).map { $0 }
+        return Changeset(matching: _Matching(oldToNew: identity, newToOld: identity, matchedCount: count, duplicates: []),
+                         updates: [])
+    }
+
     /// Builds the public lists from a matching: deletes, inserts, and the minimal moves.
     ///
     /// - Complexity: O(n log n) for the moves, O(n) for the rest.

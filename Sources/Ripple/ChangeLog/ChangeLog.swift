@@ -26,35 +26,93 @@ public enum ChangeLogRetention: Hashable, Sendable {
     case versions(Int)
 }
 
+/// What one commit changed, as live queries need to hear it.
+struct CommitSummary: Sendable {
+    /// The version the commit took.
+    var version: Int64
+    /// The tables whose rows changed, including tables changed by other processes since the
+    /// previous commit; ``ChangeLog/everyTable`` when that cannot be known.
+    var tables: Set<String>
+}
+
 /// The writer's side of versioning: gives every committed write transaction that changed rows the
 /// next version, and logs its changes in the same transaction, right before it commits.
 ///
+/// It also notices commits made by other connections to the same file (other processes, other
+/// `Store` instances): their versions show in `ripple_meta`, and `PRAGMA data_version` on the
+/// writer changes only when *another* connection commits. A foreign write that took no version
+/// (made without Ripple, e.g. in the `sqlite3` shell) is adopted under the next version with a
+/// ``everyTable`` entry, since which rows it changed is unknown.
+///
 /// Lives on the writer connection and is only used under the writer's lock.
 final class ChangeLog {
+    /// The table name logged for a change of unknown extent: every query must re-read.
+    static let everyTable = "*"
+
     let capture = ChangeCapture()
     private let retention: ChangeLogRetention
+    /// The newest version this connection knows of (its own commits and foreign ones it noticed).
+    private var knownVersion: Int64
+    /// `PRAGMA data_version` when this connection last looked.
+    private var dataVersion: Int64
+    /// The current transaction's version also stands for a foreign write that took none.
+    private var adoptedForeignWrite = false
 
-    init(installingOn db: Database, retention: ChangeLogRetention) {
+    init(installingOn db: Database, retention: ChangeLogRetention) throws {
         self.retention = retention
+        self.knownVersion = try Self.version(db)
+        self.dataVersion = try Self.dataVersion(db)
         capture.install(on: db)
         db.changeCapture = capture
     }
+
+    private static func version(_ db: Database) throws -> Int64 {
+        try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'version'", as: Int64.self) ?? 0
+    }
+
+    private static func dataVersion(_ db: Database) throws -> Int64 {
+        try db.fetchValue("PRAGMA data_version", as: Int64.self) ?? 0
+    }
+
+    /// `PRAGMA schema_version` when the current write transaction began.
+    private var schemaVersionAtBegin: Int64 = 0
 
     /// Called when a write transaction begins, before any of its statements.
     func begin(_ db: Database) throws {
         capture.reset()
         try capture.refreshSchemaIfNeeded(db)
+        schemaVersionAtBegin = try Self.schemaVersion(db)
+    }
+
+    private static func schemaVersion(_ db: Database) throws -> Int64 {
+        try db.fetchValue("PRAGMA schema_version", as: Int64.self) ?? 0
+    }
+
+    /// Gives the next version to a change of unknown extent made on this connection outside a
+    /// write transaction (a migration): every live query re-reads.
+    func recordSchemaChange(_ db: Database) throws -> CommitSummary {
+        try db.transaction(.immediate) {
+            let version = try nextVersion(db)
+            if !adoptedForeignWrite {
+                try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
+                               [version, Self.everyTable])
+            }
+            adoptedForeignWrite = false
+            knownVersion = version
+            return CommitSummary(version: version, tables: [Self.everyTable])
+        }
     }
 
     /// Called inside the transaction after its work: when rows changed, takes the next version and
-    /// writes the log. Returns the version, or `nil` when the transaction changed no row.
-    func record(_ db: Database) throws -> Int64? {
+    /// writes the log. Returns what the commit changed, or `nil` when the transaction changed no row.
+    ///
+    /// A transaction that changed the schema (a table created, altered or dropped) also takes a
+    /// version, logged as a change to ``everyTable``: queries over the old schema must re-read.
+    func record(_ db: Database) throws -> CommitSummary? {
         try capture.resolvePending(db)
-        guard !capture.changes.isEmpty else { return nil }
-        guard let version = try db.fetchValue(
-            "UPDATE ripple_meta SET value = value + 1 WHERE key = 'version' RETURNING value", as: Int64.self) else {
-            throw StoreError(.migration, "the store's schema has no version row (ripple_meta)")
-        }
+        let schemaChanged = try Self.schemaVersion(db) != schemaVersionAtBegin
+        guard !capture.changes.isEmpty || schemaChanged else { return nil }
+        let version = try nextVersion(db)
         // One log row per table and operation, keys in the order the rows changed. Changes come
         // in runs of one table and operation, so the current group is checked first.
         var entries: [(table: String, operation: ChangeCapture.Operation, keys: [String])] = []
@@ -74,11 +132,78 @@ final class ChangeLog {
             try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, ?, ?)",
                            [version, entry.table, entry.operation.rawValue, JSONText.array(entry.keys)])
         }
+        var tables = Set(entries.map(\.table))
+        tables.formUnion(try foreignTables(db, after: knownVersion, through: version - 1))
+        if schemaChanged && !adoptedForeignWrite {
+            try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
+                           [version, Self.everyTable])
+        }
+        if adoptedForeignWrite || schemaChanged { tables.insert(Self.everyTable) }
+        adoptedForeignWrite = false
+        knownVersion = version
+        capture.reset()
+        return CommitSummary(version: version, tables: tables)
+    }
+
+    /// Notices commits of other connections since this one last looked, outside a transaction of
+    /// its own: a foreign write without a version is adopted (when `adopt`) under a new version.
+    /// Returns what changed, or `nil` when nothing did.
+    func noticeForeignCommits(_ db: Database, adopt: Bool) throws -> CommitSummary? {
+        let data = try Self.dataVersion(db)
+        guard data != dataVersion else { return nil }
+        return try db.transaction(adopt ? .immediate : .deferred) { () throws -> CommitSummary? in
+            let current = try Self.version(db)
+            if current > knownVersion {
+                let tables = try foreignTables(db, after: knownVersion, through: current)
+                knownVersion = current
+                dataVersion = data
+                return CommitSummary(version: current, tables: tables)
+            }
+            guard adopt else {
+                dataVersion = data
+                return nil
+            }
+            // A write that took no version: give it one, so that live queries re-read.
+            let version = try nextVersion(db)
+            adoptedForeignWrite = false
+            knownVersion = version
+            return CommitSummary(version: version, tables: [Self.everyTable])
+        }
+    }
+
+    /// Bumps the stored version. A foreign write without a version since this connection last
+    /// looked (data_version moved, the version did not) is logged with it as a change to
+    /// ``everyTable``. Runs inside a write transaction, so no other connection commits meanwhile.
+    private func nextVersion(_ db: Database) throws -> Int64 {
+        guard let version = try db.fetchValue(
+            "UPDATE ripple_meta SET value = value + 1 WHERE key = 'version' RETURNING value", as: Int64.self) else {
+            throw StoreError(.migration, "the store's schema has no version row (ripple_meta)")
+        }
+        let data = try Self.dataVersion(db)
+        if data != dataVersion && version == knownVersion + 1 {
+            try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
+                           [version, Self.everyTable])
+            adoptedForeignWrite = true
+        }
+        dataVersion = data
         if case .versions(let kept) = retention, version % 64 == 0 || kept < 64 {
             try prune(db, keepingAfter: version - Int64(max(kept, 0)))
         }
-        capture.reset()
         return version
+    }
+
+    /// The tables changed by versions in `(after, through]`, ``everyTable`` when the log no
+    /// longer holds them all.
+    private func foreignTables(_ db: Database, after: Int64, through: Int64) throws -> Set<String> {
+        guard through > after else { return [] }
+        let oldest = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'oldest_version'", as: Int64.self) ?? 0
+        if oldest > after { return [Self.everyTable] }
+        var tables: Set<String> = []
+        for row in try db.fetchAll("SELECT DISTINCT table_name FROM ripple_changes WHERE version > ? AND version <= ?",
+                                   [after, through]) {
+            if case .text(let table)? = row.values.first { tables.insert(table) }
+        }
+        return tables
     }
 
     /// Deletes entries of versions up to `oldest` and remembers that history starts after it.

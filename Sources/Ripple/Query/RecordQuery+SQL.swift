@@ -67,6 +67,11 @@ struct SQLBuilder {
         try append(filter)
     }
 
+    /// Appends `filter` as a bare condition (no `WHERE`).
+    mutating func appendCondition(_ filter: Filter) throws(StoreError) {
+        try append(filter)
+    }
+
     mutating func appendOrder(_ orderings: [ColumnOrdering]) throws(StoreError) {
         guard !orderings.isEmpty else { return }
         var terms: [String] = []

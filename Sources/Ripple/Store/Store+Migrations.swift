@@ -10,8 +10,32 @@ extension Store {
     ///
     /// Throws ``StoreError`` of kind ``StoreError/Kind/migration`` (see ``Migrator``). Do not call
     /// it from inside ``write(_:)``: the writer connection is in use there.
+    ///
+    /// Applied migrations take a version together, so live queries re-read.
     public func migrate(_ migrator: Migrator) throws(StoreError) {
-        try runOnWriter { db throws(StoreError) in try migrator.migrate(db) }
+        var summary: CommitSummary?
+        try runOnWriter { db throws(StoreError) in
+            let log: ChangeLog?
+            let before = db.totalChangedRowCount
+            let schemaBefore: Int64?
+            do {
+                log = try changeLog(of: db)
+                schemaBefore = try db.fetchValue("PRAGMA schema_version", as: Int64.self)
+            } catch {
+                throw StoreError(.migration, "cannot read the schema before migrating: \(error)", underlying: error as? DatabaseError)
+            }
+            try migrator.migrate(db)
+            do {
+                let schemaAfter = try db.fetchValue("PRAGMA schema_version", as: Int64.self)
+                if let log, db.totalChangedRowCount != before || schemaAfter != schemaBefore {
+                    summary = try log.recordSchemaChange(db)
+                }
+            } catch {
+                throw StoreError(.migration, "migrated, but could not take a version for the change: \(error)",
+                                 underlying: error as? DatabaseError)
+            }
+        }
+        if let summary { observation.didCommit(summary) }
     }
 
     /// Runs `body` on the writer connection, keeping the type of its error.

@@ -22,6 +22,10 @@ public final class Store: Sendable {
         public var publicStatementArguments = false
         /// How long the change log keeps the changes of past versions. Default: the newest 10,000 versions.
         public var changeLogRetention: ChangeLogRetention = .versions(10_000)
+        /// While live queries are open, how often the store looks for commits made by other
+        /// processes (see ``Store/noticeExternalWrites()``), in seconds; `nil` never looks.
+        /// Default 0.25.
+        public var externalWritePollInterval: TimeInterval? = 0.25
 
         /// The default configuration.
         public init() {}
@@ -32,6 +36,8 @@ public final class Store: Sendable {
     /// The configuration the store was opened with.
     public let configuration: Configuration
     let pool: ConnectionPool
+    /// The live queries of this store, told of every commit.
+    let observation: ObservationCenter
 
     /// Opens (creating if needed) the database file at `path` and brings its schema up to date.
     ///
@@ -66,6 +72,7 @@ public final class Store: Sendable {
         } catch let error as DatabaseError where [.notADatabase, .corrupt].contains(error.code) {
             throw StoreError(.unusableFile, "\(location ?? ":memory:") is not a usable SQLite database", underlying: error)
         }
+        self.observation = ObservationCenter(pollInterval: location == nil ? nil : configuration.externalWritePollInterval)
         let sharesWriter = location == nil
         self.pool = ConnectionPool(writer: writer, readerLimit: configuration.readerCount, sharesWriter: sharesWriter) {
             let reader = try Database(path: location.map { "file:\(Self.uriEscaped($0))?mode=ro" } ?? ":memory:",
@@ -116,24 +123,42 @@ public final class Store: Sendable {
     /// Calling `write` from inside a `write` closure is a programming error and traps: use the
     /// ``Database`` the outer closure received (nested transactions become savepoints).
     public func write<T>(_ body: (Database) throws -> T) throws -> T {
-        try pool.withWriter { db in
+        var summary: CommitSummary?
+        let result = try pool.withWriter { db in
             let log = try changeLog(of: db)
             return try db.transaction(.immediate) {
                 try log?.begin(db)
                 let result = try body(db)
-                _ = try log?.record(db)
+                summary = try log?.record(db)
                 return result
             }
         }
+        if let summary { observation.didCommit(summary) }
+        return result
+    }
+
+    /// Looks for commits made to the database file by other connections — another process, or
+    /// another ``Store`` on the same file — and lets live queries re-read what they changed.
+    ///
+    /// Live queries call this on their own every ``Configuration/externalWritePollInterval``;
+    /// call it directly when you know another process wrote (or in tests, to be deterministic).
+    /// A foreign commit made without Ripple (so without a version) is given the next version;
+    /// a read-only store only notices foreign commits that took a version.
+    public func noticeExternalWrites() throws {
+        let summary = try pool.withWriter { db -> CommitSummary? in
+            guard let log = try changeLog(of: db) else { return nil }
+            return try log.noticeForeignCommits(db, adopt: !configuration.readOnly)
+        }
+        if let summary { observation.didCommit(summary) }
     }
 
     /// The writer's change log, installed once the store's schema exists.
-    private func changeLog(of db: Database) throws -> ChangeLog? {
+    func changeLog(of db: Database) throws -> ChangeLog? {
         if let log = db.changeLog { return log }
         guard try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = 'ripple_meta'", as: Int.self) == 1 else {
             return nil
         }
-        let log = ChangeLog(installingOn: db, retention: configuration.changeLogRetention)
+        let log = try ChangeLog(installingOn: db, retention: configuration.changeLogRetention)
         db.changeLog = log
         return log
     }
@@ -148,7 +173,21 @@ public final class Store: Sendable {
 
     /// Runs `body` on the writer connection outside any transaction (for statements that cannot
     /// run in one, such as `VACUUM` or some pragmas).
+    ///
+    /// Rows changed by its statements are versioned and logged together, in a transaction of
+    /// their own right after `body` returns (or throws), so live queries hear of them.
     public func writeWithoutTransaction<T>(_ body: (Database) throws -> T) throws -> T {
-        try pool.withWriter(body)
+        var summary: CommitSummary?
+        let result = try pool.withWriter { db in
+            let log = try changeLog(of: db)
+            try log?.begin(db)
+            let outcome = Result { try body(db) }
+            if let log, !log.capture.isEmpty {
+                summary = try db.transaction(.immediate) { try log.record(db) }
+            }
+            return try outcome.get()
+        }
+        if let summary { observation.didCommit(summary) }
+        return result
     }
 }

@@ -1,0 +1,317 @@
+import Foundation
+import RippleDiff
+
+/// Where an observer's events go.
+enum EventSink<Event: Sendable>: Sendable {
+    /// A subscriber's handlers.
+    case handler(onEvent: @Sendable (Event) throws -> Void, onError: @Sendable (any Error) -> Void)
+    /// An async sequence's channel.
+    case channel(EventChannel<Event>)
+}
+
+/// Something the store tells of commits.
+protocol ObservationTarget: AnyObject, Sendable {
+    /// A commit changed rows of `tables` (``ChangeLog/everyTable`` for unknown tables).
+    func storeDidCommit(tables: Set<String>)
+}
+
+/// One subscription to one or more queries read together (a group is read in one transaction, so
+/// all its results are at the same version).
+///
+/// Its phases follow ``ObserverState``, held under `condition` with everything shared between
+/// threads; the refresh state (`snapshots`, versions) is only touched by the one refresh the state
+/// machine allows at a time, handed from thread to thread through the lock.
+final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget, @unchecked Sendable {
+    // @unchecked: shared state is guarded by `condition`; refresh state is owned by the single
+    // refresh in flight (ObserverState admits one), ordered by the lock's hand-offs.
+    private let store: Store
+    private let sources: [QuerySource<Element>]
+    private let delivery: Delivery
+    private let sink: EventSink<Event>
+    private let makeEvent: @Sendable ([LiveQueryEvent<Element>]) -> Event
+
+    private let condition = NSCondition()
+    private var state = ObserverState()
+    private var ready: Event?
+    private var failure: (any Error)?
+    private var deliveringThread: Thread?
+    /// The tables each source reads, once known (guarded by `condition`).
+    private var interest: Set<String>?
+
+    // Refresh state.
+    private var snapshots: [Snapshot<Element>?]
+    private var tables: [Set<String>] = []
+    private var logQueries: [String] = []
+    private var checkedVersion: Int64?
+    private var deliveredVersion: Int64?
+
+    private init(store: Store, sources: [QuerySource<Element>], delivery: Delivery, sink: EventSink<Event>,
+                 makeEvent: @escaping @Sendable ([LiveQueryEvent<Element>]) -> Event) {
+        self.store = store
+        self.sources = sources
+        self.delivery = delivery
+        self.sink = sink
+        self.makeEvent = makeEvent
+        self.snapshots = Array(repeating: nil, count: sources.count)
+    }
+
+    /// Registers an observer and starts its first refresh; returns its subscription.
+    static func start(store: Store, sources: [QuerySource<Element>], delivery: Delivery, sink: EventSink<Event>,
+                      makeEvent: @escaping @Sendable ([LiveQueryEvent<Element>]) -> Event) -> Subscription {
+        let observer = LiveObserver(store: store, sources: sources, delivery: delivery, sink: sink, makeEvent: makeEvent)
+        // Registered before the first read, so that no commit after that read goes unnoticed.
+        store.observation.register(observer, store: store)
+        let action = observer.withState { $0.start() }
+        observer.perform(action)
+        return Subscription { [observer] in observer.cancel() }
+    }
+
+    private func withState<T>(_ body: (inout ObserverState) -> T) -> T {
+        condition.lock()
+        defer { condition.unlock() }
+        return body(&state)
+    }
+
+    // MARK: Notifications
+
+    func storeDidCommit(tables changed: Set<String>) {
+        condition.lock()
+        let interested = interest.map { !$0.isDisjoint(with: changed) } ?? true
+            || changed.contains(ChangeLog.everyTable)
+        let action = interested ? state.invalidate() : .none
+        condition.unlock()
+        perform(action)
+    }
+
+    // MARK: Running the actions
+
+    private func perform(_ first: ObserverState.Action) {
+        var action = first
+        while true {
+            switch action {
+            case .none:
+                return
+            case .refresh:
+                if case .queue = delivery, !isOnBackground {
+                    Self.background.async { Self.markBackground { self.perform(.refresh) } }
+                    return
+                }
+                action = refresh()
+            case .deliver:
+                switch (delivery, sink) {
+                case (_, .channel(let channel)):
+                    offer(to: channel)
+                    return
+                case (.immediate, _):
+                    action = deliverToHandler()
+                case (.queue(let queue), _):
+                    queue.async { self.perform(self.deliverToHandler()) }
+                    return
+                }
+            case .deliverError:
+                switch (delivery, sink) {
+                case (_, .channel(let channel)):
+                    channel.finish(throwing: takeFailure())
+                case (.immediate, .handler(_, let onError)):
+                    if let error = takeFailure() { onError(error) }
+                case (.queue(let queue), .handler(_, let onError)):
+                    let error = takeFailure()
+                    queue.async { if let error { onError(error) } }
+                }
+                store.observation.unregister(self)
+                return
+            }
+        }
+    }
+
+    private func refresh() -> ObserverState.Action {
+        do {
+            let event = try store.read { db in try refresh(db) }
+            condition.lock()
+            defer { condition.unlock() }
+            ready = event
+            return state.refreshed(hasEvent: event != nil)
+        } catch {
+            condition.lock()
+            defer { condition.unlock() }
+            failure = error
+            return state.fail()
+        }
+    }
+
+    private func takeFailure() -> (any Error)? {
+        condition.lock()
+        defer { condition.unlock() }
+        defer { failure = nil }
+        return failure
+    }
+
+    private func deliverToHandler() -> ObserverState.Action {
+        guard case .handler(let onEvent, let onError) = sink else { return .none }
+        condition.lock()
+        guard state.phase == .delivering, let event = ready else {
+            condition.unlock()
+            return .none
+        }
+        ready = nil
+        deliveringThread = Thread.current
+        condition.unlock()
+
+        var thrown: (any Error)?
+        HandlerScope.run {
+            do { try onEvent(event) } catch { thrown = error }
+        }
+
+        condition.lock()
+        deliveringThread = nil
+        condition.broadcast()
+        let action: ObserverState.Action
+        if let thrown {
+            action = state.fail()
+            if action == .deliverError { failure = thrown }
+        } else {
+            action = state.delivered()
+        }
+        condition.unlock()
+        if action == .deliverError {
+            // The handler's own error: report it where the handler ran.
+            if let error = takeFailure() { onError(error) }
+            store.observation.unregister(self)
+            return .none
+        }
+        return action
+    }
+
+    private func offer(to channel: EventChannel<Event>) {
+        condition.lock()
+        let event = ready
+        ready = nil
+        condition.unlock()
+        guard let event else { return }
+        channel.offer(event) { [self] in
+            perform(withState { $0.delivered() })
+        }
+    }
+
+    private func cancel() {
+        condition.lock()
+        state.cancel()
+        ready = nil
+        // Wait for a handler running on another thread, unless this thread is itself inside a
+        // handler (it might be the one that handler waits for).
+        while let thread = deliveringThread, thread !== Thread.current, !HandlerScope.isInside {
+            condition.wait()
+        }
+        condition.unlock()
+        store.observation.unregister(self)
+        if case .channel(let channel) = sink { channel.finish(throwing: nil) }
+    }
+
+    // MARK: Background work
+
+    private static var background: DispatchQueue { DispatchQueue.global(qos: .userInitiated) }
+
+    private var isOnBackground: Bool { Thread.current.threadDictionary[Self.backgroundKey] != nil }
+    private static var backgroundKey: String { "ripple.observation.background" }
+
+    private static func markBackground(_ body: () -> Void) {
+        Thread.current.threadDictionary[backgroundKey] = true
+        defer { Thread.current.threadDictionary.removeObject(forKey: backgroundKey) }
+        body()
+    }
+
+    // MARK: Reading
+
+    /// Reads what changed since the last refresh, in one read transaction at one version.
+    /// Returns the event to deliver, or `nil` when no result changed.
+    private func refresh(_ db: Database) throws -> Event? {
+        let version = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'version'", as: Int64.self) ?? 0
+        let isInitial = checkedVersion == nil
+        if !isInitial && version == checkedVersion { return nil }
+        if isInitial {
+            tables = try sources.map { try $0.tables(in: db) }
+            logQueries = tables.map { tables in
+                let names = (tables + [ChangeLog.everyTable]).map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }
+                return "SELECT table_name, row_keys FROM ripple_changes WHERE version > ? AND version <= ? "
+                    + "AND table_name IN (\(names.joined(separator: ", ")))"
+            }
+            let all = tables.reduce(into: Set<String>()) { $0.formUnion($1) }
+            condition.lock()
+            interest = all
+            condition.unlock()
+        }
+        var affected = Array(repeating: isInitial, count: sources.count)
+        if let since = checkedVersion {
+            let oldest = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'oldest_version'", as: Int64.self) ?? 0
+            for index in sources.indices {
+                affected[index] = try oldest > since || mayHaveChanged(index, after: since, through: version, in: db)
+            }
+        }
+        checkedVersion = version
+        guard affected.contains(true) else { return nil }
+
+        var members: [LiveQueryEvent<Element>] = []
+        var changed = isInitial
+        let previous = deliveredVersion
+        for index in sources.indices {
+            let old = snapshots[index]
+            if affected[index] || old == nil {
+                let new = try sources[index].fetch(db)
+                store.observation.fetchCount.withLock { $0 += 1 }
+                let changeset: Changeset
+                var columns: [Set<String>] = []
+                if let old {
+                    changeset = Changeset(from: old.items, to: new.items)
+                    columns = changeset.updates.map { old.changedColumns(from: $0.old, to: $0.new, in: new) }
+                } else {
+                    changeset = .initial(count: new.elements.count)
+                }
+                changed = changed || !changeset.isEmpty
+                snapshots[index] = new
+                members.append(LiveQueryEvent(version: version, previousVersion: previous, snapshot: new.elements,
+                                              changeset: changeset, updatedColumns: columns))
+            } else if let old {
+                members.append(LiveQueryEvent(version: version, previousVersion: previous, snapshot: old.elements,
+                                              changeset: .unchanged(count: old.elements.count), updatedColumns: []))
+            }
+        }
+        guard changed else { return nil }
+        deliveredVersion = version
+        return makeEvent(members)
+    }
+
+    /// Whether the logged changes in `(after, through]` may change source `index`'s result.
+    private func mayHaveChanged(_ index: Int, after: Int64, through: Int64, in db: Database) throws -> Bool {
+        let entries = try db.fetchAll(logQueries[index], [after, through])
+        guard !entries.isEmpty else { return false }
+        guard let check = sources[index].rowCheck, let snapshot = snapshots[index] else { return true }
+        var keys: [String] = []
+        for entry in entries {
+            guard case .text(let table)? = entry.values.first, table == check.table,
+                  case .text(let list)? = entry.values.last,
+                  let parsed = JSONText.parseStringArray(list) else { return true }
+            keys += parsed
+            if keys.count > Self.rowCheckLimit { return true }
+        }
+        if snapshot.contains(anyKeyOf: keys) { return true }
+        return try check.anyMatches(keys, in: db)
+    }
+
+    /// Beyond this many changed rows, re-running the query is cheaper than checking each.
+    private static var rowCheckLimit: Int { 256 }
+}
+
+/// Marks the threads running a subscriber's handler, so that `cancel()` called from inside one
+/// does not wait for another handler (which could be waiting for this one).
+enum HandlerScope {
+    private static var key: String { "ripple.observation.handler" }
+
+    static var isInside: Bool { (Thread.current.threadDictionary[key] as? Int ?? 0) > 0 }
+
+    static func run(_ body: () -> Void) {
+        let dictionary = Thread.current.threadDictionary
+        dictionary[key] = (dictionary[key] as? Int ?? 0) + 1
+        defer { dictionary[key] = (dictionary[key] as? Int ?? 1) - 1 }
+        body()
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+
+extension RecordQuery {
+    /// This query, live: subscribers receive its result after every commit that changes it.
+    ///
+    /// ```swift
+    /// let open = try todos.filter(Column("done") == false).order(by: Column("rank")).live()
+    /// ```
+    ///
+    /// A single-table filter without offset is invalidated row by row: a commit whose changed rows
+    /// are neither in the current result nor match the filter does not re-run the query.
+    ///
+    /// - Throws: ``StoreError`` with kind ``StoreError/Kind/invalidQuery`` for an unknown column or
+    ///   a negative window.
+    public func live() throws(StoreError) -> LiveQuery<Record> {
+        let compiled = try compiled()
+        let schema = collection.schema
+        var rowCheck: RowCheck?
+        if offset == 0 {
+            var condition = SQLBuilder(schema: schema)
+            if let filter { try condition.appendCondition(filter) }
+            rowCheck = RowCheck(
+                table: schema.table,
+                prefix: "SELECT 1 FROM \(schema.quotedTable) WHERE \(SQLIdentifier.quoted(schema.primaryKey)) IN (",
+                filterSQL: condition.sql, filterArguments: condition.arguments)
+        }
+        let cached = !(filter?.hasInList ?? false)
+        let reader = SnapshotReader(keyColumn: Int32(schema.primaryKeyIndex))
+        let source = QuerySource<Record>(
+            description: compiled.sql, sql: compiled.sql, arguments: compiled.arguments,
+            knownTables: [schema.table], rowCheck: rowCheck
+        ) { db in
+            let statement = cached ? try db.cachedStatement(compiled.sql) : try db.makeStatement(compiled.sql)
+            defer { statement.reset() }
+            try statement.bind(compiled.arguments)
+            let decoder = RowDecoder(statement: statement, layout: schema.layout, recordType: Record.self)
+            defer { decoder.finish() }
+            return try reader.read(statement) { try decoder.decode(Record.self) }
+        }
+        return LiveQuery(store: collection.store, source: source)
+    }
+}
+
+extension RecordCollection {
+    /// Every record of the collection, live (in table order; see ``RecordQuery/live()``).
+    public func live() throws(StoreError) -> LiveQuery<Record> {
+        try all.live()
+    }
+}
+
+extension Store {
+    /// A raw SQL query, live: its rows after every commit that changes a table it reads (found
+    /// by SQLite while preparing it, views included). Arguments are bound, never spliced.
+    ///
+    /// `identity` names the result column that identifies a row across snapshots (a primary key):
+    /// rows with the same identity are the same element, updated when another column changed.
+    ///
+    /// ```swift
+    /// let counts = store.liveQuery(sql: "SELECT done, count(*) AS n FROM todos GROUP BY done", identity: "done")
+    /// ```
+    public func liveQuery(sql: String, arguments: [any SQLValueConvertible] = [], identity: String) -> LiveQuery<Row> {
+        let arguments = arguments.map(\.sqlValue)
+        let source = QuerySource<Row>(description: sql, sql: sql, arguments: arguments, knownTables: nil, rowCheck: nil) { db in
+            let statement = try db.cachedStatement(sql)
+            defer { statement.reset() }
+            try statement.bind(arguments)
+            let columns = Row.Columns((0..<statement.columnCount).map(statement.columnName))
+            guard let key = columns.indexByName[identity] else {
+                throw StoreError(.invalidQuery, "no column \"\(identity)\" in the result of \(sql) "
+                                 + "(columns: \(columns.names.joined(separator: ", ")))")
+            }
+            let width = Int32(columns.names.count)
+            return try SnapshotReader(keyColumn: Int32(key)).read(statement) {
+                Row(columns: columns, values: (0..<width).map(statement.value(at:)))
+            }
+        }
+        return LiveQuery(store: self, source: source)
+    }
+
+    /// A raw SQL query, live, its rows decoded as `type` (columns matched to coding keys by name,
+    /// as ``Database/fetchAll(_:_:_:)`` does). `identity` names the identifying column.
+    public func liveQuery<Record: Decodable & Sendable>(_ type: Record.Type, sql: String,
+                                                        arguments: [any SQLValueConvertible] = [],
+                                                        identity: String) -> LiveQuery<Record> {
+        let arguments = arguments.map(\.sqlValue)
+        let source = QuerySource<Record>(description: sql, sql: sql, arguments: arguments, knownTables: nil, rowCheck: nil) { db in
+            let statement = try db.cachedStatement(sql)
+            defer { statement.reset() }
+            try statement.bind(arguments)
+            let names = (0..<statement.columnCount).map(statement.columnName)
+            guard let key = names.firstIndex(of: identity) else {
+                throw StoreError(.invalidQuery, "no column \"\(identity)\" in the result of \(sql) "
+                                 + "(columns: \(names.joined(separator: ", ")))")
+            }
+            let decoder = RowDecoder(statement: statement, recordType: Record.self)
+            defer { decoder.finish() }
+            return try SnapshotReader(keyColumn: Int32(key)).read(statement) { try decoder.decode(Record.self) }
+        }
+        return LiveQuery(store: self, source: source)
+    }
+}
