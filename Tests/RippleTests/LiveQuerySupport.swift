@@ -14,6 +14,7 @@ final class ListViewSubscriber<Element: Equatable & Sendable>: @unchecked Sendab
     private var _failures: [String] = []
     private var _error: (any Error)?
     private var lastVersion: Int64?
+    private var cancelled = false
 
     /// Called for every event (as the handler).
     func receive(_ event: LiveQueryEvent<Element>) {
@@ -22,6 +23,7 @@ final class ListViewSubscriber<Element: Equatable & Sendable>: @unchecked Sendab
             condition.broadcast()
             condition.unlock()
         }
+        if cancelled { _failures.append("v\(event.version) delivered after cancel() returned") }
         if let lastVersion {
             if event.version <= lastVersion { _failures.append("version \(event.version) after \(lastVersion)") }
             if event.previousVersion != lastVersion {
@@ -80,6 +82,23 @@ final class ListViewSubscriber<Element: Equatable & Sendable>: @unchecked Sendab
             if !condition.wait(until: deadline) { return false }
         }
         return true
+    }
+
+    /// Notes that `cancel()` returned: any later event is a failure.
+    func markCancelled() {
+        condition.withLock { cancelled = true }
+    }
+
+    /// Waits (up to `timeout` seconds) until the list shows `expected`.
+    @discardableResult
+    func waitFor(items expected: [Element], timeout: TimeInterval = 60) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while model.items != expected && _error == nil {
+            if !condition.wait(until: deadline) { return false }
+        }
+        return model.items == expected
     }
 
     /// Subscribes to `query`, delivering to this subscriber.
