@@ -7,6 +7,11 @@ let package = Package(
         .library(name: "RippleDiff", targets: ["RippleDiff"]),
         .library(name: "RippleTesting", targets: ["RippleTesting"]),
         .library(name: "Ripple", targets: ["Ripple"]),
+        .executable(name: "ripple", targets: ["RippleCLI"]),
+    ],
+    dependencies: [
+        // The command-line tool's argument parsing (the libraries depend on nothing).
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         // The Heckel diff engine: no dependency on SQLite or Foundation.
@@ -20,6 +25,12 @@ let package = Package(
         .target(name: "Ripple", dependencies: ["RippleDiff", "RippleSQLite", "RippleSchema"]),
         // What users' tests need: the batch-update list-view model.
         .target(name: "RippleTesting", dependencies: ["RippleDiff"]),
+        // The `ripple` command-line tool (`ripple demo`, …). The module is `RippleCLI`, not
+        // `ripple`, so that it never collides with `Ripple` on a case-insensitive file system.
+        .executableTarget(name: "RippleCLI", dependencies: [
+            "Ripple", "RippleDiff",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], path: "Sources/ripple"),
         .testTarget(name: "RippleDiffTests", dependencies: ["RippleDiff", "RippleTesting"]),
         .testTarget(name: "RippleTestingTests", dependencies: ["RippleDiff", "RippleTesting"]),
         .testTarget(name: "RippleTests", dependencies: ["Ripple", "RippleTesting"]),
