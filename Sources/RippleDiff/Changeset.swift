@@ -108,6 +108,21 @@ public struct Changeset: Hashable, Sendable {
                          updates: [])
     }
 
+    /// The changeset of a collection of `count` elements where only the elements at `indices`
+    /// changed content, in place: each an update `(i, i)`, nothing deleted, inserted or moved.
+    ///
+    /// - Precondition: every index is in `0..<count`.
+    /// - Complexity: O(n) for the index map, plus O(k log k) to sort the k indices.
+    public static func updating(_ indices: some Sequence<Int>, count: Int) -> Changeset {
+        let identity = (0..<Int32(clamping: count)).map { $0 }
+        let updates = Set(indices).sorted().map { index in
+            precondition(index >= 0 && index < count, "update index \(index) outside 0..<\(count)")
+            return IndexPair(old: index, new: index)
+        }
+        return Changeset(matching: _Matching(oldToNew: identity, newToOld: identity, matchedCount: count, duplicates: []),
+                         updates: updates)
+    }
+
     /// Builds the public lists from a matching: deletes, inserts, and the minimal moves.
     ///
     /// - Complexity: O(n log n) for the moves, O(n) for the rest.

@@ -1,6 +1,7 @@
 import Foundation
 @testable import Ripple
 import RippleDiff
+import RippleTesting
 import Testing
 
 /// Live queries on real database files, delivered immediately (deterministic: each commit's event
@@ -111,11 +112,66 @@ import Testing
         try todos.update(seeded[9])
         #expect(fetches == afterInitial + 1)
         #expect(subscriber.events.last?.changeset.inserts == [5])
-        // A row inside the result: re-run.
+        // A row inside the result whose rank (the order) did not change: read alone, patched in place.
         seeded[1].title = "changed"
         try todos.update(seeded[1])
+        #expect(fetches == afterInitial + 1)
+        #expect(subscriber.events.last?.changeset.updates == [.init(old: 1, new: 1)])
+        #expect(subscriber.events.last?.updatedColumns == [["title"]])
+        // Its rank changed: the query re-runs (the row may move).
+        seeded[1].rank = 100
+        try todos.update(seeded[1])
         #expect(fetches == afterInitial + 2)
+        #expect(subscriber.events.last?.changeset.moves.count == 1)
+        // It leaves the result: re-run.
+        seeded[1].done = true
+        try todos.update(seeded[1])
+        #expect(fetches == afterInitial + 3)
+        #expect(subscriber.events.last?.changeset.deletes.count == 1)
+        #expect(subscriber.items == (try todos.filter(Column("done") == false).order(by: Column("rank")).fetchAll()))
         #expect(subscriber.failures.isEmpty, "\(subscriber.failures)")
+    }
+
+    /// Random writes (seeded); after each, every subscriber's list equals the query run afresh.
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func afterEveryRandomWriteTheListEqualsTheQuery(seed: UInt64) throws {
+        var random = SeededGenerator(seed: seed)
+        var rows = (0..<30).map { Todo.make($0, done: Bool.random(using: &random)) }
+        try todos.insert(contentsOf: rows)
+        let queries = [
+            todos.filter(Column("done") == false).order(by: Column("rank"), Column("id")),
+            todos.filter(Column("rank") < 20).order(by: Column("title").descending, Column("id")).limit(8),
+            todos.all.order(by: Column("done"), Column("rank"), Column("id")),
+        ]
+        let subscribers = queries.map { _ in ListViewSubscriber<Todo>() }
+        let subscriptions = try zip(queries, subscribers).map { query, subscriber in subscriber.subscribe(to: try query.live()) }
+        defer { subscriptions.forEach { $0.cancel() } }
+        for step in 0..<150 {
+            let index = Int.random(in: 0..<rows.count, using: &random)
+            switch Int.random(in: 0..<6, using: &random) {
+            case 0: rows[index].title = "t\(step)"; try todos.update(rows[index])
+            case 1: rows[index].rank = Int.random(in: 0..<40, using: &random); try todos.update(rows[index])
+            case 2: rows[index].done.toggle(); try todos.update(rows[index])
+            case 3:
+                _ = try todos.delete(id: rows[index].id)
+                rows[index] = Todo.make(Int.random(in: 0..<40, using: &random))
+                try todos.insert(rows[index])
+            case 4:
+                try store.write { db in   // several rows, titles only: patched in place when all are in a result
+                    for offset in 0..<3 {
+                        let other = (index + offset * 7) % rows.count
+                        rows[other].title += "+"
+                        try todos.update(rows[other], in: db)
+                    }
+                }
+            default:
+                try todos.update(rows[index])   // identical values
+            }
+            for (query, subscriber) in zip(queries, subscribers) {
+                #expect(subscriber.items == (try query.fetchAll()), "step \(step)")
+            }
+        }
+        for subscriber in subscribers { #expect(subscriber.failures.isEmpty, "\(subscriber.failures)") }
     }
 
     @Test func integerKeysAreCheckedRowByRowToo() throws {

@@ -232,7 +232,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             tables = try sources.map { try $0.tables(in: db) }
             logQueries = tables.map { tables in
                 let names = (tables + [ChangeLog.everyTable]).map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }
-                return "SELECT table_name, row_keys FROM ripple_changes WHERE version > ? AND version <= ? "
+                return "SELECT table_name, operation, row_keys FROM ripple_changes WHERE version > ? AND version <= ? "
                     + "AND table_name IN (\(names.joined(separator: ", ")))"
             }
             let all = tables.reduce(into: Set<String>()) { $0.formUnion($1) }
@@ -240,62 +240,122 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             interest = all
             condition.unlock()
         }
-        var affected = Array(repeating: isInitial, count: sources.count)
+        var impacts = Array(repeating: Impact.everything, count: sources.count)
         if let since = checkedVersion {
             let oldest = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'oldest_version'", as: Int64.self) ?? 0
-            for index in sources.indices {
-                affected[index] = try oldest > since || mayHaveChanged(index, after: since, through: version, in: db)
+            if oldest <= since {
+                for index in sources.indices {
+                    impacts[index] = try impact(on: index, after: since, through: version, in: db)
+                }
             }
         }
         checkedVersion = version
-        guard affected.contains(true) else { return nil }
+        guard impacts.contains(where: { $0 != .none }) else { return nil }
 
         var members: [LiveQueryEvent<Element>] = []
         var changed = isInitial
         let previous = deliveredVersion
         for index in sources.indices {
-            let old = snapshots[index]
-            if affected[index] || old == nil {
+            var member: LiveQueryEvent<Element>?
+            if let old = snapshots[index] {
+                switch impacts[index] {
+                case .none:
+                    member = LiveQueryEvent(version: version, previousVersion: previous, snapshot: old.elements,
+                                            changeset: .unchanged(count: old.elements.count), updatedColumns: [])
+                case .updated(let keys):
+                    if let patched = try patch(index, old, keys: keys, in: db) {
+                        member = LiveQueryEvent(version: version, previousVersion: previous, snapshot: patched.elements,
+                                                changeset: patched.changeset, updatedColumns: patched.columns)
+                    }
+                case .everything:
+                    break
+                }
+            }
+            if member == nil {
                 let new = try sources[index].fetch(db)
                 store.observation.fetchCount.withLock { $0 += 1 }
                 let changeset: Changeset
                 var columns: [Set<String>] = []
-                if let old {
+                if let old = snapshots[index] {
                     changeset = Changeset(from: old.items, to: new.items)
                     columns = changeset.updates.map { old.changedColumns(from: $0.old, to: $0.new, in: new) }
                 } else {
                     changeset = .initial(count: new.elements.count)
                 }
-                changed = changed || !changeset.isEmpty
                 snapshots[index] = new
-                members.append(LiveQueryEvent(version: version, previousVersion: previous, snapshot: new.elements,
-                                              changeset: changeset, updatedColumns: columns))
-            } else if let old {
-                members.append(LiveQueryEvent(version: version, previousVersion: previous, snapshot: old.elements,
-                                              changeset: .unchanged(count: old.elements.count), updatedColumns: []))
+                member = LiveQueryEvent(version: version, previousVersion: previous, snapshot: new.elements,
+                                        changeset: changeset, updatedColumns: columns)
             }
+            guard let member else { continue }
+            changed = changed || !member.changeset.isEmpty
+            members.append(member)
         }
         guard changed else { return nil }
         deliveredVersion = version
         return makeEvent(members)
     }
 
-    /// Whether the logged changes in `(after, through]` may change source `index`'s result.
-    private func mayHaveChanged(_ index: Int, after: Int64, through: Int64, in db: Database) throws -> Bool {
-        let entries = try db.fetchAll(logQueries[index], [after, through])
-        guard !entries.isEmpty else { return false }
-        guard let check = sources[index].rowCheck, let snapshot = snapshots[index] else { return true }
-        var keys: [String] = []
-        for entry in entries {
-            guard case .text(let table)? = entry.values.first, table == check.table,
-                  case .text(let list)? = entry.values.last,
-                  let parsed = JSONText.parseStringArray(list) else { return true }
-            keys += parsed
-            if keys.count > Self.rowCheckLimit { return true }
-        }
-        if snapshot.contains(anyKeyOf: keys) { return true }
-        return try check.anyMatches(keys, in: db)
+    /// How logged changes may affect a source's result.
+    private enum Impact: Equatable {
+        /// They cannot: the result stands.
+        case none
+        /// Only rows of the result with these keys were updated (they may still leave it).
+        case updated(Set<String>)
+        /// Re-run the query.
+        case everything
     }
+
+    /// What the logged changes in `(after, through]` do to source `index`'s result.
+    private func impact(on index: Int, after: Int64, through: Int64, in db: Database) throws -> Impact {
+        let entries = try db.fetchAll(logQueries[index], [after, through])
+        guard !entries.isEmpty else { return .none }
+        guard let check = sources[index].rowCheck, let snapshot = snapshots[index] else { return .everything }
+        var keys: [String] = []
+        var updatesOnly = true
+        for entry in entries {
+            guard entry.values.count == 3, case .text(let table) = entry.values[0], table == check.table,
+                  case .text(let operation) = entry.values[1], case .text(let list) = entry.values[2],
+                  let parsed = JSONText.parseStringArray(list) else { return .everything }
+            updatesOnly = updatesOnly && operation == ChangeLogEntry.Operation.update.rawValue
+            keys += parsed
+            if keys.count > Self.rowCheckLimit { return .everything }
+        }
+        if updatesOnly, sources[index].fetchRows != nil, keys.count <= Self.patchLimit,
+           let found = snapshot.indices(of: Set(keys)), !found.isEmpty {
+            return .updated(Set(found.keys))
+        }
+        if snapshot.contains(anyKeyOf: keys) { return .everything }
+        return try check.anyMatches(keys, in: db) ? .everything : .none
+    }
+
+    /// The result of source `index` with the rows of `keys` read again and replaced in place,
+    /// or `nil` when one left the result or changed an ordering column (then the query re-runs).
+    private func patch(_ index: Int, _ old: Snapshot<Element>, keys: Set<String>, in db: Database) throws
+        -> (elements: [Element], changeset: Changeset, columns: [Set<String>])? {
+        guard let fetchRows = sources[index].fetchRows, let positions = old.indices(of: keys) else { return nil }
+        let rows = try fetchRows(db, Array(keys))
+        guard rows.items.count == keys.count, rows.columnNames == old.columnNames else { return nil }
+        let width = old.columnNames.count
+        var new = old
+        var updated: [(index: Int, columns: Set<String>)] = []
+        for row in rows.items.indices {
+            guard let position = positions[rows.items[row].key] else { return nil }
+            for column in sources[index].orderColumns
+            where old.columnHashes[position * width + column] != rows.columnHashes[row * width + column] {
+                return nil
+            }
+            if old.items[position].content != rows.items[row].content {
+                updated.append((position, old.changedColumns(from: position, to: row, in: rows)))
+                new.replace(position, with: row, of: rows)
+            }
+        }
+        updated.sort { $0.index < $1.index }
+        snapshots[index] = new
+        return (new.elements, .updating(updated.map(\.index), count: new.elements.count), updated.map(\.columns))
+    }
+
+    /// At most this many changed rows are patched in place.
+    private static var patchLimit: Int { 32 }
 
     /// Beyond this many changed rows, re-running the query is cheaper than checking each.
     private static var rowCheckLimit: Int { 256 }

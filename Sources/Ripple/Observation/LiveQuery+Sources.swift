@@ -26,7 +26,7 @@ extension RecordQuery {
         }
         let cached = !(filter?.hasInList ?? false)
         let reader = SnapshotReader(keyColumn: Int32(schema.primaryKeyIndex))
-        let source = QuerySource<Record>(
+        var source = QuerySource<Record>(
             description: compiled.sql, sql: compiled.sql, arguments: compiled.arguments,
             knownTables: [schema.table], rowCheck: rowCheck
         ) { db in
@@ -36,6 +36,21 @@ extension RecordQuery {
             let decoder = RowDecoder(statement: statement, layout: schema.layout, recordType: Record.self)
             defer { decoder.finish() }
             return try reader.read(statement) { try decoder.decode(Record.self) }
+        }
+        if let rowCheck, !orderings.isEmpty {
+            // Rows whose ordering columns did not change keep their place: they are read alone.
+            source.orderColumns = orderings.compactMap { schema.layout.indexByName[$0.column.name] }
+            let select = "\(schema.selectAllSQL) WHERE \(SQLIdentifier.quoted(schema.primaryKey)) IN ("
+            source.fetchRows = { db, keys in
+                var sql = select + Array(repeating: "?", count: keys.count).joined(separator: ", ") + ")"
+                if !rowCheck.filterSQL.isEmpty { sql += " AND (" + rowCheck.filterSQL + ")" }
+                let statement = keys.count <= 4 ? try db.cachedStatement(sql) : try db.makeStatement(sql)
+                defer { statement.reset() }
+                try statement.bind(keys.map { SQLValue.text($0) } + rowCheck.filterArguments)
+                let decoder = RowDecoder(statement: statement, layout: schema.layout, recordType: Record.self)
+                defer { decoder.finish() }
+                return try reader.read(statement) { try decoder.decode(Record.self) }
+            }
         }
         return LiveQuery(store: collection.store, source: source)
     }

@@ -25,13 +25,41 @@ struct Snapshot<Element: Sendable>: Sendable {
         return changed
     }
 
-    /// Whether an element has `key`.
+    /// Whether any element has one of `keys`.
     func contains(anyKeyOf keys: [String]) -> Bool {
         if keys.count <= 4 {
             return items.contains { item in keys.contains(item.key) }
         }
         let wanted = Set(keys)
         return items.contains { wanted.contains($0.key) }
+    }
+}
+
+extension Snapshot {
+    /// The index of each of `keys` in the snapshot, or `nil` when one is missing.
+    func indices(of keys: some Collection<String>) -> [String: Int]? {
+        var found: [String: Int] = [:]
+        if keys.count <= 4 {
+            for key in keys {
+                guard let index = items.firstIndex(where: { $0.key == key }) else { return nil }
+                found[key] = index
+            }
+            return found
+        }
+        let wanted = Set(keys)
+        for (index, item) in items.enumerated() where wanted.contains(item.key) && found[item.key] == nil {
+            found[item.key] = index
+        }
+        return found.count == wanted.count ? found : nil
+    }
+
+    /// Replaces element `index` with element `row` of `rows` (same columns).
+    mutating func replace(_ index: Int, with row: Int, of rows: Snapshot) {
+        let width = columnNames.count
+        elements[index] = rows.elements[row]
+        items[index] = rows.items[row]
+        columnHashes.replaceSubrange(index * width ..< (index + 1) * width,
+                                     with: rows.columnHashes[row * width ..< (row + 1) * width])
     }
 }
 
@@ -132,6 +160,12 @@ struct QuerySource<Element: Sendable>: Sendable {
     let rowCheck: RowCheck?
     /// Reads the result.
     let fetch: @Sendable (Database) throws -> Snapshot<Element>
+    /// For row-precise sources with an order: reads the rows with these keys that match the
+    /// filter now (in no particular order), to patch the result in place when only their
+    /// non-ordering columns changed.
+    var fetchRows: (@Sendable (Database, [String]) throws -> Snapshot<Element>)? = nil
+    /// The result columns of the ORDER BY terms.
+    var orderColumns: [Int] = []
 
     /// The tables the query reads, found by SQLite's authorizer while preparing it.
     func tables(in db: Database) throws -> Set<String> {
