@@ -129,8 +129,9 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             let event = try store.read { db in try refresh(db) }
             condition.lock()
             defer { condition.unlock() }
-            ready = event
-            return state.refreshed(hasEvent: event != nil)
+            let action = state.refreshed(hasEvent: event != nil)
+            if action == .deliver { ready = event }   // cancelled meanwhile: dropped at once
+            return action
         } catch {
             condition.lock()
             defer { condition.unlock() }
