@@ -23,16 +23,16 @@ let package = Package(
         .target(name: "RippleSchema", path: "Migrations", resources: [.copy("0001_store_schema.sql")]),
         // The store: connections, migrations, collections, queries, change log.
         .target(name: "Ripple", dependencies: ["RippleDiff", "RippleSQLite", "RippleSchema"]),
-        // What users' tests need: the batch-update list-view model.
-        .target(name: "RippleTesting", dependencies: ["RippleDiff"]),
+        // What users' tests need: the batch-update list-view model, recorded transcripts.
+        .target(name: "RippleTesting", dependencies: ["Ripple", "RippleDiff"]),
         // The `ripple` command-line tool (`ripple demo`, …). The module is `RippleCLI`, not
         // `ripple`, so that it never collides with `Ripple` on a case-insensitive file system.
         .executableTarget(name: "RippleCLI", dependencies: [
-            "Ripple", "RippleDiff",
+            "Ripple", "RippleDiff", "RippleTesting",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], path: "Sources/ripple"),
         .testTarget(name: "RippleDiffTests", dependencies: ["RippleDiff", "RippleTesting"]),
-        .testTarget(name: "RippleTestingTests", dependencies: ["RippleDiff", "RippleTesting"]),
+        .testTarget(name: "RippleTestingTests", dependencies: ["Ripple", "RippleDiff", "RippleTesting"]),
         .testTarget(name: "RippleTests", dependencies: ["Ripple", "RippleTesting"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Ripple
+import RippleTesting
 
 /// `ripple demo`: a short tour of live queries. Opens a store in a temporary directory, seeds a
 /// collection of todos, subscribes to "open todos ordered by rank", makes a series of labelled
@@ -19,6 +20,11 @@ struct DemoCommand: ParsableCommand {
     @Flag(help: "Print one JSON object per event on stdout, and nothing else (labels go to stderr).")
     var json = false
 
+    @Option(name: .customLong("record"), help: ArgumentHelp(
+        "Also write the live query's events to FILE as a transcript (check it with `ripple replay`).",
+        valueName: "FILE"))
+    var recordPath: String?
+
     func run() throws {
         let files = FileManager.default
         let directory = files.temporaryDirectory.appendingPathComponent("ripple-demo-\(UUID().uuidString)")
@@ -36,6 +42,9 @@ struct DemoCommand: ParsableCommand {
         let query = todos.filter(Column("done") == false).order(by: Column("rank"))
         let live = try query.live()
 
+        // A second subscriber, so that the demo's own output stays the same.
+        let recorder = recordPath.map { _ in TranscriptRecorder(live) }
+        defer { recorder?.stop() }
         printer.label("Live query: open todos ordered by rank (\(Todo.seed.count) seeded, "
                       + "\(Todo.seed.filter(\.done).count) of them done)")
         let checker = EventChecker(printer: printer)
@@ -118,6 +127,15 @@ struct DemoCommand: ParsableCommand {
 
         printer.summary("ok: \(checker.eventCount) events; each changeset, applied to the list "
                         + "received before, gave the snapshot")
+        if let recorder, let recordPath {
+            let transcript = recorder.stop()
+            if let error = recorder.error {
+                Console.error("recording the transcript failed: \(error)")
+                throw ExitCode.failure
+            }
+            try transcript.save(to: URL(fileURLWithPath: recordPath))
+            Console.note("recorded \(transcript.steps.count) steps to \(recordPath)")
+        }
     }
 
     // MARK: Writes
