@@ -1,0 +1,135 @@
+import BenchSQLite
+import Foundation
+
+/// The observe benchmark's floor on SQLite's C API: commit the write on one connection, then
+/// re-query the affected query on a second connection into records — no observation, no diff.
+/// Also seeds every impl's file.
+final class ObserveFloor: ObserveSubject {
+    private let writer: OpaquePointer
+    private let reader: OpaquePointer
+    private let update: OpaquePointer
+    private let selects: [OpaquePointer]
+    private let mailbox: ObserveMailbox
+
+    init(path: String, queries: [ObserveQuery], mailbox: ObserveMailbox) throws {
+        self.mailbox = mailbox
+        let reader = Self.open(path)
+        writer = Self.open(path)
+        self.reader = reader
+        update = Self.prepare(writer, "UPDATE todo SET title = ?, rank = ?, done = ? WHERE id = ?")
+        selects = queries.map { query in
+            switch query {
+            case .openWindow(let limit):
+                ObserveFloor.prepare(reader, "SELECT id, title, rank, done FROM todo WHERE done = 0 ORDER BY rank LIMIT \(limit)")
+            case .rankRange(let low, let count):
+                ObserveFloor.prepare(reader, "SELECT id, title, rank, done FROM todo WHERE rank >= \(low) AND rank < \(low + count) ORDER BY rank")
+            }
+        }
+        for index in selects.indices {
+            mailbox.post(query: index, at: .now, snapshot: fetch(index), changes: -1, initial: true)
+        }
+    }
+
+    func write(_ record: ObserveTodo, query: Int) throws -> ContinuousClock.Instant {
+        Self.exec(writer, "BEGIN IMMEDIATE")
+        Self.bind(update, 1, record.title)
+        sqlite3_bind_int64(update, 2, Int64(record.rank))
+        sqlite3_bind_int64(update, 3, record.done ? 1 : 0)
+        Self.bind(update, 4, record.id)
+        guard sqlite3_step(update) == SQLITE_DONE, sqlite3_changes(writer) == 1 else {
+            sqlite3_reset(update)
+            Self.exec(writer, "ROLLBACK")
+            throw ObserveFailure("C floor: update of \(record.id) failed")
+        }
+        sqlite3_reset(update)
+        Self.exec(writer, "COMMIT")
+        let committed = ContinuousClock.now
+        let snapshot = fetch(query)
+        mailbox.post(query: query, at: .now, snapshot: snapshot, changes: -1, initial: false)
+        return committed
+    }
+
+    func close() {
+        sqlite3_finalize(update)
+        selects.forEach { sqlite3_finalize($0) }
+        sqlite3_close(reader)
+        sqlite3_close(writer)
+    }
+
+    /// Runs select `index` on the reader into records.
+    private func fetch(_ index: Int) -> [ObserveTodo] {
+        let statement = selects[index]
+        defer { sqlite3_reset(statement) }
+        var todos: [ObserveTodo] = []
+        while sqlite3_step(statement) == SQLITE_ROW {
+            todos.append(ObserveTodo(id: Self.text(statement, 0), title: Self.text(statement, 1),
+                                     rank: Int(sqlite3_column_int64(statement, 2)),
+                                     done: sqlite3_column_int64(statement, 3) != 0))
+        }
+        return todos
+    }
+
+    /// Creates the file at `path` with the schema and `rows` rows (``ObserveModel/rows(count:_:)``)
+    /// in one transaction; the index is built after the rows.
+    static func seed(path: String, rows: Int) {
+        let db = open(path)
+        defer { sqlite3_close(db) }
+        exec(db, "BEGIN IMMEDIATE")
+        exec(db, "CREATE TABLE todo(id TEXT PRIMARY KEY NOT NULL, title TEXT NOT NULL, rank INTEGER NOT NULL, done INTEGER NOT NULL)")
+        let insert = prepare(db, "INSERT INTO todo(id, title, rank, done) VALUES (?, ?, ?, ?)")
+        ObserveModel.rows(count: rows) { todo in
+            bind(insert, 1, todo.id)
+            bind(insert, 2, todo.title)
+            sqlite3_bind_int64(insert, 3, Int64(todo.rank))
+            sqlite3_bind_int64(insert, 4, todo.done ? 1 : 0)
+            precondition(sqlite3_step(insert) == SQLITE_DONE, "observe seed: insert failed")
+            sqlite3_reset(insert)
+        }
+        sqlite3_finalize(insert)
+        exec(db, "CREATE INDEX todo_done_rank ON todo(done, rank)")
+        exec(db, "COMMIT")
+        exec(db, "PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+
+    // MARK: C helpers
+
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    private static func open(_ path: String) -> OpaquePointer {
+        var db: OpaquePointer?
+        precondition(sqlite3_open(path, &db) == SQLITE_OK, "observe: cannot open \(path)")
+        sqlite3_busy_timeout(db, 5_000)
+        exec(db!, "PRAGMA journal_mode = WAL")
+        exec(db!, "PRAGMA synchronous = NORMAL")
+        return db!
+    }
+
+    private static func exec(_ db: OpaquePointer, _ sql: String) {
+        var message: UnsafeMutablePointer<CChar>?
+        if sqlite3_exec(db, sql, nil, nil, &message) != SQLITE_OK {
+            fatalError("observe C floor: \(sql): \(message.map { String(cString: $0) } ?? "?")")
+        }
+    }
+
+    private static func prepare(_ db: OpaquePointer, _ sql: String) -> OpaquePointer {
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil) == SQLITE_OK,
+              let statement else {
+            fatalError("observe C floor: \(sql): \(String(cString: sqlite3_errmsg(db)))")
+        }
+        return statement
+    }
+
+    private static func bind(_ statement: OpaquePointer, _ index: Int32, _ text: String) {
+        var text = text
+        _ = text.withUTF8 { bytes in
+            sqlite3_bind_text(statement, index, UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self),
+                              Int32(bytes.count), transient)
+        }
+    }
+
+    private static func text(_ statement: OpaquePointer, _ column: Int32) -> String {
+        String(decoding: UnsafeBufferPointer(start: sqlite3_column_text(statement, column),
+                                              count: Int(sqlite3_column_bytes(statement, column))), as: UTF8.self)
+    }
+}
