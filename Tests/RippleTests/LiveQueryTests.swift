@@ -19,6 +19,7 @@ import Testing
     }
 
     var fetches: Int { store.observation.fetchCount.withLock { $0 } }
+    var skips: Int { store.observation.skipCount.withLock { $0 } }
 
     func openTodos() throws -> LiveQuery<Todo> {
         try todos.filter(Column("done") == false).order(by: Column("rank")).live()
@@ -98,13 +99,23 @@ import Testing
         // Another table: not even looked at.
         try store.write { db in try db.execute("INSERT INTO notes(body) VALUES ('x')") }
         #expect(fetches == afterInitial)
-        // A row outside the result that still does not match (done stays true).
+        // A row outside the result that still does not match (done stays true): the filter,
+        // evaluated inside the commit's transaction, says so; nothing is read.
         seeded[7].title = "still done"
         try todos.update(seeded[7])
         #expect(fetches == afterInitial)
+        #expect(skips == 1)
         // Deleting a row outside the result.
         _ = try todos.delete(id: seeded[8].id)
         #expect(fetches == afterInitial)
+        #expect(skips == 2)
+        // The same, by another Store on the file: not evaluated in its transaction, so checked
+        // against the change log on a reader — still without re-running the query.
+        let other = try Store(path: directory.path("live.sqlite"))
+        try other.write { db in try db.execute("UPDATE todos SET title = 'other' WHERE id = ?", [seeded[6].id]) }
+        try store.noticeExternalWrites()
+        #expect(fetches == afterInitial)
+        #expect(skips == 2)
         #expect(subscriber.events.count == 1)
 
         // A row outside the result that matches now: re-run, one insert.

@@ -33,6 +33,13 @@ struct CommitSummary: Sendable {
     /// The tables whose rows changed, including tables changed by other processes since the
     /// previous commit; ``ChangeLog/everyTable`` when that cannot be known.
     var tables: Set<String>
+    /// When every changed row is known (no foreign commit, no schema change, not too many rows):
+    /// the keys of the changed rows, per table.
+    var rowKeys: [String: Set<String>]? = nil
+    /// The row-precise observers whose filters were evaluated on the changed rows inside the
+    /// transaction (see ``ObservationCenter/evaluateFilters(of:in:)``), and those that matched.
+    var evaluated: Set<ObjectIdentifier> = []
+    var matching: Set<ObjectIdentifier> = []
 }
 
 /// The writer's side of versioning: gives every committed write transaction that changed rows the
@@ -138,12 +145,23 @@ final class ChangeLog {
             try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
                            [version, Self.everyTable])
         }
-        if adoptedForeignWrite || schemaChanged { tables.insert(Self.everyTable) }
+        var summary = CommitSummary(version: version, tables: tables)
+        if adoptedForeignWrite || schemaChanged {
+            summary.tables.insert(Self.everyTable)
+        } else if summary.tables.count == entries.reduce(into: Set<String>(), { $0.insert($1.table) }).count,
+                  capture.changes.count <= Self.knownRowLimit {
+            var rowKeys: [String: Set<String>] = [:]
+            for entry in entries { rowKeys[entry.table, default: []].formUnion(entry.keys) }
+            summary.rowKeys = rowKeys
+        }
         adoptedForeignWrite = false
         knownVersion = version
         capture.reset()
-        return CommitSummary(version: version, tables: tables)
+        return summary
     }
+
+    /// Commits changing more rows than this do not tell observers their keys (they re-read).
+    private static var knownRowLimit: Int { 256 }
 
     /// Notices commits of other connections since this one last looked, outside a transaction of
     /// its own: a foreign write without a version is adopted (when `adopt`) under a new version.

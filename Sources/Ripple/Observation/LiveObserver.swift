@@ -11,8 +11,8 @@ enum EventSink<Event: Sendable>: Sendable {
 
 /// Something the store tells of commits.
 protocol ObservationTarget: AnyObject, Sendable {
-    /// A commit changed rows of `tables` (``ChangeLog/everyTable`` for unknown tables).
-    func storeDidCommit(tables: Set<String>)
+    /// A commit changed rows of `summary.tables` (``ChangeLog/everyTable`` for unknown tables).
+    func storeDidCommit(_ summary: CommitSummary)
 }
 
 /// One subscription to one or more queries read together (a group is read in one transaction, so
@@ -37,9 +37,14 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private var deliveringThread: Thread?
     /// The tables each source reads, once known (guarded by `condition`).
     private var interest: Set<String>?
+    /// For a single row-precise source: the keys of the result as of the last refresh, by
+    /// index (guarded by `condition`; published when a refresh ends).
+    private var publishedKeys: [String: Int]?
 
     // Refresh state.
     private var snapshots: [Snapshot<Element>?]
+    /// Per source, the index of each key of its snapshot, built when first needed.
+    private var keyIndexes: [[String: Int]?]
     private var tables: [Set<String>] = []
     private var logQueries: [String] = []
     private var checkedVersion: Int64?
@@ -53,6 +58,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         self.sink = sink
         self.makeEvent = makeEvent
         self.snapshots = Array(repeating: nil, count: sources.count)
+        self.keyIndexes = Array(repeating: nil, count: sources.count)
     }
 
     /// Registers an observer and starts its first refresh; returns its subscription.
@@ -60,7 +66,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                       makeEvent: @escaping @Sendable ([LiveQueryEvent<Element>]) -> Event) -> Subscription {
         let observer = LiveObserver(store: store, sources: sources, delivery: delivery, sink: sink, makeEvent: makeEvent)
         // Registered before the first read, so that no commit after that read goes unnoticed.
-        store.observation.register(observer, store: store)
+        let interest = sources.count == 1 ? sources[0].rowCheck?.interest : nil
+        store.observation.register(observer, store: store, interest: interest)
         let action = observer.withState { $0.start() }
         observer.perform(action)
         return Subscription { [observer] in observer.cancel() }
@@ -74,10 +81,18 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
 
     // MARK: Notifications
 
-    func storeDidCommit(tables changed: Set<String>) {
+    func storeDidCommit(_ summary: CommitSummary) {
         condition.lock()
-        let interested = interest.map { !$0.isDisjoint(with: changed) } ?? true
-            || changed.contains(ChangeLog.everyTable)
+        var interested = interest.map { !$0.isDisjoint(with: summary.tables) } ?? true
+            || summary.tables.contains(ChangeLog.everyTable)
+        // An idle row-precise observer skips a commit whose changed rows are neither in its result
+        // nor (as evaluated inside the commit's transaction) matching its filter: nothing to read.
+        if interested, state.phase == .idle, let table = sources[0].rowCheck?.table, let keys = publishedKeys,
+           let changed = summary.rowKeys?[table], summary.evaluated.contains(ObjectIdentifier(self)),
+           !summary.matching.contains(ObjectIdentifier(self)), !changed.contains(where: { keys[$0] != nil }) {
+            interested = false
+            store.observation.skipCount.withLock { $0 += 1 }
+        }
         let action = interested ? state.invalidate() : .none
         condition.unlock()
         perform(action)
@@ -131,6 +146,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             defer { condition.unlock() }
             let action = state.refreshed(hasEvent: event != nil)
             if action == .deliver { ready = event }   // cancelled meanwhile: dropped at once
+            if sources.count == 1, sources[0].rowCheck != nil { publishedKeys = keyIndex(0) }
             return action
         } catch {
             condition.lock()
@@ -284,6 +300,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                     changeset = .initial(count: new.elements.count)
                 }
                 snapshots[index] = new
+                keyIndexes[index] = nil
                 member = LiveQueryEvent(version: version, previousVersion: previous, snapshot: new.elements,
                                         changeset: changeset, updatedColumns: columns)
             }
@@ -294,6 +311,19 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         guard changed else { return nil }
         deliveredVersion = version
         return makeEvent(members)
+    }
+
+    /// The index of each key in source `index`'s snapshot (built once per fetched snapshot:
+    /// patching in place keeps keys where they are).
+    private func keyIndex(_ index: Int) -> [String: Int] {
+        if let built = keyIndexes[index] { return built }
+        var built: [String: Int] = [:]
+        if let snapshot = snapshots[index] {
+            built.reserveCapacity(snapshot.items.count)
+            for (position, item) in snapshot.items.enumerated() where built[item.key] == nil { built[item.key] = position }
+        }
+        keyIndexes[index] = built
+        return built
     }
 
     /// How logged changes may affect a source's result.
@@ -310,7 +340,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private func impact(on index: Int, after: Int64, through: Int64, in db: Database) throws -> Impact {
         let entries = try db.fetchAll(logQueries[index], [after, through])
         guard !entries.isEmpty else { return .none }
-        guard let check = sources[index].rowCheck, let snapshot = snapshots[index] else { return .everything }
+        guard let check = sources[index].rowCheck, snapshots[index] != nil else { return .everything }
         var keys: [String] = []
         var updatesOnly = true
         for entry in entries {
@@ -321,11 +351,13 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             keys += parsed
             if keys.count > Self.rowCheckLimit { return .everything }
         }
+        let positions = keyIndex(index)
+        let inResult = keys.filter { positions[$0] != nil }
         if updatesOnly, sources[index].fetchRows != nil, keys.count <= Self.patchLimit,
-           let found = snapshot.indices(of: Set(keys)), !found.isEmpty {
-            return .updated(Set(found.keys))
+           !inResult.isEmpty, inResult.count == keys.count {
+            return .updated(Set(keys))
         }
-        if snapshot.contains(anyKeyOf: keys) { return .everything }
+        if !inResult.isEmpty { return .everything }
         return try check.anyMatches(keys, in: db) ? .everything : .none
     }
 
@@ -333,7 +365,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     /// or `nil` when one left the result or changed an ordering column (then the query re-runs).
     private func patch(_ index: Int, _ old: Snapshot<Element>, keys: Set<String>, in db: Database) throws
         -> (elements: [Element], changeset: Changeset, columns: [Set<String>])? {
-        guard let fetchRows = sources[index].fetchRows, let positions = old.indices(of: keys) else { return nil }
+        let positions = keyIndex(index)
+        guard let fetchRows = sources[index].fetchRows, keys.allSatisfy({ positions[$0] != nil }) else { return nil }
         let rows = try fetchRows(db, Array(keys))
         guard rows.items.count == keys.count, rows.columnNames == old.columnNames else { return nil }
         let width = old.columnNames.count

@@ -19,10 +19,13 @@ extension RecordQuery {
         if offset == 0 {
             var condition = SQLBuilder(schema: schema)
             if let filter { try condition.appendCondition(filter) }
+            let quotedKey = SQLIdentifier.quoted(schema.primaryKey)
             rowCheck = RowCheck(
                 table: schema.table,
-                prefix: "SELECT 1 FROM \(schema.quotedTable) WHERE \(SQLIdentifier.quoted(schema.primaryKey)) IN (",
-                filterSQL: condition.sql, filterArguments: condition.arguments)
+                prefix: "SELECT 1 FROM \(schema.quotedTable) WHERE \(quotedKey) IN (",
+                filterSQL: condition.sql, filterArguments: condition.arguments,
+                interest: RowInterest(table: schema.table, quotedTable: schema.quotedTable, quotedKey: quotedKey,
+                                      filterSQL: condition.sql, filterArguments: condition.arguments))
         }
         let cached = !(filter?.hasInList ?? false)
         let reader = SnapshotReader(keyColumn: Int32(schema.primaryKeyIndex))

@@ -25,34 +25,6 @@ struct Snapshot<Element: Sendable>: Sendable {
         return changed
     }
 
-    /// Whether any element has one of `keys`.
-    func contains(anyKeyOf keys: [String]) -> Bool {
-        if keys.count <= 4 {
-            return items.contains { item in keys.contains(item.key) }
-        }
-        let wanted = Set(keys)
-        return items.contains { wanted.contains($0.key) }
-    }
-}
-
-extension Snapshot {
-    /// The index of each of `keys` in the snapshot, or `nil` when one is missing.
-    func indices(of keys: some Collection<String>) -> [String: Int]? {
-        var found: [String: Int] = [:]
-        if keys.count <= 4 {
-            for key in keys {
-                guard let index = items.firstIndex(where: { $0.key == key }) else { return nil }
-                found[key] = index
-            }
-            return found
-        }
-        let wanted = Set(keys)
-        for (index, item) in items.enumerated() where wanted.contains(item.key) && found[item.key] == nil {
-            found[item.key] = index
-        }
-        return found.count == wanted.count ? found : nil
-    }
-
     /// Replaces element `index` with element `row` of `rows` (same columns).
     mutating func replace(_ index: Int, with row: Int, of rows: Snapshot) {
         let width = columnNames.count
@@ -184,6 +156,8 @@ struct RowCheck: Sendable {
     /// The filter's SQL (with its `?`s) and arguments; empty SQL for no filter.
     let filterSQL: String
     let filterArguments: [SQLValue]
+    /// The same, for the store's in-transaction evaluation.
+    let interest: RowInterest
 
     /// Whether any of `keys` is a row that matches the filter now.
     func anyMatches(_ keys: [String], in db: Database) throws -> Bool {

@@ -130,6 +130,7 @@ public final class Store: Sendable {
                 try log?.begin(db)
                 let result = try body(db)
                 summary = try log?.record(db)
+                if summary != nil { try observation.evaluateFilters(of: &summary!, in: db) }
                 return result
             }
         }
