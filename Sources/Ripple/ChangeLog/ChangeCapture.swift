@@ -11,15 +11,39 @@ import RippleSQLite
 /// until the key columns are known.
 ///
 /// Tables whose names start with `ripple_` or `sqlite_`, and tables outside `main`, are not logged.
+///
+/// The hook runs once per changed row, so it allocates nothing per row: the keys' UTF-8 bytes go
+/// one after the other into one buffer (integers formatted straight into it, text copied from
+/// SQLite's value), and each change is a fixed-size entry naming its (table, operation) group and
+/// where its key ends. Strings are only made when the log is written: ``groups()`` builds one
+/// JSON array of keys per group; ``changes`` hands changes out one by one.
 final class ChangeCapture {
     enum Operation: String, Sendable {
         case insert, update, delete
     }
 
+    /// One captured change, as ``changes`` hands it out.
     struct Change: Equatable {
         var table: String
         var operation: Operation
         var key: String
+    }
+
+    /// The changes of one table by one operation, as the change log stores them.
+    struct Group: Equatable {
+        var table: String
+        var operation: Operation
+        /// How many rows changed.
+        var count: Int
+        /// The rows' keys, in the order the rows changed, as a JSON array of strings (see ``JSONText``).
+        var keysJSON: String
+    }
+
+    /// A captured change: its group (an index in `groupNames`) and where its key ends in
+    /// `keyBytes` (it starts where the previous entry's key ends).
+    struct Entry {
+        var keyEnd: Int
+        var group: Int
     }
 
     /// How to find a table's key: the rowid, or these columns of the row.
@@ -35,29 +59,98 @@ final class ChangeCapture {
         var values: [SQLValue]
     }
 
-    private(set) var changes: [Change] = []
+    /// The table of the previous change, and its groups in this transaction.
+    private struct CurrentTable {
+        var name = ""
+        var logged = false
+        /// `nil` for a table created in this transaction, whose key columns are not known yet.
+        var key: KeyColumns?
+        /// The group of each operation on the table (by ``Operation/index``), -1 until looked up.
+        var groups: (Int, Int, Int) = (-1, -1, -1)
+    }
+
+    // The hook's state is only touched on the writer connection, under the writer's lock, and no
+    // access overlaps another (the hook calls nothing that re-enters the capture): the dynamic
+    // exclusivity checks would cost more than the hook's own work.
+    @exclusivity(unchecked) private var entries: [Entry] = []
+    @exclusivity(unchecked) private var keyBytes: [UInt8] = []
+    @exclusivity(unchecked) private var groupNames: [(table: String, operation: Operation)] = []
+    @exclusivity(unchecked) private var table = CurrentTable()
+    /// A copy of the current table's name (SQLite's pointer may not outlive a schema change).
+    @exclusivity(unchecked) private var tableName: UnsafeMutablePointer<CChar>?
     private var pending: [PendingRow] = []
     private var keyColumns: [String: KeyColumns] = [:]
     private var schemaVersion: Int64 = -1
-    private var lastTableName: UnsafePointer<CChar>?
-    private var lastTable: (name: String, key: KeyColumns?, logged: Bool)?
+    /// Whether the database stores text as UTF-8 (the default; `PRAGMA encoding` can choose UTF-16).
+    private var textIsUTF8 = true
+
+    deinit { free(tableName) }
+
+    /// Every change captured since the last ``reset()``, in the order the rows changed (changes to
+    /// tables created in this transaction come last, after ``resolvePending(_:)``).
+    var changes: ChangeList { ChangeList(entries: entries, keyBytes: keyBytes, groupNames: groupNames) }
 
     /// Whether any change was captured since the last ``reset()``.
-    var isEmpty: Bool { changes.isEmpty && pending.isEmpty }
+    var isEmpty: Bool { entries.isEmpty && pending.isEmpty }
 
     /// A position to roll back to (a savepoint's start).
-    var mark: (changes: Int, pending: Int) { (changes.count, pending.count) }
+    var mark: (changes: Int, pending: Int) { (entries.count, pending.count) }
 
     /// Forgets changes captured after `mark` (their savepoint rolled back).
     func rollback(to mark: (changes: Int, pending: Int)) {
-        changes.removeSubrange(min(mark.changes, changes.count)...)
+        if mark.changes < entries.count {
+            entries.removeSubrange(mark.changes...)
+            keyBytes.removeSubrange((entries.last?.keyEnd ?? 0)...)
+        }
         pending.removeSubrange(min(mark.pending, pending.count)...)
     }
 
     /// Forgets every captured change (a new transaction starts, or one rolled back).
     func reset() {
-        changes.removeAll(keepingCapacity: true)
+        // Keep the buffers of ordinary transactions; give back those of a bulk import.
+        entries.removeAll(keepingCapacity: entries.capacity <= 1 << 16)
+        keyBytes.removeAll(keepingCapacity: keyBytes.capacity <= 1 << 20)
+        groupNames.removeAll(keepingCapacity: true)
+        table.groups = (-1, -1, -1)
         pending.removeAll()
+    }
+
+    /// The captured changes grouped as the change log stores them: one ``Group`` per table and
+    /// operation that changed rows, in the order of each group's first change.
+    ///
+    /// - Complexity: O(n) in the keys' total length; one string per group.
+    func groups() -> [Group] {
+        guard !entries.isEmpty else { return [] }
+        var counts = [Int](repeating: 0, count: groupNames.count)
+        var sizes = [Int](repeating: 2, count: groupNames.count)
+        var start = 0
+        for entry in entries {
+            counts[entry.group] += 1
+            sizes[entry.group] += entry.keyEnd - start + 3
+            start = entry.keyEnd
+        }
+        return keyBytes.withUnsafeBufferPointer { keys in
+            let escaping = JSONText.needsEscaping(keys)
+            var texts = sizes.map { size -> [UInt8] in
+                var bytes: [UInt8] = []
+                bytes.reserveCapacity(escaping ? size + size / 2 : size)
+                bytes.append(UInt8(ascii: "["))
+                return bytes
+            }
+            var start = 0
+            for entry in entries {
+                if texts[entry.group].count > 1 { texts[entry.group].append(UInt8(ascii: ",")) }
+                JSONText.appendQuoted(UnsafeBufferPointer(rebasing: keys[start..<entry.keyEnd]), escaping: escaping,
+                                      to: &texts[entry.group])
+                start = entry.keyEnd
+            }
+            return groupNames.indices.compactMap { index in
+                guard counts[index] > 0 else { return nil }
+                texts[index].append(UInt8(ascii: "]"))
+                return Group(table: groupNames[index].table, operation: groupNames[index].operation, count: counts[index],
+                             keysJSON: String(decoding: texts[index], as: UTF8.self))
+            }
+        }
     }
 
     /// Installs the hook on `db`. The capture must outlive the connection's use.
@@ -94,8 +187,8 @@ final class ChangeCapture {
         }
         keyColumns = columns
         schemaVersion = version
-        lastTableName = nil
-        lastTable = nil
+        textIsUTF8 = try db.fetchValue("PRAGMA encoding", as: String.self) == "UTF-8"
+        forgetCurrentTable()
     }
 
     /// Turns rows of tables created in this transaction into changes, now that their keys are known.
@@ -105,11 +198,22 @@ final class ChangeCapture {
         for row in pending {
             switch keyColumns[row.table] {
             case .columns(let columns)?:
-                changes.append(Change(table: row.table, operation: row.operation,
-                                      key: Self.key(columns.map { row.values[Int($0)] })))
+                if columns.count == 1 {
+                    Self.appendKeyText(row.values[Int(columns[0])], escaped: false, to: &keyBytes)
+                } else {
+                    keyBytes.append(UInt8(ascii: "["))
+                    for (index, column) in columns.enumerated() {
+                        if index > 0 { keyBytes.append(UInt8(ascii: ",")) }
+                        keyBytes.append(UInt8(ascii: "\""))
+                        Self.appendKeyText(row.values[Int(column)], escaped: true, to: &keyBytes)
+                        keyBytes.append(UInt8(ascii: "\""))
+                    }
+                    keyBytes.append(UInt8(ascii: "]"))
+                }
             default:
-                changes.append(Change(table: row.table, operation: row.operation, key: String(row.rowid)))
+                Self.appendDecimal(row.rowid, to: &keyBytes)
             }
+            entries.append(Entry(keyEnd: keyBytes.count, group: group(table: row.table, row.operation)))
         }
         pending.removeAll()
     }
@@ -117,92 +221,186 @@ final class ChangeCapture {
     // MARK: The hook
 
     private func capture(_ connection: OpaquePointer, _ operation: Int32, _ database: UnsafePointer<CChar>,
-                         _ tableName: UnsafePointer<CChar>, _ key1: Int64, _ key2: Int64) {
+                         _ name: UnsafePointer<CChar>, _ key1: Int64, _ key2: Int64) {
         guard strcmp(database, "main") == 0 else { return }
-        let table: (name: String, key: KeyColumns?, logged: Bool)
-        if let last = lastTable, let lastName = lastTableName, lastName == tableName || strcmp(lastName, tableName) == 0 {
-            table = last
-        } else {
-            let name = String(cString: tableName)
-            let logged = !name.hasPrefix("ripple_") && !name.hasPrefix("sqlite_")
-            table = (name, keyColumns[name], logged)
-            lastTable = table
-            lastTableName = tableName
-        }
+        if tableName == nil || strcmp(tableName!, name) != 0 { switchTable(to: name) }
         guard table.logged else { return }
 
         switch table.key {
         case .rowid?:
             switch operation {
-            case SQLITE_INSERT: changes.append(Change(table: table.name, operation: .insert, key: String(key2)))
-            case SQLITE_DELETE: changes.append(Change(table: table.name, operation: .delete, key: String(key1)))
+            case SQLITE_INSERT: appendRowid(key2, .insert)
+            case SQLITE_DELETE: appendRowid(key1, .delete)
             default:
                 if key1 == key2 {
-                    changes.append(Change(table: table.name, operation: .update, key: String(key1)))
+                    appendRowid(key1, .update)
                 } else {
-                    changes.append(Change(table: table.name, operation: .delete, key: String(key1)))
-                    changes.append(Change(table: table.name, operation: .insert, key: String(key2)))
+                    appendRowid(key1, .delete)
+                    appendRowid(key2, .insert)
                 }
             }
         case .columns(let columns)?:
             switch operation {
             case SQLITE_INSERT:
-                changes.append(Change(table: table.name, operation: .insert, key: key(connection, columns, new: true)))
+                appendKey(connection, columns, new: true)
+                endEntry(.insert)
             case SQLITE_DELETE:
-                changes.append(Change(table: table.name, operation: .delete, key: key(connection, columns, new: false)))
+                appendKey(connection, columns, new: false)
+                endEntry(.delete)
             default:
-                let old = key(connection, columns, new: false)
-                let new = key(connection, columns, new: true)
-                if old == new {
-                    changes.append(Change(table: table.name, operation: .update, key: new))
+                let start = keyBytes.count
+                appendKey(connection, columns, new: false)
+                let oldEnd = keyBytes.count
+                appendKey(connection, columns, new: true)
+                let sameKey = keyBytes.withUnsafeBufferPointer { bytes in
+                    oldEnd - start == bytes.count - oldEnd
+                        && memcmp(bytes.baseAddress! + start, bytes.baseAddress! + oldEnd, oldEnd - start) == 0
+                }
+                if sameKey {
+                    keyBytes.removeSubrange(oldEnd...)
+                    endEntry(.update)
                 } else {
-                    changes.append(Change(table: table.name, operation: .delete, key: old))
-                    changes.append(Change(table: table.name, operation: .insert, key: new))
+                    entries.append(Entry(keyEnd: oldEnd, group: group(.delete)))
+                    endEntry(.insert)
                 }
             }
         case nil:
             // A table created in this transaction: keep the whole row until its key is known.
             let useNew = operation != SQLITE_DELETE
             let count = sqlite3_preupdate_count(connection)
-            let values = (0..<count).map { value(connection, $0, new: useNew) }
+            let values = (0..<count).map { Self.sqlValue(Self.preupdateValue(connection, $0, new: useNew)) }
             let kind: Operation = operation == SQLITE_INSERT ? .insert : operation == SQLITE_DELETE ? .delete : .update
             pending.append(PendingRow(table: table.name, operation: kind, rowid: useNew ? key2 : key1, values: values))
         }
     }
 
-    private func key(_ connection: OpaquePointer, _ columns: [Int32], new: Bool) -> String {
-        if columns.count == 1 { return Self.keyText(value(connection, columns[0], new: new)) }
-        return Self.key(columns.map { value(connection, $0, new: new) })
+    private func switchTable(to name: UnsafePointer<CChar>) {
+        free(tableName)
+        tableName = strdup(name)
+        let text = String(cString: name)
+        let logged = !text.hasPrefix("ripple_") && !text.hasPrefix("sqlite_")
+        table = CurrentTable(name: text, logged: logged, key: logged ? keyColumns[text] : nil)
     }
 
-    private func value(_ connection: OpaquePointer, _ column: Int32, new: Bool) -> SQLValue {
+    private func forgetCurrentTable() {
+        free(tableName)
+        tableName = nil
+        table = CurrentTable()
+    }
+
+    /// The group of `operation` on the current table.
+    @inline(__always)
+    private func group(_ operation: Operation) -> Int {
+        let cached = switch operation {
+        case .insert: table.groups.0
+        case .update: table.groups.1
+        case .delete: table.groups.2
+        }
+        if cached >= 0 { return cached }
+        let found = group(table: table.name, operation)
+        switch operation {
+        case .insert: table.groups.0 = found
+        case .update: table.groups.1 = found
+        case .delete: table.groups.2 = found
+        }
+        return found
+    }
+
+    /// The group of `operation` on `table`, created when new.
+    private func group(table: String, _ operation: Operation) -> Int {
+        if let index = groupNames.firstIndex(where: { $0.operation == operation && $0.table == table }) { return index }
+        groupNames.append((table, operation))
+        return groupNames.count - 1
+    }
+
+    /// Ends the entry whose key was just appended.
+    @inline(__always)
+    private func endEntry(_ operation: Operation) {
+        entries.append(Entry(keyEnd: keyBytes.count, group: group(operation)))
+    }
+
+    @inline(__always)
+    private func appendRowid(_ rowid: Int64, _ operation: Operation) {
+        Self.appendDecimal(rowid, to: &keyBytes)
+        endEntry(operation)
+    }
+
+    /// Appends the key text of the row's `columns` (old or new values).
+    @inline(__always)
+    private func appendKey(_ connection: OpaquePointer, _ columns: [Int32], new: Bool) {
+        if columns.count == 1 {
+            appendKeyText(Self.preupdateValue(connection, columns[0], new: new), escaped: false)
+            return
+        }
+        keyBytes.append(UInt8(ascii: "["))
+        for (index, column) in columns.enumerated() {
+            if index > 0 { keyBytes.append(UInt8(ascii: ",")) }
+            keyBytes.append(UInt8(ascii: "\""))
+            appendKeyText(Self.preupdateValue(connection, column, new: new), escaped: true)
+            keyBytes.append(UInt8(ascii: "\""))
+        }
+        keyBytes.append(UInt8(ascii: "]"))
+    }
+
+    @inline(__always)
+    private static func preupdateValue(_ connection: OpaquePointer, _ column: Int32, new: Bool) -> OpaquePointer? {
         var pointer: OpaquePointer?
         let code = new ? sqlite3_preupdate_new(connection, column, &pointer) : sqlite3_preupdate_old(connection, column, &pointer)
-        guard code == SQLITE_OK, let pointer else { return .null }
-        switch sqlite3_value_type(pointer) {
-        case SQLITE_INTEGER: return .integer(sqlite3_value_int64(pointer))
-        case SQLITE_FLOAT: return .real(sqlite3_value_double(pointer))
+        return code == SQLITE_OK ? pointer : nil
+    }
+
+    /// Appends the key text of one value (see ``keyText(_:)``), JSON-escaped when `escaped`.
+    @inline(__always)
+    private func appendKeyText(_ value: OpaquePointer?, escaped: Bool) {
+        guard let value else { return Self.appendNull(to: &keyBytes) }
+        switch sqlite3_value_type(value) {
+        case SQLITE_INTEGER:
+            Self.appendDecimal(sqlite3_value_int64(value), to: &keyBytes)
+        case SQLITE_FLOAT:
+            keyBytes.append(contentsOf: String(sqlite3_value_double(value)).utf8)
+        case SQLITE_TEXT where textIsUTF8:
+            // The row's own bytes: `sqlite3_value_text` would first copy them to add a terminator.
+            guard let text = sqlite3_value_blob(value) else { return }
+            Self.appendText(UnsafeBufferPointer(start: text.assumingMemoryBound(to: UInt8.self),
+                                                count: Int(sqlite3_value_bytes(value))), escaped: escaped, to: &keyBytes)
         case SQLITE_TEXT:
-            let count = Int(sqlite3_value_bytes(pointer))
-            guard let bytes = sqlite3_value_text(pointer) else { return .text("") }
-            return .text(String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self))
+            guard let text = sqlite3_value_text(value) else { return }
+            Self.appendText(UnsafeBufferPointer(start: text, count: Int(sqlite3_value_bytes(value))), escaped: escaped,
+                            to: &keyBytes)
         case SQLITE_BLOB:
-            let count = Int(sqlite3_value_bytes(pointer))
-            guard count > 0, let bytes = sqlite3_value_blob(pointer) else { return .blob([]) }
+            let count = Int(sqlite3_value_bytes(value))
+            guard count > 0, let bytes = sqlite3_value_blob(value) else { return }
+            Self.appendHex(UnsafeRawBufferPointer(start: bytes, count: count), to: &keyBytes)
+        default:
+            Self.appendNull(to: &keyBytes)
+        }
+    }
+
+    private static func sqlValue(_ value: OpaquePointer?) -> SQLValue {
+        guard let value else { return .null }
+        switch sqlite3_value_type(value) {
+        case SQLITE_INTEGER: return .integer(sqlite3_value_int64(value))
+        case SQLITE_FLOAT: return .real(sqlite3_value_double(value))
+        case SQLITE_TEXT:
+            guard let bytes = sqlite3_value_text(value) else { return .text("") }
+            return .text(String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_value_bytes(value))), as: UTF8.self))
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_value_bytes(value))
+            guard count > 0, let bytes = sqlite3_value_blob(value) else { return .blob([]) }
             return .blob([UInt8](UnsafeRawBufferPointer(start: bytes, count: count)))
         default: return .null
         }
     }
 
-    /// The logged text of a one-column key: integers and reals in decimal, text as is, blobs in hex.
+    // MARK: Key text
+
+    /// The logged text of a one-column key: integers and reals in decimal, text as is, blobs in
+    /// lower-case hex, NULL as `NULL`.
     static func keyText(_ value: SQLValue) -> String {
-        switch value {
-        case .null: "NULL"
-        case .integer(let value): String(value)
-        case .real(let value): String(value)
-        case .text(let value): value
-        case .blob(let bytes): bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined()
-        }
+        if case .text(let text) = value { return text }
+        var bytes: [UInt8] = []
+        appendKeyText(value, escaped: false, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// The logged text of a composite key: a JSON array of the columns' key texts.
@@ -210,10 +408,82 @@ final class ChangeCapture {
         if values.count == 1 { return keyText(values[0]) }
         return JSONText.array(values.map(keyText))
     }
+
+    private static func appendKeyText(_ value: SQLValue, escaped: Bool, to bytes: inout [UInt8]) {
+        switch value {
+        case .null: appendNull(to: &bytes)
+        case .integer(let value): appendDecimal(value, to: &bytes)
+        case .real(let value): bytes.append(contentsOf: String(value).utf8)
+        case .text(var text): text.withUTF8 { appendText($0, escaped: escaped, to: &bytes) }
+        case .blob(let blob): blob.withUnsafeBytes { appendHex($0, to: &bytes) }
+        }
+    }
+
+    @inline(__always)
+    private static func appendText(_ utf8: UnsafeBufferPointer<UInt8>, escaped: Bool, to bytes: inout [UInt8]) {
+        if escaped && JSONText.needsEscaping(utf8) {
+            JSONText.appendEscaped(utf8, to: &bytes)
+        } else {
+            bytes.append(contentsOf: utf8)
+        }
+    }
+
+    private static func appendNull(to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
+    }
+
+    /// Appends `value` in decimal, without going through a `String`.
+    @inline(__always)
+    static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+        var magnitude = value.magnitude
+        if magnitude < 10 && value >= 0 {
+            bytes.append(UInt8(truncatingIfNeeded: magnitude) &+ UInt8(ascii: "0"))
+            return
+        }
+        // At most 20 bytes: 19 digits and a sign.
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var index = 24
+            repeat {
+                index -= 1
+                buffer[index] = UInt8(truncatingIfNeeded: magnitude % 10) &+ UInt8(ascii: "0")
+                magnitude /= 10
+            } while magnitude != 0
+            if value < 0 {
+                index -= 1
+                buffer[index] = UInt8(ascii: "-")
+            }
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[index...]))
+        }
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    private static func appendHex(_ blob: UnsafeRawBufferPointer, to bytes: inout [UInt8]) {
+        bytes.reserveCapacity(bytes.count + 2 * blob.count)
+        for byte in blob {
+            bytes.append(hexDigits[Int(byte >> 4)])
+            bytes.append(hexDigits[Int(byte & 0xF)])
+        }
+    }
 }
 
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
+/// The changes of a ``ChangeCapture``, one by one: each key becomes a `String` when read.
+struct ChangeList: RandomAccessCollection {
+    fileprivate let entries: [ChangeCapture.Entry]
+    fileprivate let keyBytes: [UInt8]
+    fileprivate let groupNames: [(table: String, operation: ChangeCapture.Operation)]
+
+    var startIndex: Int { 0 }
+    var endIndex: Int { entries.count }
+
+    subscript(position: Int) -> ChangeCapture.Change {
+        let entry = entries[position]
+        let start = position == 0 ? 0 : entries[position - 1].keyEnd
+        let key = keyBytes.withUnsafeBufferPointer { bytes in
+            String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<entry.keyEnd]), as: UTF8.self)
+        }
+        let group = groupNames[entry.group]
+        return ChangeCapture.Change(table: group.table, operation: group.operation, key: key)
     }
 }
