@@ -129,7 +129,7 @@ extension RecordCollection {
         defer { statement.reset() }
         let encoder = RowEncoder(statement: statement, layout: schema.layout, table: schema.table, recordType: Record.self)
         defer { encoder.finish() }
-        for record in records {
+        func write(_ record: Record) throws {
             try encoder.bind(record)
             try encoder.run()
             if requiringChanges && db.changedRowCount == 0 {
@@ -137,6 +137,15 @@ extension RecordCollection {
                 if store.configuration.publicStatementArguments { message += " (id: \(record.id))" }
                 throw StoreError(.notFound, message)
             }
+        }
+        // The records of an array are read in place: this code is not specialized for the
+        // sequence's type, and its iterator would cost a call through a witness per record.
+        let wroteInPlace = try records.withContiguousStorageIfAvailable { buffer -> Bool in
+            for index in buffer.indices { try write(buffer[index]) }
+            return true
+        }
+        if wroteInPlace == nil {
+            for record in records { try write(record) }
         }
     }
 }

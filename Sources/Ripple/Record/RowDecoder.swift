@@ -21,12 +21,15 @@ final class RowDecoder: Decoder {
     let handle: OpaquePointer
     let layout: ColumnLayout
     private let recordType: Any.Type
-    private var predictions: [Prediction] = []
-    private var keyNumber = 0
-    private var nestedModes: [NestedMode]
+    // The per-row state is marked `@exclusivity(unchecked)`: one coder serves one statement on one
+    // thread and no access to it overlaps another, and the dynamic checks of a class's stored
+    // properties (a runtime call per access, a dozen per row) cost more than the coding itself.
+    @exclusivity(unchecked) private var predictions: [Prediction] = []
+    @exclusivity(unchecked) private var keyNumber = 0
+    @exclusivity(unchecked) private var nestedModes: [NestedMode]
     private lazy var valueDecoder = ColumnValueDecoder(row: self)
-    private var cachedContainer: AnyObject?
-    private var cachedKeyType: ObjectIdentifier?
+    @exclusivity(unchecked) private var cachedContainer: AnyObject?
+    @exclusivity(unchecked) private var cachedKeyType: ObjectIdentifier?
     private lazy var jsonDecoder = RecordJSON.makeDecoder()
 
     var codingPath: [any CodingKey] { [] }
@@ -80,11 +83,33 @@ final class RowDecoder: Decoder {
     /// Decodes every remaining row of the statement.
     func decodeAll<R: Decodable>(_ type: R.Type, from statement: Statement) throws -> [R] {
         defer { finish() }
-        var records: [R] = []
-        while try statement.step() {
-            records.append(try decode(R.self))
+        // Records go into memory of our own and move into an array once: this code is generic
+        // over R (not specialized for the caller's type), and every call of a generic type's
+        // method here (`Array<R>.append`) would first look up that type's metadata.
+        var base = UnsafeMutablePointer<R>.allocate(capacity: 64)
+        var capacity = 64
+        var count = 0
+        defer {
+            base.deinitialize(count: count)
+            base.deallocate()
         }
-        return records
+        while try statement.step() {
+            if count == capacity {
+                let grown = UnsafeMutablePointer<R>.allocate(capacity: capacity * 2)
+                grown.moveInitialize(from: base, count: count)
+                base.deallocate()
+                base = grown
+                capacity *= 2
+            }
+            (base + count).initialize(to: try decode(R.self))
+            count += 1
+        }
+        let moved = count
+        count = 0
+        return Array(unsafeUninitializedCapacity: moved) { array, initialized in
+            if moved > 0 { array.baseAddress!.moveInitialize(from: base, count: moved) }
+            initialized = moved
+        }
     }
 
     /// Decodes the next row of the statement, if any.

@@ -21,19 +21,22 @@ final class RowEncoder: Encoder {
     private let layout: ColumnLayout
     private let table: String
     private let recordType: Any.Type
-    private var predictions: [Prediction] = []
-    private var keyNumber = 0
+    // The per-row state is marked `@exclusivity(unchecked)`: one coder serves one statement on one
+    // thread and no access to it overlaps another, and the dynamic checks of a class's stored
+    // properties (a runtime call per access, a dozen per row) cost more than the coding itself.
+    @exclusivity(unchecked) private var predictions: [Prediction] = []
+    @exclusivity(unchecked) private var keyNumber = 0
     /// `boundMarks[c] == generation` when column `c` was bound for the current row.
-    private var boundMarks: [UInt32]
-    private var generation: UInt32 = 0
-    private var boundCount = 0
-    private var nestedModes: [NestedMode]
-    private var failure: StoreError?
+    @exclusivity(unchecked) private var boundMarks: [UInt32]
+    @exclusivity(unchecked) private var generation: UInt32 = 0
+    @exclusivity(unchecked) private var boundCount = 0
+    @exclusivity(unchecked) private var nestedModes: [NestedMode]
+    @exclusivity(unchecked) private var failure: StoreError?
     private lazy var valueEncoder = ColumnValueEncoder()
-    private var cachedContainer: AnyObject?
-    private var cachedKeyType: ObjectIdentifier?
+    @exclusivity(unchecked) private var cachedContainer: AnyObject?
+    @exclusivity(unchecked) private var cachedKeyType: ObjectIdentifier?
     private lazy var jsonEncoder = RecordJSON.makeEncoder()
-    private var jsonBuffer: [UInt8] = []
+    @exclusivity(unchecked) private var jsonBuffer: [UInt8] = []
 
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
