@@ -185,6 +185,24 @@ import Testing
         for subscriber in subscribers { #expect(subscriber.failures.isEmpty, "\(subscriber.failures)") }
     }
 
+    @Test func manyRangeQueriesOnlyTheOneHoldingTheRowReads() throws {
+        var rows = (0..<100).map { Todo.make($0) }
+        try todos.insert(contentsOf: rows)
+        let subscribers = (0..<10).map { _ in ListViewSubscriber<Todo>() }
+        let subscriptions = try subscribers.enumerated().map { index, subscriber in
+            subscriber.subscribe(to: try todos.filter(Column("rank") >= index * 10 && Column("rank") < index * 10 + 10)
+                .order(by: Column("rank")).live())
+        }
+        defer { subscriptions.forEach { $0.cancel() } }
+        let before = (fetches, skips)
+        rows[42].title = "changed"
+        try todos.update(rows[42])
+        #expect(skips == before.1 + 9, "the nine queries whose range does not hold rank 42 read nothing")
+        #expect(fetches == before.0, "the one that does patches the row in place")
+        #expect(subscribers[4].events.last?.updatedColumns == [["title"]])
+        #expect(subscribers.map(\.events.count) == [1, 1, 1, 1, 2, 1, 1, 1, 1, 1])
+    }
+
     @Test func integerKeysAreCheckedRowByRowToo() throws {
         struct Item: Codable, Sendable, Identifiable, Equatable {
             var id: Int
