@@ -140,7 +140,10 @@ extension CountedRecord: Equatable {
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
 
+        // The store's own poll may notice the write first (then it is delivered on the poll's
+        // thread): wait for the version either way.
         try store.noticeExternalWrites()
+        #expect(subscriber.waitFor(version: before + 1))
         let event = try #require(subscriber.events.last)
         #expect(event.version == before + 1)
         #expect(event.snapshot.map(\.title) == ["from the shell"])
