@@ -6,12 +6,12 @@ import Foundation
 /// While observers are registered and the store is a file, a timer looks for other processes'
 /// commits every `pollInterval` (see ``Store/noticeExternalWrites()``).
 final class ObservationCenter: Sendable {
-    private struct Entry {
-        weak var target: (any ObservationTarget)?
-    }
-
     private struct State {
-        var targets: [ObjectIdentifier: Entry] = [:]
+        /// Strong references: an observer lives while its ``Subscription`` does, and the
+        /// subscription's release cancels it, which unregisters it.
+        var targets: [ObjectIdentifier: any ObservationTarget] = [:]
+        /// `targets.values`, kept for commits (rebuilt when an observer comes or goes).
+        var list: [any ObservationTarget] = []
         var interests: [ObjectIdentifier: RowInterest] = [:]
         var poller: (any DispatchSourceTimer)?
     }
@@ -47,7 +47,8 @@ final class ObservationCenter: Sendable {
     /// changes, inside the commit's transaction (see ``evaluateFilters(of:in:)``).
     func register(_ target: any ObservationTarget, store: Store, interest: RowInterest? = nil) {
         state.withLock { state in
-            state.targets[ObjectIdentifier(target)] = Entry(target: target)
+            state.targets[ObjectIdentifier(target)] = target
+            state.list = Array(state.targets.values)
             state.interests[ObjectIdentifier(target)] = interest
             if state.poller == nil, let pollInterval, pollInterval > 0 {
                 let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global(qos: .utility))
@@ -64,7 +65,8 @@ final class ObservationCenter: Sendable {
 
     func unregister(_ target: any ObservationTarget) {
         state.withLock { state in
-            state.targets[ObjectIdentifier(target)] = nil
+            guard state.targets.removeValue(forKey: ObjectIdentifier(target)) != nil else { return }
+            state.list = Array(state.targets.values)
             state.interests[ObjectIdentifier(target)] = nil
             if state.targets.isEmpty {
                 state.poller?.cancel()
@@ -113,7 +115,7 @@ final class ObservationCenter: Sendable {
 
     /// Tells the observers whose tables `summary` names (all, for ``ChangeLog/everyTable``).
     func didCommit(_ summary: CommitSummary) {
-        let targets = state.withLock { state in state.targets.values.compactMap(\.target) }
+        let targets = state.withLock { $0.list }
         for target in targets {
             target.storeDidCommit(summary)
         }

@@ -22,6 +22,9 @@ public final class Store: Sendable {
         public var publicStatementArguments = false
         /// How long the change log keeps the changes of past versions. Default: the newest 10,000 versions.
         public var changeLogRetention: ChangeLogRetention = .versions(10_000)
+        /// How many bytes of the database file each connection maps into memory, so that reads
+        /// copy no pages through system calls (SQLite's `mmap_size`); 0 turns it off. Default 256 MiB.
+        public var memoryMapSize = 256 << 20
         /// While live queries are open, how often the store looks for commits made by other
         /// processes (see ``Store/noticeExternalWrites()``), in seconds; `nil` never looks.
         /// Default 0.25.
@@ -68,7 +71,8 @@ public final class Store: Sendable {
                     throw StoreError(.unusableFile, "cannot switch \(location!) to WAL mode (journal mode is \(mode ?? "unknown"))")
                 }
             }
-            try writer.executeScript("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON")
+            try writer.executeScript("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; "
+                                     + "PRAGMA mmap_size = \(max(0, configuration.memoryMapSize))")
         } catch let error as DatabaseError where [.notADatabase, .corrupt].contains(error.code) {
             throw StoreError(.unusableFile, "\(location ?? ":memory:") is not a usable SQLite database", underlying: error)
         }
@@ -77,7 +81,7 @@ public final class Store: Sendable {
         self.pool = ConnectionPool(writer: writer, readerLimit: configuration.readerCount, sharesWriter: sharesWriter) {
             let reader = try Database(path: location.map { "file:\(Self.uriEscaped($0))?mode=ro" } ?? ":memory:",
                                       readOnly: true, configuration: configuration)
-            try reader.executeScript("PRAGMA query_only = ON")
+            try reader.executeScript("PRAGMA query_only = ON; PRAGMA mmap_size = \(max(0, configuration.memoryMapSize))")
             return reader
         }
         // The store's own schema (Migrations/*.sql); a read-only store only checks it is current.
