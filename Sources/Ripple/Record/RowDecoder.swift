@@ -75,7 +75,7 @@ final class RowDecoder: Decoder {
         return container
     }
 
-    /// Drops the cached container (which refers back to this decoder). Call when done.
+    /// Drops the cached container. Call when done.
     func finish() {
         cachedContainer = nil
     }
@@ -187,14 +187,22 @@ final class RowDecoder: Decoder {
         }
     }
 
+    /// Column `column`'s value in the current row. Reading it with `sqlite3_value_*` costs one
+    /// lookup of the column per value, where each `sqlite3_column_*` call repeats it. (An
+    /// unprotected value, which is fine: a connection is used by one thread at a time.)
+    @inline(__always)
+    private func value(_ column: Int) -> OpaquePointer {
+        sqlite3_column_value(handle, Int32(column))
+    }
+
     @inline(__always)
     func readInt64(_ column: Int, expected: Any.Type) throws(StoreError) -> Int64 {
-        let index = Int32(column)
-        switch sqlite3_column_type(handle, index) {
+        let value = value(column)
+        switch sqlite3_value_type(value) {
         case SQLITE_INTEGER:
-            return sqlite3_column_int64(handle, index)
+            return sqlite3_value_int64(value)
         case SQLITE_FLOAT:
-            let real = sqlite3_column_double(handle, index)
+            let real = sqlite3_value_double(value)
             if real.rounded() == real, let exact = Int64(exactly: real) { return exact }
             throw mismatch(column, expected: expected)
         default:
@@ -211,22 +219,26 @@ final class RowDecoder: Decoder {
 
     @inline(__always)
     func readBool(_ column: Int) throws(StoreError) -> Bool {
-        guard sqlite3_column_type(handle, Int32(column)) == SQLITE_INTEGER else { throw mismatch(column, expected: Bool.self) }
-        return sqlite3_column_int64(handle, Int32(column)) != 0
+        let value = value(column)
+        guard sqlite3_value_type(value) == SQLITE_INTEGER else { throw mismatch(column, expected: Bool.self) }
+        return sqlite3_value_int64(value) != 0
     }
 
     @inline(__always)
     func readDouble(_ column: Int, expected: Any.Type = Double.self) throws(StoreError) -> Double {
-        switch sqlite3_column_type(handle, Int32(column)) {
-        case SQLITE_FLOAT, SQLITE_INTEGER: return sqlite3_column_double(handle, Int32(column))
+        let value = value(column)
+        switch sqlite3_value_type(value) {
+        case SQLITE_FLOAT, SQLITE_INTEGER: return sqlite3_value_double(value)
         default: throw mismatch(column, expected: expected)
         }
     }
 
     @inline(__always)
     func readString(_ column: Int) throws(StoreError) -> String {
-        guard sqlite3_column_type(handle, Int32(column)) == SQLITE_TEXT else { throw mismatch(column, expected: String.self) }
-        return readText(column)
+        let value = value(column)
+        guard sqlite3_value_type(value) == SQLITE_TEXT else { throw mismatch(column, expected: String.self) }
+        guard let bytes = sqlite3_value_text(value) else { return "" }
+        return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_value_bytes(value))), as: UTF8.self)
     }
 
     @inline(__always)
@@ -237,9 +249,9 @@ final class RowDecoder: Decoder {
     /// Calls `body` with the bytes of text `column` (valid only during the call).
     @inline(__always)
     private func withTextBytes<R>(_ column: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
-        let index = Int32(column)
-        guard let bytes = sqlite3_column_text(handle, index) else { return try body(UnsafeBufferPointer(start: nil, count: 0)) }
-        return try body(UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, index))))
+        let value = value(column)
+        guard let bytes = sqlite3_value_text(value) else { return try body(UnsafeBufferPointer(start: nil, count: 0)) }
+        return try body(UnsafeBufferPointer(start: bytes, count: Int(sqlite3_value_bytes(value))))
     }
 
     @inline(__always)
@@ -395,46 +407,65 @@ enum RecordDecodingFailure {
 
 /// The keyed container of ``RowDecoder``: every call reads one column of the current row.
 struct RowKeyedDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    /// Strong: the decoder's cached container refers back to it until ``RowDecoder/finish()``.
-    let decoder: RowDecoder
+    /// Not retained, so that the container is a plain value: the standard library's box copies
+    /// the container for every value it decodes, and a strong reference would cost a retain and
+    /// a release through value witnesses each time (and one more pair around each use). Like the
+    /// decoder itself, which reads its statement's handle, a container is only valid while the
+    /// record decodes; the decoder outlives every call.
+    private let reference: Unmanaged<RowDecoder>
     var codingPath: [any CodingKey] { [] }
 
-    var allKeys: [Key] { decoder.layout.names.compactMap { Key(stringValue: $0) } }
-    func contains(_ key: Key) -> Bool { decoder.hasColumn(named: key.stringValue) }
+    init(decoder: RowDecoder) { reference = .passUnretained(decoder) }
 
-    func decodeNil(forKey key: Key) throws -> Bool { decoder.isNull(try decoder.requiredColumn(for: key)) }
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try decoder.readBool(decoder.requiredColumn(for: key)) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try decoder.readString(decoder.requiredColumn(for: key)) }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try decoder.readDouble(decoder.requiredColumn(for: key)) }
-    func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
-        Float(try decoder.readDouble(decoder.requiredColumn(for: key), expected: Float.self))
+    /// Calls `body` with the decoder, without retaining it.
+    @inline(__always)
+    private func with<R>(_ body: (RowDecoder) throws -> R) rethrows -> R {
+        try reference._withUnsafeGuaranteedRef(body)
     }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try decoder.readInteger(decoder.requiredColumn(for: key), as: Int.self) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try decoder.readInteger(decoder.requiredColumn(for: key), as: Int8.self) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try decoder.readInteger(decoder.requiredColumn(for: key), as: Int16.self) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try decoder.readInteger(decoder.requiredColumn(for: key), as: Int32.self) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try decoder.readInteger(decoder.requiredColumn(for: key), as: Int64.self) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try decoder.readInteger(decoder.requiredColumn(for: key), as: UInt.self) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try decoder.readInteger(decoder.requiredColumn(for: key), as: UInt8.self) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try decoder.readInteger(decoder.requiredColumn(for: key), as: UInt16.self) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try decoder.readInteger(decoder.requiredColumn(for: key), as: UInt32.self) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try decoder.readInteger(decoder.requiredColumn(for: key), as: UInt64.self) }
-    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try decoder.decodeValue(T.self, decoder.requiredColumn(for: key)) }
+
+    var allKeys: [Key] { with { $0.layout.names.compactMap { Key(stringValue: $0) } } }
+    func contains(_ key: Key) -> Bool { with { $0.hasColumn(named: key.stringValue) } }
+
+    func decodeNil(forKey key: Key) throws -> Bool { try with { $0.isNull(try $0.requiredColumn(for: key)) } }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try with { try $0.readBool($0.requiredColumn(for: key)) } }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try with { try $0.readString($0.requiredColumn(for: key)) } }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try with { try $0.readDouble($0.requiredColumn(for: key)) } }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
+        try with { Float(try $0.readDouble($0.requiredColumn(for: key), expected: Float.self)) }
+    }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(key) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try integer(key) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try integer(key) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try integer(key) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try integer(key) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try integer(key) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try integer(key) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try integer(key) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try integer(key) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(key) }
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        try with { try $0.decodeValue(T.self, $0.requiredColumn(for: key)) }
+    }
+
+    @inline(__always)
+    private func integer<I: FixedWidthInteger>(_ key: Key) throws -> I {
+        try with { try $0.readInteger($0.requiredColumn(for: key), as: I.self) }
+    }
 
     // Optionals: a missing column or NULL is nil; one lookup per key.
     @inline(__always)
-    private func presentColumn(_ key: Key) -> Int? {
-        let column = decoder.column(for: key)
-        return column < 0 || decoder.isNull(column) ? nil : column
+    private func present<R>(_ key: Key, _ read: (RowDecoder, Int) throws -> R) rethrows -> R? {
+        try with { decoder in
+            let column = decoder.column(for: key)
+            return column < 0 || decoder.isNull(column) ? nil : try read(decoder, column)
+        }
     }
 
-    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try presentColumn(key).map(decoder.readBool) }
-    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try presentColumn(key).map(decoder.readString) }
-    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? {
-        try presentColumn(key).map { column in try decoder.readDouble(column) }
-    }
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try present(key) { try $0.readBool($1) } }
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try present(key) { try $0.readString($1) } }
+    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? { try present(key) { try $0.readDouble($1) } }
     func decodeIfPresent(_ type: Float.Type, forKey key: Key) throws -> Float? {
-        try presentColumn(key).map { column in Float(try decoder.readDouble(column, expected: Float.self)) }
+        try present(key) { Float(try $0.readDouble($1, expected: Float.self)) }
     }
     func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try integerIfPresent(key) }
     func decodeIfPresent(_ type: Int8.Type, forKey key: Key) throws -> Int8? { try integerIfPresent(key) }
@@ -447,14 +478,12 @@ struct RowKeyedDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProtocol
     func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? { try integerIfPresent(key) }
     func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try integerIfPresent(key) }
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        guard let column = presentColumn(key) else { return nil }
-        return try decoder.decodeValue(T.self, column)
+        try present(key) { try $0.decodeValue(T.self, $1) }
     }
 
     @inline(__always)
     private func integerIfPresent<I: FixedWidthInteger>(_ key: Key) throws -> I? {
-        guard let column = presentColumn(key) else { return nil }
-        return try decoder.readInteger(column, as: I.self)
+        try present(key) { try $0.readInteger($1, as: I.self) }
     }
 
     func nestedContainer<Nested: CodingKey>(keyedBy type: Nested.Type, forKey key: Key) throws -> KeyedDecodingContainer<Nested> {
