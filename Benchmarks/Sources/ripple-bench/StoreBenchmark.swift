@@ -9,12 +9,20 @@ import RippleTesting
 ///
 /// * I1: insert 100,000 records in one transaction (opening the file and creating the table included);
 /// * R1: fetch all 100,000 ordered by `rank`, decoded into the struct.
+///
+/// The impls take turns, so that a slow spell of a noisy machine hits them all alike: each round
+/// times one insert of every impl, then `--read-reps / --reps` fetches of every impl, each round
+/// starting with the next impl. Ratios compare medians of the same run (`rows_per_s_ratio`) and
+/// the fastest runs (`rows_per_s_ratio_min`).
 struct StoreBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "store", abstract: "Time inserts (I1) and ordered fetches (R1) of 100,000 records: ripple, c, grdb.")
 
-    @Option(help: "Timed repetitions of each impl.")
-    var reps = 5
+    @Option(help: "Timed inserts (I1) of each impl.")
+    var reps = 7
+
+    @Option(help: "Timed fetches (R1) of each impl (default: 3 × --reps; fetches are cheap).")
+    var readReps: Int?
 
     @Option(help: "Records per workload.")
     var count = 100_000
@@ -22,7 +30,22 @@ struct StoreBenchmark: ParsableCommand {
     @Option(help: "Run only these impls (c, grdb, ripple); ratios need ripple and the peer.")
     var impl: [String] = []
 
+    func validate() throws {
+        if reps < 1 { throw ValidationError("--reps must be at least 1") }
+        if let readReps, readReps < 1 { throw ValidationError("--read-reps must be at least 1") }
+        if count < 1 { throw ValidationError("--count must be at least 1") }
+    }
+
+    private struct Impl {
+        var name: String
+        var insert: (String) throws -> Void
+        var fetch: (String) throws -> [BenchTodo]
+    }
+
     func run() throws {
+        #if DEBUG
+        Report.note("this is a debug build: time a release build (swift run -c release ...)")
+        #endif
         let records = Self.records(count: count)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ripple-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -32,46 +55,103 @@ struct StoreBenchmark: ParsableCommand {
             run += 1
             return directory.appendingPathComponent("db-\(run).sqlite").path
         }
+        func remove(_ path: String) {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        }
 
-        typealias Impl = (name: String, insert: (String) throws -> Void, fetch: (String) throws -> [BenchTodo])
-        let impls: [Impl] = [
-            ("c", { CFloor.insert(records, path: $0) }, { CFloor.fetchAll(path: $0) }),
-            ("grdb", { try GRDBPeer.insert(records, path: $0) }, { try GRDBPeer.fetchAll(path: $0) }),
-            ("ripple", { try RipplePeer.insert(records, path: $0) }, { try RipplePeer.fetchAll(path: $0) }),
-        ]
-        let selected = impls.filter { impl.isEmpty || impl.contains($0.name) }
+        let impls = [
+            Impl(name: "c", insert: { CFloor.insert(records, path: $0) }, fetch: { CFloor.fetchAll(path: $0) }),
+            Impl(name: "grdb", insert: { try GRDBPeer.insert(records, path: $0) }, fetch: { try GRDBPeer.fetchAll(path: $0) }),
+            Impl(name: "ripple", insert: { try RipplePeer.insert(records, path: $0) }, fetch: { try RipplePeer.fetchAll(path: $0) }),
+        ].filter { impl.isEmpty || impl.contains($0.name) }
         let expectedOrder = records.sorted { ($0.rank, $0.id) < ($1.rank, $1.id) }.map(\.rank)
+
+        // Untimed: every impl inserts once (warm-up), writes the file it reads in R1, and reads
+        // it once (warm-up and check).
         var failures = 0
-        var medians: [String: [String: Double]] = ["I1": [:], "R1": [:]]
-        for impl in selected {
-            // I1: every repetition writes a new file.
-            let insert = try measureThrowing(reps: reps) { try impl.insert(freshPath()) }
-            // R1: read the file the impl itself wrote.
+        var readPaths: [String] = []
+        for impl in impls {
+            let warmUp = freshPath()
+            try impl.insert(warmUp)
+            remove(warmUp)
             let path = freshPath()
             try impl.insert(path)
-            let fetch = try measureThrowing(reps: reps) { try impl.fetch(path) }
-            if fetch.last.count != records.count || fetch.last.map(\.rank) != expectedOrder
-                || Set(fetch.last.map(\.id)).count != records.count {
+            readPaths.append(path)
+            let fetched = try impl.fetch(path)
+            if fetched.count != records.count || fetched.map(\.rank) != expectedOrder
+                || Set(fetched.map(\.id)).count != records.count {
                 Report.emit([("bench", "store"), ("workload", "R1"), ("impl", .string(impl.name)),
-                             ("error", .string("fetched \(fetch.last.count) records, or not in rank order"))])
+                             ("error", .string("fetched \(fetched.count) records, or not in rank order"))])
                 failures += 1
             }
-            for (workload, timings) in [("I1", insert.timings), ("R1", fetch.timings)] {
-                let rowsPerSecond = Double(records.count) / (timings.median / 1000)
-                medians[workload]![impl.name] = rowsPerSecond
+        }
+
+        // Timed, in turns.
+        let readReps = readReps ?? 3 * reps
+        var inserts = [Timings](repeating: Timings(samples: []), count: impls.count)
+        var fetches = inserts
+        let clock = ContinuousClock()
+        for round in 0..<reps {
+            let order = impls.indices.map { (round + $0) % impls.count }
+            for index in order {
+                let path = freshPath()
+                let start = clock.now
+                try impls[index].insert(path)
+                inserts[index].samples.append(start.duration(to: clock.now).milliseconds)
+                remove(path)
+            }
+            let fetchesThisRound = readReps / reps + (round < readReps % reps ? 1 : 0)
+            for _ in 0..<fetchesThisRound {
+                for index in order {
+                    let start = clock.now
+                    let fetched = try impls[index].fetch(readPaths[index])
+                    fetches[index].samples.append(start.duration(to: clock.now).milliseconds)
+                    blackHole(fetched)
+                }
+            }
+        }
+
+        var results: [String: [String: Timings]] = ["I1": [:], "R1": [:]]
+        for (index, impl) in impls.enumerated() {
+            for (workload, timings) in [("I1", inserts[index]), ("R1", fetches[index])] {
+                results[workload]![impl.name] = timings
                 Report.emit([("bench", "store"), ("workload", .string(workload)), ("impl", .string(impl.name)),
-                             ("reps", .int(reps)), ("median_ms", .number(timings.median)), ("min_ms", .number(timings.min)),
-                             ("rows_per_s", .int(Int(rowsPerSecond)))])
+                             ("reps", .int(timings.samples.count)), ("median_ms", .number(timings.median)),
+                             ("min_ms", .number(timings.min)),
+                             ("rows_per_s", .int(Int(Double(records.count) / (timings.median / 1000))))])
             }
         }
-        for workload in ["I1", "R1"] {
-            guard let ripple = medians[workload]!["ripple"] else { continue }
-            for peer in ["c", "grdb"] where medians[workload]![peer] != nil {
-                Report.emit([("bench", "store"), ("workload", .string(workload)), ("ratio", .string("ripple/\(peer)")),
-                             ("rows_per_s_ratio", .number(ripple / medians[workload]![peer]!))])
-            }
-        }
+        emitRatios(results)
         if failures > 0 { throw ExitCode.failure }
+    }
+
+    /// The ratio lines (ripple's rows per second over each peer's) and the targets.
+    private func emitRatios(_ results: [String: [String: Timings]]) {
+        for workload in ["I1", "R1"] {
+            guard let ripple = results[workload]!["ripple"] else { continue }
+            var medianRatios: [String: Double] = [:]
+            for peer in ["c", "grdb"] {
+                guard let other = results[workload]![peer] else { continue }
+                // Rows per second are inversely proportional to the time.
+                medianRatios[peer] = other.median / ripple.median
+                Report.emit([("bench", "store"), ("workload", .string(workload)), ("ratio", .string("ripple/\(peer)")),
+                             ("rows_per_s_ratio", .number(other.median / ripple.median)),
+                             ("rows_per_s_ratio_min", .number(other.min / ripple.min))])
+            }
+            func target(_ text: String, _ peer: String, atLeast limit: Double) {
+                guard let value = medianRatios[peer] else { return }
+                Report.emit([("bench", "store"), ("workload", .string(workload)), ("target", .string(text)),
+                             ("value", .number(value)), ("met", .string(value >= limit ? "yes" : "no"))])
+            }
+            switch workload {
+            case "I1":
+                target("ripple/c rows_per_s_ratio >= 0.7", "c", atLeast: 0.7)
+                target("ripple/grdb rows_per_s_ratio about 2 (>= 1.8)", "grdb", atLeast: 1.8)
+            default:
+                target("ripple/c rows_per_s_ratio >= 0.7", "c", atLeast: 0.7)
+                target("ripple/grdb rows_per_s_ratio >= 1.5", "grdb", atLeast: 1.5)
+            }
+        }
     }
 
     /// `count` records from the benchmarks' fixed seed.
@@ -82,16 +162,6 @@ struct StoreBenchmark: ParsableCommand {
                       rank: Int.random(in: 0..<1_000_000, using: &random), done: Bool.random(using: &random))
         }
     }
-}
-
-/// Runs `body` once untimed, then `reps` times timed (see ``measure(reps:_:)``), rethrowing errors.
-func measureThrowing<Result>(reps: Int, _ body: () throws -> Result) throws -> Measurement<Result> {
-    var failure: Error?
-    let measurement = measure(reps: reps) { () -> Result? in
-        do { return try body() } catch { failure = error; return nil }
-    }
-    if let failure { throw failure }
-    return Measurement(warmUp: measurement.warmUp!, last: measurement.last!, timings: measurement.timings)
 }
 
 /// Ripple: a typed collection over the same table.
