@@ -232,9 +232,7 @@ import Testing
         let error = try #require(throws: StoreError.self) { try Store(path: path) }
         #expect(error.underlying?.code == .corrupt, "\(error)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes, "the file is untouched")
-        withKnownIssue("bug: a corrupt file found while checking the store's schema is a .migration error, not .unusableFile") {
-            #expect(error.kind == .unusableFile, "\(error)")
-        }
+        #expect(error.kind == .unusableFile, "\(error)")
     }
 
     @Test func releasingAStoreLeavesItsDataInTheMainFile() throws {
@@ -247,9 +245,7 @@ import Testing
         }
         // The last connection to close checkpoints the WAL into the file and deletes it — unless
         // that connection is a read-only reader, which cannot.
-        withKnownIssue("bug: a released store whose readers were used leaves its commits in the -wal file (the writer closes before the read-only readers, which cannot checkpoint)") {
-            #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
-        }
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
         // The data is safe either way: reopening reads the WAL.
         #expect(try Store(path: path).collection("todos", of: Todo.self).count() == 3)
     }
@@ -318,17 +314,15 @@ import Testing
         // 0001 is applied (each migration commits on its own), 0002 is not.
         #expect(try migrator.appliedMigrations(in: setup.store) == ["0001_rename"])
         #expect(try setup.todos.fetchAll().allSatisfy { $0.title == "renamed" })
-        withKnownIssue("bug: Store.migrate takes no version for the migrations it committed before one failed") {
-            // What 0001 changed took a version, logged, and live queries heard of it…
-            #expect(try setup.store.currentVersion() == version + 1)
-            #expect(try setup.store.changes(after: version).map(\.table) == ["*"])
-            #expect(subscriber.items.map(\.title) == ["renamed", "renamed", "renamed"])
-            // …so that after a later update, which re-reads only the row it wrote, the list is right.
-            var first = try #require(try setup.todos.order(by: Column("rank")).fetchOne())
-            first.done = true
-            try setup.todos.update(first)
-            #expect(subscriber.items == (try setup.todos.order(by: Column("rank")).fetchAll()))
-        }
+        // What 0001 changed took a version, logged, and live queries heard of it…
+        #expect(try setup.store.currentVersion() == version + 1)
+        #expect(try setup.store.changes(after: version).map(\.table) == ["*"])
+        #expect(subscriber.items.map(\.title) == ["renamed", "renamed", "renamed"])
+        // …so that after a later update, which re-reads only the row it wrote, the list is right.
+        var first = try #require(try setup.todos.order(by: Column("rank")).fetchOne())
+        first.done = true
+        try setup.todos.update(first)
+        #expect(subscriber.items == (try setup.todos.order(by: Column("rank")).fetchAll()))
         #expect(subscriber.failures.isEmpty, "\(subscriber.failures)")
     }
 

@@ -30,6 +30,12 @@ final class ConnectionPool: Sendable {
         self.openReader = openReader
     }
 
+    deinit {
+        // Readers close first: the last connection to close folds the WAL back into the file,
+        // and only the writer (not a read-only reader) can.
+        readers.withLock { $0.idle.removeAll() }
+    }
+
     /// Runs `body` with the writer connection, serialized with every other writer call.
     /// Traps when called again from inside `body` on the same thread (it would deadlock).
     func withWriter<T>(_ body: (Database) throws -> T) rethrows -> T {

@@ -14,28 +14,32 @@ extension Store {
     /// Applied migrations take a version together, so live queries re-read.
     public func migrate(_ migrator: Migrator) throws(StoreError) {
         var summary: CommitSummary?
+        var failure: StoreError?
         try runOnWriter { db throws(StoreError) in
+            let countSQL = "SELECT count(*) FROM ripple_migrations"
             let log: ChangeLog?
-            let before = db.totalChangedRowCount
-            let schemaBefore: Int64?
+            let appliedBefore: Int?
             do {
                 log = try changeLog(of: db)
-                schemaBefore = try db.fetchValue("PRAGMA schema_version", as: Int64.self)
+                appliedBefore = try db.fetchValue(countSQL, as: Int.self)
             } catch {
-                throw StoreError(.migration, "cannot read the schema before migrating: \(error)", underlying: error as? DatabaseError)
+                throw StoreError(.migration, "cannot read the applied migrations: \(error)", underlying: error as? DatabaseError)
             }
-            try migrator.migrate(db)
+            // Migrations committed before one that fails still take a version: each commits on its own.
+            do throws(StoreError) { try migrator.migrate(db) } catch { failure = error }
             do {
-                let schemaAfter = try db.fetchValue("PRAGMA schema_version", as: Int64.self)
-                if let log, db.totalChangedRowCount != before || schemaAfter != schemaBefore {
+                if let log, try db.fetchValue(countSQL, as: Int.self) != appliedBefore {
                     summary = try log.recordSchemaChange(db)
                 }
             } catch {
-                throw StoreError(.migration, "migrated, but could not take a version for the change: \(error)",
-                                 underlying: error as? DatabaseError)
+                if failure == nil {
+                    failure = StoreError(.migration, "migrated, but could not take a version for the change: \(error)",
+                                         underlying: error as? DatabaseError)
+                }
             }
         }
         if let summary { observation.didCommit(summary) }
+        if let failure { throw failure }
     }
 
     /// Runs `body` on the writer connection, keeping the type of its error.

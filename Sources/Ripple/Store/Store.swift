@@ -86,7 +86,19 @@ public final class Store: Sendable {
         }
         // The store's own schema (Migrations/*.sql); a read-only store only checks it is current.
         let schema = try Migrator.storeSchema()
-        try runOnWriter { db throws(StoreError) in try schema.migrate(db, checkOnly: readOnly) }
+        var schemaFailure: StoreError?
+        do {
+            try runOnWriter { db throws(StoreError) in try schema.migrate(db, checkOnly: readOnly) }
+        } catch {
+            schemaFailure = error
+        }
+        if let schemaFailure {
+            // Pages past the header can be garbage too: found while reading the store's schema.
+            if let underlying = schemaFailure.underlying, underlying.code == .notADatabase || underlying.code == .corrupt {
+                throw StoreError(.unusableFile, "\(location ?? ":memory:") is not a usable SQLite database", underlying: underlying)
+            }
+            throw schemaFailure
+        }
     }
 
     /// Switches the file to WAL mode. The switch needs a moment of exclusive access and does not
