@@ -48,78 +48,9 @@ import Testing
         return (store, collection)
     }
 
-    // MARK: Oracle: SQL semantics evaluated in Swift (three-valued: nil is "unknown")
-
-    static func compare(_ lhs: SQLValue, _ rhs: SQLValue) -> Int? {
-        switch (lhs, rhs) {
-        case (.null, _), (_, .null): return nil
-        case (.integer(let a), .integer(let b)): return a < b ? -1 : a == b ? 0 : 1
-        case (.integer(let a), .real(let b)): return Double(a) < b ? -1 : Double(a) == b ? 0 : 1
-        case (.real(let a), .integer(let b)): return a < Double(b) ? -1 : a == Double(b) ? 0 : 1
-        case (.real(let a), .real(let b)): return a < b ? -1 : a == b ? 0 : 1
-        case (.text(let a), .text(let b)):
-            return a.utf8.lexicographicallyPrecedes(b.utf8) ? -1 : a == b ? 0 : 1
-        case (.integer, .text), (.real, .text): return -1   // numbers sort before text
-        case (.text, .integer), (.text, .real): return 1
-        default: fatalError("unexpected comparison \(lhs) \(rhs)")
-        }
-    }
-
-    /// SQLite's LIKE without ESCAPE: `%`, `_`, ASCII case-insensitive.
-    static func like(_ text: [UInt8], _ pattern: [UInt8]) -> Bool {
-        func lower(_ byte: UInt8) -> UInt8 { (65...90).contains(byte) ? byte + 32 : byte }
-        guard let first = pattern.first else { return text.isEmpty }
-        if first == UInt8(ascii: "%") {
-            return (0...text.count).contains { like(Array(text[$0...]), Array(pattern.dropFirst())) }
-        }
-        guard let head = text.first else { return false }
-        if first == UInt8(ascii: "_") || lower(first) == lower(head) {
-            return like(Array(text.dropFirst()), Array(pattern.dropFirst()))
-        }
-        return false
-    }
-
+    /// The oracle: the filter evaluated in Swift with SQLite's rules (RippleTesting).
     static func evaluate(_ filter: Filter, _ item: Item) -> Bool? {
-        switch filter {
-        case .comparison(let column, let op, let value):
-            let stored = item.value(column.name)
-            if value == .null {
-                switch op {
-                case .equal: return stored == .null
-                case .notEqual: return stored != .null
-                default: return nil
-                }
-            }
-            guard let order = compare(stored, value) else { return nil }
-            switch op {
-            case .equal: return order == 0
-            case .notEqual: return order != 0
-            case .less: return order < 0
-            case .lessOrEqual: return order <= 0
-            case .greater: return order > 0
-            case .greaterOrEqual: return order >= 0
-            }
-        case .in(let column, let values):
-            let stored = item.value(column.name)
-            if stored == .null { return values.isEmpty ? false : nil }
-            if values.contains(where: { compare(stored, $0) == 0 }) { return true }
-            return values.contains(.null) ? nil : false
-        case .like(let column, let pattern, _):
-            guard case .text(let text) = item.value(column.name) else { return nil }
-            return like(Array(text.utf8), Array(pattern.utf8))
-        case .isNull(let column):
-            return item.value(column.name) == .null
-        case .and(let filters):
-            let results = filters.map { evaluate($0, item) }
-            if results.contains(false) { return false }
-            return results.contains(nil) ? nil : true
-        case .or(let filters):
-            let results = filters.map { evaluate($0, item) }
-            if results.contains(true) { return true }
-            return results.contains(nil) ? nil : false
-        case .not(let inner):
-            return evaluate(inner, item).map { !$0 }
-        }
+        FilterOracle.evaluate(filter, item.value)
     }
 
     static func randomValue(for column: String, random: inout SeededGenerator) -> SQLValue {
