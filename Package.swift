@@ -20,7 +20,10 @@ let package = Package(
         .systemLibrary(name: "RippleSQLite", path: "Sources/RippleSQLite", pkgConfig: "sqlite3",
                        providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]),
         // The store's own schema: numbered `.sql` files bundled as resources (list each one here).
-        .target(name: "RippleSchema", path: "Migrations", resources: [.copy("0001_store_schema.sql")]),
+        .target(name: "RippleSchema", path: "Migrations", resources: [
+            .copy("0001_store_schema.sql"),
+            .copy("0002_history.sql"),
+        ]),
         // The store: connections, migrations, collections, queries, change log.
         .target(name: "Ripple", dependencies: ["RippleDiff", "RippleSQLite", "RippleSchema"]),
         // What users' tests need: the batch-update list-view model, recorded transcripts.

@@ -49,7 +49,7 @@ final class ChangeCapture {
     /// How to find a table's key: the rowid, or these columns of the row.
     private enum KeyColumns {
         case rowid
-        case columns([Int32])
+        case columns([Int32], withoutRowid: Bool)
     }
 
     private struct PendingRow {
@@ -74,6 +74,11 @@ final class ChangeCapture {
     // exclusivity checks would cost more than the hook's own work.
     @exclusivity(unchecked) private var entries: [Entry] = []
     @exclusivity(unchecked) private var keyBytes: [UInt8] = []
+    /// Before-images of updated and deleted rows (see ``oldRow(of:)``), one after the other, and
+    /// for each the change it belongs to (an index in `entries`) and where it ends in `oldBytes`.
+    /// Inserts keep none, so they cost nothing more.
+    @exclusivity(unchecked) private var oldBytes: [UInt8] = []
+    @exclusivity(unchecked) private var oldRows: [(entry: Int, end: Int)] = []
     @exclusivity(unchecked) private var groupNames: [(table: String, operation: Operation)] = []
     @exclusivity(unchecked) private var table = CurrentTable()
     /// A copy of the current table's name (SQLite's pointer may not outlive a schema change).
@@ -90,6 +95,9 @@ final class ChangeCapture {
     /// tables created in this transaction come last, after ``resolvePending(_:)``).
     var changes: ChangeList { ChangeList(entries: entries, keyBytes: keyBytes, groupNames: groupNames) }
 
+    /// Whether any update or delete kept a before-image since the last ``reset()``.
+    var hasOldRows: Bool { !oldRows.isEmpty }
+
     /// Whether any change was captured since the last ``reset()``.
     var isEmpty: Bool { entries.isEmpty && pending.isEmpty }
 
@@ -101,6 +109,13 @@ final class ChangeCapture {
         if mark.changes < entries.count {
             entries.removeSubrange(mark.changes...)
             keyBytes.removeSubrange((entries.last?.keyEnd ?? 0)...)
+            if let kept = oldRows.lastIndex(where: { $0.entry < mark.changes }) {
+                oldRows.removeSubrange((kept + 1)...)
+                oldBytes.removeSubrange(oldRows[kept].end...)
+            } else {
+                oldRows.removeAll()
+                oldBytes.removeAll()
+            }
         }
         pending.removeSubrange(min(mark.pending, pending.count)...)
     }
@@ -110,6 +125,8 @@ final class ChangeCapture {
         // Keep the buffers of ordinary transactions; give back those of a bulk import.
         entries.removeAll(keepingCapacity: entries.capacity <= 1 << 16)
         keyBytes.removeAll(keepingCapacity: keyBytes.capacity <= 1 << 20)
+        oldRows.removeAll(keepingCapacity: oldRows.capacity <= 1 << 16)
+        oldBytes.removeAll(keepingCapacity: oldBytes.capacity <= 1 << 20)
         groupNames.removeAll(keepingCapacity: true)
         table.groups = (-1, -1, -1)
         pending.removeAll()
@@ -182,7 +199,7 @@ final class ChangeCapture {
             if key.isEmpty || (!withoutRowid && key.count == 1 && key[0].type.uppercased() == "INTEGER") {
                 columns[name] = .rowid   // no declared key, or INTEGER PRIMARY KEY: an alias of the rowid
             } else {
-                columns[name] = .columns(key.map(\.column))
+                columns[name] = .columns(key.map(\.column), withoutRowid: withoutRowid)
             }
         }
         keyColumns = columns
@@ -197,7 +214,7 @@ final class ChangeCapture {
         try refreshSchemaIfNeeded(db)
         for row in pending {
             switch keyColumns[row.table] {
-            case .columns(let columns)?:
+            case .columns(let columns, _)?:
                 if columns.count == 1 {
                     Self.appendKeyText(row.values[Int(columns[0])], escaped: false, to: &keyBytes)
                 } else {
@@ -230,16 +247,20 @@ final class ChangeCapture {
         case .rowid?:
             switch operation {
             case SQLITE_INSERT: appendRowid(key2, .insert)
-            case SQLITE_DELETE: appendRowid(key1, .delete)
+            case SQLITE_DELETE:
+                appendRowid(key1, .delete)
+                appendOldRow(connection, rowid: key1, entry: entries.count - 1)
             default:
                 if key1 == key2 {
                     appendRowid(key1, .update)
+                    appendOldRow(connection, rowid: key1, entry: entries.count - 1)
                 } else {
                     appendRowid(key1, .delete)
+                    appendOldRow(connection, rowid: key1, entry: entries.count - 1)
                     appendRowid(key2, .insert)
                 }
             }
-        case .columns(let columns)?:
+        case .columns(let columns, let withoutRowid)?:
             switch operation {
             case SQLITE_INSERT:
                 appendKey(connection, columns, new: true)
@@ -247,6 +268,7 @@ final class ChangeCapture {
             case SQLITE_DELETE:
                 appendKey(connection, columns, new: false)
                 endEntry(.delete)
+                appendOldRow(connection, rowid: withoutRowid ? nil : key1, entry: entries.count - 1)
             default:
                 let start = keyBytes.count
                 appendKey(connection, columns, new: false)
@@ -263,6 +285,7 @@ final class ChangeCapture {
                     entries.append(Entry(keyEnd: oldEnd, group: group(.delete)))
                     endEntry(.insert)
                 }
+                appendOldRow(connection, rowid: withoutRowid ? nil : key1, entry: entries.count - (sameKey ? 1 : 2))
             }
         case nil:
             // A table created in this transaction: keep the whole row until its key is known.
@@ -323,6 +346,70 @@ final class ChangeCapture {
     private func appendRowid(_ rowid: Int64, _ operation: Operation) {
         Self.appendDecimal(rowid, to: &keyBytes)
         endEntry(operation)
+    }
+
+    // MARK: Before-images
+
+    /// The before-image captured with change `index` (an update or a delete), as JSON text: an
+    /// array of the rowid (`null` for a `WITHOUT ROWID` table) and every column's old value (see
+    /// `Migrations/0002_history.sql`). `nil` for inserts and for rows of tables created in the
+    /// transaction. `cursor` walks the before-images in order: pass the same variable, starting
+    /// at 0, for increasing indices.
+    func oldRow(of index: Int, cursor: inout Int) -> String? {
+        while cursor < oldRows.count && oldRows[cursor].entry < index { cursor += 1 }
+        guard cursor < oldRows.count, oldRows[cursor].entry == index else { return nil }
+        let start = cursor == 0 ? 0 : oldRows[cursor - 1].end
+        return oldBytes.withUnsafeBufferPointer { bytes in
+            String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<oldRows[cursor].end]), as: UTF8.self)
+        }
+    }
+
+    /// Appends the before-image of the row the hook reports (its old values) for change `entry`.
+    private func appendOldRow(_ connection: OpaquePointer, rowid: Int64?, entry: Int) {
+        oldBytes.append(UInt8(ascii: "["))
+        if let rowid { Self.appendDecimal(rowid, to: &oldBytes) } else { Self.appendJSONNull(to: &oldBytes) }
+        let count = sqlite3_preupdate_count(connection)
+        for column in 0..<count {
+            oldBytes.append(UInt8(ascii: ","))
+            appendJSONValue(Self.preupdateValue(connection, column, new: false))
+        }
+        oldBytes.append(UInt8(ascii: "]"))
+        oldRows.append((entry, oldBytes.count))
+    }
+
+    /// Appends one value as JSON: integers as they are, reals always with a `.` or an exponent
+    /// (infinities as `{"$real":"inf"}`), text as a string, blobs as `{"$blob":"hex"}`.
+    private func appendJSONValue(_ value: OpaquePointer?) {
+        guard let value else { return Self.appendJSONNull(to: &oldBytes) }
+        switch sqlite3_value_type(value) {
+        case SQLITE_INTEGER:
+            Self.appendDecimal(sqlite3_value_int64(value), to: &oldBytes)
+        case SQLITE_FLOAT:
+            let real = sqlite3_value_double(value)
+            if real.isFinite {
+                oldBytes.append(contentsOf: String(real).utf8)
+            } else {
+                oldBytes.append(contentsOf: (real < 0 ? #"{"$real":"-inf"}"# : #"{"$real":"inf"}"#).utf8)
+            }
+        case SQLITE_TEXT:
+            let bytes = textIsUTF8 ? sqlite3_value_blob(value)?.assumingMemoryBound(to: UInt8.self) : sqlite3_value_text(value)
+            let count = Int(sqlite3_value_bytes(value))
+            JSONText.appendQuoted(UnsafeBufferPointer(start: count > 0 ? bytes : nil, count: bytes == nil ? 0 : count),
+                                  escaping: true, to: &oldBytes)
+        case SQLITE_BLOB:
+            oldBytes.append(contentsOf: #"{"$blob":""#.utf8)
+            let count = Int(sqlite3_value_bytes(value))
+            if count > 0, let bytes = sqlite3_value_blob(value) {
+                Self.appendHex(UnsafeRawBufferPointer(start: bytes, count: count), to: &oldBytes)
+            }
+            oldBytes.append(contentsOf: #""}"#.utf8)
+        default:
+            Self.appendJSONNull(to: &oldBytes)
+        }
+    }
+
+    private static func appendJSONNull(to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")])
     }
 
     /// Appends the key text of the row's `columns` (old or new values).

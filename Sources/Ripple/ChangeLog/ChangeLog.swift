@@ -24,6 +24,9 @@ public enum ChangeLogRetention: Hashable, Sendable {
     case unlimited
     /// Keep the changes of the newest `n` versions.
     case versions(Int)
+    /// Keep the changes of the versions committed in the last `seconds` (by the clock of the
+    /// process that committed them); history reaches back to the last version committed before.
+    case duration(TimeInterval)
 }
 
 /// What one commit changed, as live queries need to hear it.
@@ -122,22 +125,38 @@ final class ChangeLog {
         let version = try nextVersion(db)
         // One log row per table and operation, keys in the order the rows changed. Changes come
         // in runs of one table and operation, so the current group is checked first.
-        var entries: [(table: String, operation: ChangeCapture.Operation, keys: [String])] = []
+        //
+        // Updates and deletes also log before-images, for time travel: the row as it was before
+        // the transaction, for the first change of each key only (a key first inserted did not
+        // exist before; see `Migrations/0002_history.sql`). Inserts log none.
+        var entries: [(table: String, operation: ChangeCapture.Operation, keys: [String], oldRows: [String], complete: Bool)] = []
         var current = -1
-        for change in capture.changes {
+        let changes = capture.changes
+        let tracksOldRows = capture.hasOldRows
+        var touched: [String: Set<String>] = [:]
+        var cursor = 0
+        for (index, change) in changes.enumerated() {
             if current < 0 || entries[current].operation != change.operation || entries[current].table != change.table {
                 if let index = entries.firstIndex(where: { $0.table == change.table && $0.operation == change.operation }) {
                     current = index
                 } else {
-                    entries.append((change.table, change.operation, []))
+                    entries.append((change.table, change.operation, [], [], true))
                     current = entries.count - 1
                 }
             }
             entries[current].keys.append(change.key)
+            guard tracksOldRows else { continue }
+            let first = touched[change.table, default: []].insert(change.key).inserted
+            guard change.operation != .insert else { continue }
+            let old = capture.oldRow(of: index, cursor: &cursor)
+            if old == nil { entries[current].complete = false }
+            entries[current].oldRows.append(first ? old ?? "null" : "null")
         }
         for entry in entries {
-            try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, ?, ?)",
-                           [version, entry.table, entry.operation.rawValue, JSONText.array(entry.keys)])
+            let oldRows: SQLValue = entry.operation == .insert || !tracksOldRows || !entry.complete
+                ? .null : .text("[" + entry.oldRows.joined(separator: ",") + "]")
+            try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys, old_rows) VALUES (?, ?, ?, ?, ?)",
+                           [version, entry.table, entry.operation.rawValue, JSONText.array(entry.keys), oldRows])
         }
         var tables = Set(entries.map(\.table))
         tables.formUnion(try foreignTables(db, after: knownVersion, through: version - 1))
@@ -204,8 +223,23 @@ final class ChangeLog {
             adoptedForeignWrite = true
         }
         dataVersion = data
-        if case .versions(let kept) = retention, version % 64 == 0 || kept < 64 {
+        try db.execute("INSERT OR REPLACE INTO ripple_versions(version, committed_at) VALUES (?, ?)",
+                       [version, Date().timeIntervalSince1970])
+        switch retention {
+        case .versions(let kept) where version % 64 == 0 || kept < 64:
             try prune(db, keepingAfter: version - Int64(max(kept, 0)))
+        case .duration(let seconds):
+            // Cheap when nothing aged out: one look at the oldest version's time.
+            let cutoff = Date().timeIntervalSince1970 - seconds
+            if let oldest = try db.fetchValue("SELECT committed_at FROM ripple_versions ORDER BY version LIMIT 1",
+                                              as: Double.self), oldest < cutoff,
+               let first = try db.fetchValue(
+                "SELECT version FROM ripple_versions WHERE committed_at >= ? ORDER BY version LIMIT 1", [cutoff],
+                as: Int64.self) {
+                try prune(db, keepingAfter: first - 1)
+            }
+        default:
+            break
         }
         return version
     }
@@ -228,6 +262,7 @@ final class ChangeLog {
     private func prune(_ db: Database, keepingAfter oldest: Int64) throws {
         guard oldest > 0 else { return }
         try db.execute("DELETE FROM ripple_changes WHERE version <= ?", [oldest])
+        try db.execute("DELETE FROM ripple_versions WHERE version <= ?", [oldest])
         try db.execute("UPDATE ripple_meta SET value = max(value, ?) WHERE key = 'oldest_version'", [oldest])
     }
 }

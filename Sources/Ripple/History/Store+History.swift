@@ -1,0 +1,413 @@
+import Foundation
+import RippleDiff
+
+/// One step of a query's history: the query's result as of `version`, and the changeset that
+/// turns the previous step's result into it.
+public struct HistoryStep<Element: Sendable>: Sendable {
+    /// The version whose commit changed the result (for the first step: the range's start).
+    public var version: Int64
+    /// The result as of `version`.
+    public var snapshot: [Element]
+    /// From the previous step's snapshot to this one (the first step: from an empty result).
+    public var changeset: Changeset
+}
+
+extension StoreError.Kind {
+    /// A version asked of the history is outside what the change log can reconstruct: pruned by
+    /// the retention policy, in the future, or across a schema change or an untracked write.
+    public static let history = StoreError.Kind(name: "history")
+}
+
+extension Store {
+    /// The result of `query` as it was right after `version` committed (time travel).
+    ///
+    /// Reconstructed exactly from the current rows and the change log's before-images, in one
+    /// read transaction. Only the query's own table is rewound.
+    ///
+    /// - Throws: ``StoreError`` of kind ``StoreError/Kind/history`` when `version` is older than
+    ///   the change log's retention keeps, newer than the store, or before a schema change or a
+    ///   write the log could not track (which cannot be undone).
+    public func snapshot<Record>(of query: RecordQuery<Record>, at version: Int64) throws -> [Record] {
+        guard let step = try history(of: query, from: version, to: version).first else { return [] }
+        return step.snapshot
+    }
+
+    /// The history of `query` over `[from, to]`: the result as of `from`, then one step for each
+    /// later version whose commit changed the result (its elements, their order or content),
+    /// with the changeset from the step before, as a live subscriber would have received it.
+    ///
+    /// - Throws: ``StoreError`` of kind ``StoreError/Kind/history`` as ``snapshot(of:at:)``
+    ///   does, for `from` (or when `from > to`).
+    public func history<Record>(of query: RecordQuery<Record>, from: Int64, to: Int64) throws -> [HistoryStep<Record>] {
+        let compiled = try query.compiled()
+        let schema = query.collection.schema
+        let reader = SnapshotReader(keyColumn: Int32(schema.primaryKeyIndex))
+        return try history(table: schema.table, from: from, to: to) { db in
+            let statement = try db.makeStatement(compiled.sql)
+            try statement.bind(compiled.arguments)
+            let decoder = RowDecoder(statement: statement, layout: schema.layout, recordType: Record.self)
+            defer { decoder.finish() }
+            return try reader.read(statement) { try decoder.decode(Record.self) }
+        }
+    }
+
+    /// The history of a raw SQL query over rows of `table` (see ``history(of:from:to:)``): only
+    /// `table` is rewound, other tables the SQL reads are seen as they are now. `identity` names
+    /// the result column that identifies a row across snapshots. Arguments are bound.
+    public func history(table: String, sql: String, arguments: [any SQLValueConvertible] = [], identity: String,
+                        from: Int64, to: Int64) throws -> [HistoryStep<Row>] {
+        let arguments = arguments.map(\.sqlValue)
+        return try history(table: table, from: from, to: to) { db in
+            let statement = try db.makeStatement(sql)
+            try statement.bind(arguments)
+            let columns = Row.Columns((0..<statement.columnCount).map(statement.columnName))
+            guard let key = columns.indexByName[identity] else {
+                throw StoreError(.invalidQuery, "no column \"\(identity)\" in the result of \(sql) "
+                                 + "(columns: \(columns.names.joined(separator: ", ")))")
+            }
+            let width = Int32(columns.names.count)
+            return try SnapshotReader(keyColumn: Int32(key)).read(statement) {
+                Row(columns: columns, values: (0..<width).map(statement.value(at:)))
+            }
+        }
+    }
+
+    private func history<Element: Sendable>(table: String, from: Int64, to: Int64,
+                                            fetch: (Database) throws -> Snapshot<Element>) throws -> [HistoryStep<Element>] {
+        try read { db in
+            var rewinder = try TableRewinder(db, table: table, back: from, to: to)
+            defer { rewinder.close() }
+            // Newest first: the result as of `to`, then before each version that changed the table.
+            try rewinder.rewind(after: to)
+            var snapshots: [(version: Int64, snapshot: Snapshot<Element>)] = [(to, try fetch(db))]
+            for version in rewinder.versions(in: from + 1...max(to, from + 1)).reversed() where version <= to {
+                try rewinder.undo(version)
+                // The table now is as of the version before `version`, back to the previous change.
+                snapshots[snapshots.count - 1].version = version
+                snapshots.append((from, try fetch(db)))
+            }
+            snapshots[snapshots.count - 1].version = from
+            var steps: [HistoryStep<Element>] = []
+            var previous: [SnapshotItem] = []
+            for (index, entry) in snapshots.reversed().enumerated() {
+                if index > 0 && entry.snapshot.items == previous { continue }
+                steps.append(HistoryStep(version: entry.version, snapshot: entry.snapshot.elements,
+                                         changeset: Changeset(from: previous, to: entry.snapshot.items)))
+                previous = entry.snapshot.items
+            }
+            return steps
+        }
+    }
+}
+
+/// A copy of one table, in the connection's `temp` schema under the same name (so that a query's
+/// SQL reads it instead of the table), rewound version by version with the change log's
+/// before-images. Lives inside one read transaction.
+struct TableRewinder {
+    private let db: Database
+    private let table: String
+    private let quotedTable: String
+    private let columns: [String]
+    private let withoutRowid: Bool
+    /// `nil`: the key is the rowid; otherwise the key columns (declared primary key).
+    private let keyColumns: [String]?
+    /// The log of the table, newest version first.
+    private var log: [(version: Int64, operation: String, keys: String, oldRows: String?)]
+    private var position = 0
+    private let queryOnly: Bool
+    private var open = true
+
+    init(_ db: Database, table: String, back from: Int64, to: Int64) throws {
+        self.db = db
+        self.table = table
+        quotedTable = SQLIdentifier.quoted(table)
+        guard from <= to else { throw StoreError(.history, "the range \(from)…\(to) is empty") }
+        let current = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'version'", as: Int64.self) ?? 0
+        let oldest = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'oldest_version'", as: Int64.self) ?? 0
+        if to > current { throw StoreError(.history, "version \(to) is in the future (the store is at version \(current))") }
+        if from < oldest {
+            throw StoreError(.history, "version \(from) is older than the change log keeps (history starts at version \(oldest))")
+        }
+        if let barrier = try db.fetchValue(
+            "SELECT min(version) FROM ripple_changes WHERE table_name = ? AND version > ? AND version <= ?",
+            [ChangeLog.everyTable, from, current], as: Int64.self) {
+            throw StoreError(.history, "version \(from) is before version \(barrier), a schema change or a write the change "
+                             + "log could not track, which cannot be undone (history of \(table) starts at \(barrier))")
+        }
+        guard let sql = try db.fetchValue("SELECT sql FROM main.sqlite_schema WHERE type = 'table' AND name = ?", [table],
+                                          as: String.self), sql.hasPrefix("CREATE TABLE ") else {
+            throw StoreError(.invalidQuery, "no table \(table) in the store")
+        }
+        withoutRowid = sql.uppercased().contains("WITHOUT ROWID")
+        var columns: [String] = []
+        var key: [(position: Int, name: String, type: String)] = []
+        for row in try db.fetchAll("SELECT name, type, pk FROM pragma_table_info(?, 'main') ORDER BY cid", [table]) {
+            let name = try row.value("name", as: String.self)
+            columns.append(name)
+            let pk = try row.value("pk", as: Int.self)
+            if pk > 0 { key.append((pk, name, (try? row.value("type", as: String.self)) ?? "")) }
+        }
+        key.sort { $0.position < $1.position }
+        self.columns = columns
+        // The change capture's rule: no declared key, or INTEGER PRIMARY KEY, is keyed by the rowid.
+        if key.isEmpty || (!withoutRowid && key.count == 1 && key[0].type.uppercased() == "INTEGER") {
+            keyColumns = nil
+        } else {
+            keyColumns = key.map(\.name)
+        }
+        log = try db.fetchAll("""
+            SELECT version, operation, row_keys, old_rows FROM ripple_changes
+            WHERE table_name = ? AND version > ? ORDER BY version DESC
+            """, [table, from]).map { row in
+            let oldRows: String? = if case .text(let text)? = row["old_rows"] { text } else { nil }
+            return (try row.value("version"), try row.value("operation"), try row.value("row_keys"), oldRows)
+        }
+        // Readers are query-only; the copy lives in `temp`, never in the store's file.
+        queryOnly = try db.fetchValue("PRAGMA query_only", as: Int.self) == 1
+        if queryOnly { try db.execute("PRAGMA query_only = OFF") }
+        do {
+            try db.execute("CREATE TEMP TABLE " + sql.dropFirst("CREATE TABLE ".count))
+            for index in try db.fetchAll("SELECT sql FROM main.sqlite_schema WHERE type = 'index' AND tbl_name = ? AND sql NOT NULL",
+                                         [table]) {
+                // Same indexes, so that a query without ORDER BY scans in the same order.
+                let text = try index.value("sql", as: String.self)
+                for prefix in ["CREATE INDEX ", "CREATE UNIQUE INDEX "] where text.hasPrefix(prefix) {
+                    try db.execute(prefix + "temp." + text.dropFirst(prefix.count))
+                }
+            }
+            let list = columns.map(SQLIdentifier.quoted).joined(separator: ", ")
+            let rowid = withoutRowid ? "" : "rowid, "
+            try db.execute("INSERT INTO temp.\(quotedTable)(\(rowid)\(list)) SELECT \(rowid)\(list) FROM main.\(quotedTable)")
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    /// The versions in `range` that changed the table, oldest first.
+    func versions(in range: ClosedRange<Int64>) -> [Int64] {
+        var found: [Int64] = []
+        for entry in log.reversed() where range.contains(entry.version) && found.last != entry.version {
+            found.append(entry.version)
+        }
+        return found
+    }
+
+    /// Undoes every version newer than `version`.
+    mutating func rewind(after version: Int64) throws {
+        while position < log.count && log[position].version > version { try undo(log[position].version) }
+    }
+
+    /// Undoes `version`, which must be the newest not yet undone (if it changed the table).
+    mutating func undo(_ version: Int64) throws {
+        var restore: [[SQLValue]] = []
+        while position < log.count && log[position].version == version {
+            let entry = log[position]
+            position += 1
+            guard let keys = try JSONSerialization.jsonObject(with: Data(entry.keys.utf8)) as? [String] else {
+                throw StoreError(.decoding, "malformed change log keys at version \(version)")
+            }
+            for key in keys { try delete(key: key) }
+            guard entry.operation != "insert" else { continue }
+            guard let oldRows = entry.oldRows else {
+                throw StoreError(.history, "version \(version) was logged without before-images (before history "
+                                 + "was recorded) and cannot be undone")
+            }
+            var parser = OldRowParser(text: oldRows)
+            restore += try parser.rows().compactMap { $0 }
+        }
+        let values = withoutRowid ? "" : "?, "
+        let rowid = withoutRowid ? "" : "rowid, "
+        let sql = "INSERT INTO temp.\(quotedTable)(\(rowid)\(columns.map(SQLIdentifier.quoted).joined(separator: ", "))) "
+            + "VALUES (\(values)\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+        for row in restore {
+            guard row.count == columns.count + 1 else {
+                throw StoreError(.history, "a before-image of version \(version) does not fit the table \(table)")
+            }
+            try db.execute(sql, Array(withoutRowid ? row.dropFirst() : row[...]))
+        }
+    }
+
+    /// Deletes the row with `key` (a logged key text) from the copy.
+    private func delete(key: String) throws {
+        guard let keyColumns else {
+            guard let rowid = Int64(key) else { throw StoreError(.decoding, "malformed rowid \(key) in the change log") }
+            try db.execute("DELETE FROM temp.\(quotedTable) WHERE rowid = ?", [rowid])
+            return
+        }
+        var parts = [key]
+        if keyColumns.count > 1 {
+            guard let array = try JSONSerialization.jsonObject(with: Data(key.utf8)) as? [String],
+                  array.count == keyColumns.count else {
+                throw StoreError(.decoding, "malformed composite key \(key) in the change log")
+            }
+            parts = array
+        }
+        // Exact first (uses the key's index); then as the capture formats keys, for values
+        // stored without the column's type (blobs in hex, integers in untyped columns).
+        let exact = keyColumns.map { "\(SQLIdentifier.quoted($0)) = ?" }.joined(separator: " AND ")
+        try db.execute("DELETE FROM temp.\(quotedTable) WHERE \(exact)", parts)
+        if try db.fetchValue("SELECT changes()", as: Int.self) == 0 {
+            let loose = keyColumns.map { column in
+                let quoted = SQLIdentifier.quoted(column)
+                return "(CASE typeof(\(quoted)) WHEN 'blob' THEN lower(hex(\(quoted))) WHEN 'null' THEN 'NULL' "
+                    + "ELSE CAST(\(quoted) AS TEXT) END) = ?"
+            }.joined(separator: " AND ")
+            try db.execute("DELETE FROM temp.\(quotedTable) WHERE \(loose)", parts)
+        }
+    }
+
+    /// Drops the copy (the query's SQL reads the store's table again).
+    mutating func close() {
+        guard open else { return }
+        open = false
+        try? db.execute("DROP TABLE IF EXISTS temp.\(quotedTable)")
+        if queryOnly { try? db.execute("PRAGMA query_only = ON") }
+    }
+}
+
+/// Parses a before-image array (`Migrations/0002_history.sql`): `[row or null, …]`, each row an
+/// array of JSON scalars, `{"$real":"inf"}` or `{"$blob":"hex"}`.
+struct OldRowParser {
+    private let bytes: [UInt8]
+    private var index = 0
+
+    init(text: String) { bytes = Array(text.utf8) }
+
+    mutating func rows() throws -> [[SQLValue]?] {
+        var rows: [[SQLValue]?] = []
+        try expect(UInt8(ascii: "["))
+        if peek() == UInt8(ascii: "]") { index += 1; return rows }
+        repeat {
+            if peek() == UInt8(ascii: "n") {
+                try literal("null")
+                rows.append(nil)
+            } else {
+                var row: [SQLValue] = []
+                try expect(UInt8(ascii: "["))
+                if peek() != UInt8(ascii: "]") {
+                    repeat { row.append(try value()) } while try separator()
+                } else {
+                    index += 1
+                }
+                rows.append(row)
+            }
+        } while try separator()
+        return rows
+    }
+
+    /// After an element: `true` after a `,`, `false` after the closing `]`.
+    private mutating func separator() throws -> Bool {
+        switch next() {
+        case UInt8(ascii: ","): return true
+        case UInt8(ascii: "]"): return false
+        default: throw malformed()
+        }
+    }
+
+    private mutating func value() throws -> SQLValue {
+        switch peek() {
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return .null
+        case UInt8(ascii: "\""):
+            return .text(try string())
+        case UInt8(ascii: "{"):
+            index += 1
+            let tag = try string()
+            try expect(UInt8(ascii: ":"))
+            let text = try string()
+            try expect(UInt8(ascii: "}"))
+            switch tag {
+            case "$real":
+                guard let real = Double(text) else { throw malformed() }
+                return .real(real)
+            case "$blob":
+                let digits = Array(text.utf8)
+                guard digits.count % 2 == 0 else { throw malformed() }
+                var blob: [UInt8] = []
+                blob.reserveCapacity(digits.count / 2)
+                var at = 0
+                while at < digits.count {
+                    guard let byte = UInt8(String(decoding: digits[at..<at + 2], as: UTF8.self), radix: 16) else {
+                        throw malformed()
+                    }
+                    blob.append(byte)
+                    at += 2
+                }
+                return .blob(blob)
+            default:
+                throw malformed()
+            }
+        default:
+            let start = index
+            while let byte = peek(), byte != UInt8(ascii: ","), byte != UInt8(ascii: "]") { index += 1 }
+            let text = String(decoding: bytes[start..<index], as: UTF8.self)
+            if text.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }) {
+                guard let real = Double(text) else { throw malformed() }
+                return .real(real)
+            }
+            guard let integer = Int64(text) else { throw malformed() }
+            return .integer(integer)
+        }
+    }
+
+    private mutating func string() throws -> String {
+        try expect(UInt8(ascii: "\""))
+        var utf8: [UInt8] = []
+        var pendingHigh: UInt16?
+        while true {
+            guard let byte = next() else { throw malformed() }
+            if byte == UInt8(ascii: "\"") { break }
+            guard byte == UInt8(ascii: "\\") else {
+                utf8.append(byte)
+                continue
+            }
+            guard let escape = next() else { throw malformed() }
+            switch escape {
+            case UInt8(ascii: "n"): utf8.append(0x0A)
+            case UInt8(ascii: "t"): utf8.append(0x09)
+            case UInt8(ascii: "r"): utf8.append(0x0D)
+            case UInt8(ascii: "b"): utf8.append(0x08)
+            case UInt8(ascii: "f"): utf8.append(0x0C)
+            case UInt8(ascii: "u"):
+                guard index + 4 <= bytes.count,
+                      let unit = UInt16(String(decoding: bytes[index..<index + 4], as: UTF8.self), radix: 16) else {
+                    throw malformed()
+                }
+                index += 4
+                if let high = pendingHigh, (0xDC00...0xDFFF).contains(unit) {
+                    pendingHigh = nil
+                    let scalar = 0x10000 + (UInt32(high - 0xD800) << 10) + UInt32(unit - 0xDC00)
+                    utf8 += Array(String(Character(Unicode.Scalar(scalar)!)).utf8)
+                } else if (0xD800...0xDBFF).contains(unit) {
+                    pendingHigh = unit
+                } else {
+                    utf8 += Array(String(Character(Unicode.Scalar(unit) ?? "\u{FFFD}")).utf8)
+                }
+            default: utf8.append(escape)
+            }
+        }
+        return String(decoding: utf8, as: UTF8.self)
+    }
+
+    private mutating func literal(_ word: String) throws {
+        for byte in word.utf8 { try expect(byte) }
+    }
+
+    private mutating func expect(_ byte: UInt8) throws {
+        guard next() == byte else { throw malformed() }
+    }
+
+    private func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    private mutating func next() -> UInt8? {
+        guard index < bytes.count else { return nil }
+        defer { index += 1 }
+        return bytes[index]
+    }
+
+    private func malformed() -> StoreError {
+        StoreError(.decoding, "malformed before-image in the change log at byte \(index)")
+    }
+}
