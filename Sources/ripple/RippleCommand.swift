@@ -9,6 +9,7 @@ struct RippleCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ripple",
         abstract: "Ripple: a SQLite-backed collection store whose live queries deliver changesets.",
-        subcommands: [DemoCommand.self, ReplayCommand.self, CrashTestCommand.self, CrashTestChildCommand.self, FuzzCommand.self]
+        subcommands: [DemoCommand.self, ReplayCommand.self, CrashTestCommand.self, CrashTestChildCommand.self, FuzzCommand.self,
+                      HistoryCommand.self]
     )
 }
