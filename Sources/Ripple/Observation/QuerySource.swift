@@ -38,11 +38,93 @@ struct Snapshot<Element: Sendable>: Sendable {
 /// One element of a snapshot as the diff sees it: identity = the key's text; content equal when
 /// every column's value is.
 struct SnapshotItem: Diffable, Hashable, Sendable {
-    var key: String
+    /// The key's text with its hash computed once: the diff's symbol table hashes identities,
+    /// and a 36-byte UUID through the standard hasher twice per diff is most of a diff's time.
+    struct Key: Hashable, Sendable {
+        let text: String
+        let hash: UInt64
+
+        init(_ text: String) {
+            self.text = text
+            var copy = text
+            self.hash = copy.withUTF8 { Fingerprint.bytes(UnsafeRawBufferPointer($0), type: 0) }
+        }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(hash) }
+        static func == (lhs: Key, rhs: Key) -> Bool { lhs.hash == rhs.hash && lhs.text == rhs.text }
+    }
+
+    var id: Key
     var content: UInt64
 
-    var diffID: String { key }
+    init(key: String, content: UInt64) {
+        self.id = Key(key)
+        self.content = content
+    }
+
+    var key: String { id.text }
+    var diffID: Key { id }
     func isContentEqual(to other: SnapshotItem) -> Bool { content == other.content }
+}
+
+/// A fast 64-bit hash of column values (multiply–rotate rounds over 8-byte words, a murmur-style
+/// finish), seeded per process so that crafted keys cannot aim at collisions. Fingerprints are
+/// compared, never stored: a snapshot lives in one process.
+enum Fingerprint {
+    private static let seed = UInt64.random(in: 1 ... .max)
+    private static let multiplier: UInt64 = 0x9E37_79B9_7F4A_7C15
+    private static let multiplier2: UInt64 = 0xC2B2_AE3D_27D4_EB4F
+
+    static var start: UInt64 { seed }
+
+    @inline(__always)
+    private static func rotate(_ value: UInt64, _ bits: UInt64) -> UInt64 { value << bits | value >> (64 - bits) }
+
+    /// One round over a word (murmur3's 64-bit body).
+    @inline(__always)
+    private static func round(_ state: UInt64, _ word: UInt64) -> UInt64 {
+        let mixed = rotate(word &* multiplier2, 31) &* multiplier
+        return rotate(state ^ mixed, 27) &* 5 &+ 0x52DC_E729
+    }
+
+    @inline(__always)
+    static func finish(_ state: UInt64) -> UInt64 {
+        var h = state
+        h ^= h >> 33
+        h = h &* 0xFF51_AFD7_ED55_8CCD
+        h ^= h >> 33
+        h = h &* 0xC4CE_B9FE_1A85_EC53
+        h ^= h >> 33
+        return h
+    }
+
+    /// Folds a column's fingerprint into a row's.
+    @inline(__always)
+    static func combine(_ state: UInt64, _ value: UInt64) -> UInt64 { round(state, value) }
+
+    /// One 8-byte value of a type (integers, reals by their bits).
+    @inline(__always)
+    static func word(_ value: UInt64, type: UInt64) -> UInt64 {
+        finish(round(round(seed, type), value))
+    }
+
+    /// Bytes of a type.
+    static func bytes(_ buffer: UnsafeRawBufferPointer, type: UInt64) -> UInt64 {
+        var state = round(seed, type &+ UInt64(buffer.count) << 8)
+        guard let base = buffer.baseAddress else { return finish(state) }
+        let count = buffer.count
+        var offset = 0
+        while offset + 8 <= count {
+            state = round(state, base.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+            offset += 8
+        }
+        if offset < count {
+            var tail: UInt64 = 0
+            for index in offset..<count { tail = tail << 8 | UInt64(base.load(fromByteOffset: index, as: UInt8.self)) }
+            state = round(state, tail)
+        }
+        return finish(state)
+    }
 }
 
 /// Reads the rows of a statement into a ``Snapshot``, decoding each with `decode`.
@@ -58,15 +140,15 @@ struct SnapshotReader {
         while try statement.step() {
             // Fingerprints first: they read each column with the accessor of its own type, so no
             // value is converted before the decoder reads it.
-            var row = Hasher()
+            var row = Fingerprint.start
             var key = ""
             for column in 0..<width {
                 let hash = Self.fingerprint(handle, column)
                 snapshot.columnHashes.append(hash)
-                row.combine(hash)
+                row = Fingerprint.combine(row, hash)
                 if column == keyColumn { key = Self.keyText(handle, column) }
             }
-            snapshot.items.append(SnapshotItem(key: key, content: UInt64(bitPattern: Int64(row.finalize()))))
+            snapshot.items.append(SnapshotItem(key: key, content: Fingerprint.finish(row)))
             snapshot.elements.append(try decode())
         }
         return snapshot
@@ -74,26 +156,21 @@ struct SnapshotReader {
 
     /// A fingerprint of one column's value and type.
     static func fingerprint(_ handle: OpaquePointer, _ column: Int32) -> UInt64 {
-        var hasher = Hasher()
         let type = sqlite3_column_type(handle, column)
-        hasher.combine(type)
         switch type {
         case SQLITE_INTEGER:
-            hasher.combine(sqlite3_column_int64(handle, column))
+            return Fingerprint.word(UInt64(bitPattern: sqlite3_column_int64(handle, column)), type: 1)
         case SQLITE_FLOAT:
-            hasher.combine(sqlite3_column_double(handle, column).bitPattern)
+            return Fingerprint.word(sqlite3_column_double(handle, column).bitPattern, type: 2)
         case SQLITE_TEXT:
-            if let bytes = sqlite3_column_text(handle, column) {
-                hasher.combine(bytes: UnsafeRawBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, column))))
-            }
+            let count = Int(sqlite3_column_bytes(handle, column))
+            return Fingerprint.bytes(UnsafeRawBufferPointer(start: sqlite3_column_text(handle, column), count: count), type: 3)
         case SQLITE_BLOB:
-            if let bytes = sqlite3_column_blob(handle, column) {
-                hasher.combine(bytes: UnsafeRawBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, column))))
-            }
+            let count = Int(sqlite3_column_bytes(handle, column))
+            return Fingerprint.bytes(UnsafeRawBufferPointer(start: sqlite3_column_blob(handle, column), count: count), type: 4)
         default:
-            break
+            return Fingerprint.word(0, type: 5)
         }
-        return UInt64(bitPattern: Int64(hasher.finalize()))
     }
 
     /// The text of a key value, as the change log writes it (see `ChangeCapture.keyText`).
