@@ -74,7 +74,11 @@ extension Store {
 
     private func history<Element: Sendable>(table: String, from: Int64, to: Int64,
                                             fetch: (Database) throws -> Snapshot<Element>) throws -> [HistoryStep<Element>] {
-        try read { db in
+        // A write made without Ripple and not noticed yet is not in the log: adopt it first (a
+        // "*" entry, which history refuses to cross) rather than answer wrongly. A read-only
+        // store cannot adopt; it relies on writers that log.
+        try noticeExternalWrites()
+        return try read { db in
             var rewinder = try TableRewinder(db, table: table, back: from, to: to)
             defer { rewinder.close() }
             // Newest first: the result as of `to`, then before each version that changed the table.
