@@ -54,5 +54,13 @@ import Testing
         feed.cancel()
         sectionsSubscription.cancel()
         sizesSubscription.cancel()
+
+        // Time travel.
+        let openQuery = todos.filter(Column("done") == false).order(by: Column("rank"))
+        let then = try store.snapshot(of: openQuery, at: 2)
+        #expect(then.map(\.title) == ["Milk"])
+        let steps = try store.history(of: openQuery, from: 2, to: try store.currentVersion())
+        #expect(steps.map { $0.snapshot.map(\.title) } == [["Milk"], ["Tea", "Milk"], ["Milk"], []])
+        #expect(steps.dropFirst().allSatisfy { !$0.changeset.isEmpty })
     }
 }
