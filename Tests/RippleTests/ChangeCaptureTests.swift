@@ -167,6 +167,58 @@ import Testing
         #expect(JSONText.array([long, long + "\""]) == "[\"\(long)\",\"\(long)\\\"\"]")
     }
 
+    // MARK: Keys announced by a collection's inserts
+
+    struct Note: Codable, Sendable, Identifiable, Equatable {
+        var id: String
+        var body: String
+    }
+
+    @Test func aCollectionsInsertsLogTheKeysTheyBound() throws {
+        let notes = try store.collection("notes", of: Note.self)
+        let version = try store.currentVersion()
+        let ids = ["plain", "quote \" and \\", "é🎉", "", String(repeating: "long-", count: 40)]
+        try notes.insert(contentsOf: ids.map { Note(id: $0, body: "b") })
+        try notes.upsert(contentsOf: [Note(id: "plain", body: "changed"), Note(id: "new", body: "n")])
+        try notes.insert(Note(id: "one", body: "o"))
+        #expect(try store.changes(after: version).map { "v\($0.version - version) \($0.operation.rawValue) \($0.rowKeys)" } == [
+            "v1 insert \(ids)", "v2 insert [\"new\"]", "v2 update [\"plain\"]", "v3 insert [\"one\"]",
+        ])
+    }
+
+    /// Rows a trigger inserts into the same table are the trigger's, not the statement's: their
+    /// keys are read from the rows, before or after the announced one.
+    @Test func rowsInsertedByTriggersKeepTheirOwnKeys() throws {
+        let notes = try store.collection("notes", of: Note.self)
+        try store.write { db in
+            try db.executeScript("""
+                CREATE TRIGGER before_note BEFORE INSERT ON notes WHEN NEW.id LIKE 'b%'
+                BEGIN INSERT INTO notes(id, body) VALUES ('shadow-' || NEW.id, 'x'); END;
+                CREATE TRIGGER after_note AFTER INSERT ON notes WHEN NEW.id LIKE 'a%'
+                BEGIN INSERT INTO notes(id, body) VALUES ('echo-' || NEW.id, 'x'); END;
+                """)
+        }
+        let version = try store.currentVersion()
+        try notes.insert(contentsOf: ["b1", "a1", "c1"].map { Note(id: $0, body: "n") })
+        #expect(try store.changes(after: version).first?.rowKeys == ["shadow-b1", "b1", "a1", "echo-a1", "c1"])
+    }
+
+    /// A key column whose type converts text (`NUMERIC`: `'007'` is stored as 7) is logged as
+    /// stored, not as bound.
+    @Test func aKeyColumnThatConvertsTextIsLoggedAsStored() throws {
+        try store.write { db in try db.execute("CREATE TABLE coded(id NUMERIC PRIMARY KEY, body TEXT)") }
+        let coded = try store.collection("coded", of: Note.self)
+        let version = try store.currentVersion()
+        try coded.insert(contentsOf: [Note(id: "007", body: "b"), Note(id: "x7", body: "c")])
+        #expect(try store.changes(after: version).first?.rowKeys == ["7", "x7"])
+        #expect(ChangeCapture.storesTextAsGiven(declaredType: "VARCHAR(36)"))
+        #expect(ChangeCapture.storesTextAsGiven(declaredType: ""))
+        #expect(ChangeCapture.storesTextAsGiven(declaredType: "blob"))
+        #expect(!ChangeCapture.storesTextAsGiven(declaredType: "CHARINT"))   // INT wins
+        #expect(!ChangeCapture.storesTextAsGiven(declaredType: "NUMERIC"))
+        #expect(!ChangeCapture.storesTextAsGiven(declaredType: "REAL"))
+    }
+
     // MARK: The row coders' fast paths
 
     @Test func manyRowsDecodeInOrderThroughTheGrowingBuffer() throws {

@@ -65,6 +65,8 @@ final class ChangeCapture {
         var logged = false
         /// `nil` for a table created in this transaction, whose key columns are not known yet.
         var key: KeyColumns?
+        /// The key is one column that stores text as it is given (TEXT or BLOB affinity).
+        var keyTakesText = false
         /// The group of each operation on the table (by ``Operation/index``), -1 until looked up.
         var groups: (Int, Int, Int) = (-1, -1, -1)
     }
@@ -83,8 +85,15 @@ final class ChangeCapture {
     @exclusivity(unchecked) private var table = CurrentTable()
     /// A copy of the current table's name (SQLite's pointer may not outlive a schema change).
     @exclusivity(unchecked) private var tableName: UnsafeMutablePointer<CChar>?
+    /// The key a collection's insert bound for the row its statement inserts next (see
+    /// ``expectInserts(into:)``), valid while `hasExpectedKey`.
+    @exclusivity(unchecked) private var expectedKey: [UInt8] = []
+    @exclusivity(unchecked) private var hasExpectedKey = false
+    @exclusivity(unchecked) private var expectedTable: String?
     private var pending: [PendingRow] = []
     private var keyColumns: [String: KeyColumns] = [:]
+    /// Tables whose key is one column that stores text as given.
+    private var textKeyTables: Set<String> = []
     private var schemaVersion: Int64 = -1
     /// Whether the database stores text as UTF-8 (the default; `PRAGMA encoding` can choose UTF-16).
     private var textIsUTF8 = true
@@ -184,6 +193,7 @@ final class ChangeCapture {
         let version = try db.fetchValue("PRAGMA schema_version", as: Int64.self) ?? 0
         guard version != schemaVersion else { return }
         var columns: [String: KeyColumns] = [:]
+        var textKeys: Set<String> = []
         let tables = try db.fetchAll("""
             SELECT name, sql LIKE '%WITHOUT ROWID%' AS without_rowid FROM sqlite_schema
             WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE 'ripple\\_%' ESCAPE '\\'
@@ -200,9 +210,11 @@ final class ChangeCapture {
                 columns[name] = .rowid   // no declared key, or INTEGER PRIMARY KEY: an alias of the rowid
             } else {
                 columns[name] = .columns(key.map(\.column), withoutRowid: withoutRowid)
+                if key.count == 1 && Self.storesTextAsGiven(declaredType: key[0].type) { textKeys.insert(name) }
             }
         }
         keyColumns = columns
+        textKeyTables = textKeys
         schemaVersion = version
         textIsUTF8 = try db.fetchValue("PRAGMA encoding", as: String.self) == "UTF-8"
         forgetCurrentTable()
@@ -235,6 +247,49 @@ final class ChangeCapture {
         pending.removeAll()
     }
 
+    // MARK: Keys known in advance
+
+    /// Until ``stopExpectingInserts()``, the rows that statements insert into `table` may have
+    /// their key announced with ``expectKey(_:)``, which spares the hook reading the new row
+    /// (an unpacked copy of the whole record per row). A collection's batch insert does this.
+    func expectInserts(into table: String) {
+        expectedTable = table
+        hasExpectedKey = false
+    }
+
+    /// The key, as the text bound to the key column, of the row the next step of the running
+    /// statement inserts. Used only for that row (a row inserted by the statement itself, not
+    /// by a trigger) when the key column stores text as given; forgotten after the step (see
+    /// ``forgetExpectedKey()``).
+    @inline(__always)
+    func expectKey(_ key: UnsafeBufferPointer<UInt8>) {
+        expectedKey.removeAll(keepingCapacity: true)
+        expectedKey.append(contentsOf: key)
+        hasExpectedKey = true
+    }
+
+    /// Forgets the announced key (its statement stepped, whether or not it inserted the row).
+    @inline(__always)
+    func forgetExpectedKey() {
+        hasExpectedKey = false
+    }
+
+    /// Ends ``expectInserts(into:)``.
+    func stopExpectingInserts() {
+        expectedTable = nil
+        hasExpectedKey = false
+    }
+
+    /// Whether a column of this declared type keeps a text value as it is given: TEXT affinity
+    /// (the type contains `CHAR`, `CLOB` or `TEXT`) or BLOB affinity (no type, or `BLOB`), by
+    /// SQLite's rules, which check `INT` first. Other affinities may turn `'007'` into `7`.
+    static func storesTextAsGiven(declaredType: String) -> Bool {
+        let type = declaredType.uppercased()
+        if type.contains("INT") { return false }
+        if type.contains("CHAR") || type.contains("CLOB") || type.contains("TEXT") { return true }
+        return type.isEmpty || type.contains("BLOB")
+    }
+
     // MARK: The hook
 
     private func capture(_ connection: OpaquePointer, _ operation: Int32, _ database: UnsafePointer<CChar>,
@@ -263,7 +318,15 @@ final class ChangeCapture {
         case .columns(let columns, let withoutRowid)?:
             switch operation {
             case SQLITE_INSERT:
-                appendKey(connection, columns, new: true)
+                if hasExpectedKey && table.keyTakesText && textIsUTF8 && sqlite3_preupdate_depth(connection) == 0
+                    && table.name == expectedTable {
+                    // The row the collection's insert statement itself inserts (triggers run
+                    // deeper): its key is the text just bound, stored as given.
+                    hasExpectedKey = false
+                    keyBytes.append(contentsOf: expectedKey)
+                } else {
+                    appendKey(connection, columns, new: true)
+                }
                 endEntry(.insert)
             case SQLITE_DELETE:
                 appendKey(connection, columns, new: false)
@@ -302,7 +365,8 @@ final class ChangeCapture {
         tableName = strdup(name)
         let text = String(cString: name)
         let logged = !text.hasPrefix("ripple_") && !text.hasPrefix("sqlite_")
-        table = CurrentTable(name: text, logged: logged, key: logged ? keyColumns[text] : nil)
+        table = CurrentTable(name: text, logged: logged, key: logged ? keyColumns[text] : nil,
+                             keyTakesText: textKeyTables.contains(text))
     }
 
     private func forgetCurrentTable() {

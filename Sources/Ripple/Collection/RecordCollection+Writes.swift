@@ -10,7 +10,7 @@ extension RecordCollection {
 
     /// Inserts `record` in `db`'s transaction.
     public func insert(_ record: Record, in db: Database) throws {
-        try run(schema.insertSQL, for: CollectionOfOne(record), in: db)
+        try run(schema.insertSQL, for: CollectionOfOne(record), inserting: true, in: db)
     }
 
     /// Inserts `record`, or replaces every column of the record with the same id (an SQL
@@ -21,7 +21,7 @@ extension RecordCollection {
 
     /// Inserts or replaces `record` in `db`'s transaction.
     public func upsert(_ record: Record, in db: Database) throws {
-        try run(schema.upsertSQL, for: CollectionOfOne(record), in: db)
+        try run(schema.upsertSQL, for: CollectionOfOne(record), inserting: true, in: db)
     }
 
     /// Replaces the stored record with the same id as `record`. Throws ``StoreError`` with kind
@@ -60,7 +60,7 @@ extension RecordCollection {
 
     /// Inserts `records` in `db`'s transaction, all or none (a savepoint inside the transaction).
     public func insert(contentsOf records: some Sequence<Record>, in db: Database) throws {
-        try db.transaction { try run(schema.insertSQL, for: records, in: db) }
+        try db.transaction { try run(schema.insertSQL, for: records, inserting: true, in: db) }
     }
 
     /// Inserts or replaces `records` in one transaction, all or none.
@@ -70,7 +70,7 @@ extension RecordCollection {
 
     /// Inserts or replaces `records` in `db`'s transaction, all or none.
     public func upsert(contentsOf records: some Sequence<Record>, in db: Database) throws {
-        try db.transaction { try run(schema.upsertSQL, for: records, in: db) }
+        try db.transaction { try run(schema.upsertSQL, for: records, inserting: true, in: db) }
     }
 
     /// Replaces stored records in one transaction, all or none: throws ``StoreError`` with kind
@@ -122,13 +122,20 @@ extension RecordCollection {
 
     // MARK: Internals
 
-    /// Runs `sql` (whose parameter n is column n - 1) once per record.
-    private func run(_ sql: String, for records: some Sequence<Record>, requiringChanges: Bool = false,
-                     in db: Database) throws {
+    /// Runs `sql` (whose parameter n is column n - 1) once per record. When `inserting`, the
+    /// statement inserts the record's row (an insert or an upsert): the change capture is told
+    /// each row's key as it is bound.
+    private func run(_ sql: String, for records: some Sequence<Record>, inserting: Bool = false,
+                     requiringChanges: Bool = false, in db: Database) throws {
         let statement = try db.cachedStatement(sql)
         defer { statement.reset() }
         let encoder = RowEncoder(statement: statement, layout: schema.layout, table: schema.table, recordType: Record.self)
         defer { encoder.finish() }
+        if inserting, let capture = db.changeCapture {
+            capture.expectInserts(into: schema.table)
+            encoder.announceKeys(to: capture, parameter: Int32(schema.primaryKeyIndex + 1))
+        }
+        defer { if inserting { db.changeCapture?.stopExpectingInserts() } }
         func write(_ record: Record) throws {
             try encoder.bind(record)
             try encoder.run()

@@ -37,6 +37,10 @@ final class RowEncoder: Encoder {
     @exclusivity(unchecked) private var cachedKeyType: ObjectIdentifier?
     private lazy var jsonEncoder = RecordJSON.makeEncoder()
     @exclusivity(unchecked) private var jsonBuffer: [UInt8] = []
+    /// Where the key text bound to parameter `keyParameter` is announced (see
+    /// ``announceKeys(to:parameter:)``); parameter 0 is none.
+    private var capture: ChangeCapture?
+    private var keyParameter: Int32 = 0
 
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
@@ -49,6 +53,15 @@ final class RowEncoder: Encoder {
         self.recordType = recordType
         self.boundMarks = Array(repeating: 0, count: layout.count)
         self.nestedModes = Array(repeating: .unknown, count: layout.count)
+    }
+
+    /// Announces the text bound to `parameter` (the key column of an insert) to `capture`, so
+    /// that the change capture need not read each inserted row back (see
+    /// ``ChangeCapture/expectKey(_:)``). The caller brackets the run with
+    /// ``ChangeCapture/expectInserts(into:)`` and ``ChangeCapture/stopExpectingInserts()``.
+    func announceKeys(to capture: ChangeCapture, parameter: Int32) {
+        self.capture = capture
+        keyParameter = parameter
     }
 
     /// Binds every parameter from `record`; columns the record does not encode are bound to NULL.
@@ -77,6 +90,7 @@ final class RowEncoder: Encoder {
     @inline(__always)
     func run() throws(DatabaseError) {
         let code = sqlite3_step(handle)
+        capture?.forgetExpectedKey()
         sqlite3_reset(handle)
         if code != SQLITE_DONE && code != SQLITE_ROW {
             throw DatabaseError.fromConnection(statement.database.handle, code: code, sql: statement.sql)
@@ -183,6 +197,11 @@ final class RowEncoder: Encoder {
 
     @inline(__always)
     func bindText(_ value: String, _ parameter: Int32) throws(DatabaseError) {
+        // A native string's bytes are read in place (no copy of the string, so no retain and
+        // release of its storage); a bridged one goes through a copy.
+        if let code = value.utf8.withContiguousStorageIfAvailable({ utf8 in bindTextBytes(utf8, parameter) }) {
+            return try check(code)
+        }
         var value = value
         let code = value.withUTF8 { utf8 in bindTextBytes(utf8, parameter) }
         try check(code)
@@ -190,6 +209,7 @@ final class RowEncoder: Encoder {
 
     @inline(__always)
     private func bindTextBytes(_ utf8: UnsafeBufferPointer<UInt8>, _ parameter: Int32) -> Int32 {
+        if parameter == keyParameter { capture?.expectKey(utf8) }
         guard let base = utf8.baseAddress, utf8.count > 0 else {
             return sqlite3_bind_text(handle, parameter, "", 0, sqliteTransient)
         }
