@@ -1,8 +1,9 @@
 import Foundation
 import RippleSQLite
 
-/// `SQLITE_TRANSIENT`: SQLite copies the bound bytes before the call returns.
-let sqliteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+/// `SQLITE_TRANSIENT`: SQLite copies the bound bytes before the call returns. (Computed: a
+/// global constant would be initialized lazily, checked on every bind.)
+var sqliteTransient: sqlite3_destructor_type { unsafeBitCast(-1, to: sqlite3_destructor_type.self) }
 
 /// A prepared SQL statement on one connection. Only valid inside the closure that received its
 /// ``Database``; cached statements are reset and cleared after each use.
