@@ -123,6 +123,11 @@ final class ChangeLog {
         let schemaChanged = try Self.schemaVersion(db) != schemaVersionAtBegin
         guard !capture.changes.isEmpty || schemaChanged else { return nil }
         let version = try nextVersion(db)
+        if !capture.hasOldRows && capture.changes.count > Self.knownRowLimit {
+            // A bulk insert: the capture's key bytes become the log's JSON as they are, with no
+            // String per row (observers are not told the keys of this many rows anyway).
+            return try recordBulk(db, version: version, schemaChanged: schemaChanged)
+        }
         // One log row per table and operation, keys in the order the rows changed. Changes come
         // in runs of one table and operation, so the current group is checked first.
         //
@@ -158,23 +163,42 @@ final class ChangeLog {
             try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys, old_rows) VALUES (?, ?, ?, ?, ?)",
                            [version, entry.table, entry.operation.rawValue, JSONText.array(entry.keys), oldRows])
         }
-        var tables = Set(entries.map(\.table))
+        let changedTables = Set(entries.map(\.table))
+        var summary = try finishRecord(db, version: version, changedTables: changedTables, schemaChanged: schemaChanged)
+        if summary.tables == changedTables && capture.changes.count <= Self.knownRowLimit {
+            var rowKeys: [String: Set<String>] = [:]
+            for entry in entries { rowKeys[entry.table, default: []].formUnion(entry.keys) }
+            summary.rowKeys = rowKeys
+        }
+        capture.reset()
+        return summary
+    }
+
+    /// The end of ``record(_:)``: notes foreign commits since the last one and a schema change,
+    /// and marks `version` known. The summary's tables hold ``everyTable`` when either happened.
+    private func finishRecord(_ db: Database, version: Int64, changedTables: Set<String>,
+                              schemaChanged: Bool) throws -> CommitSummary {
+        var tables = changedTables
         tables.formUnion(try foreignTables(db, after: knownVersion, through: version - 1))
         if schemaChanged && !adoptedForeignWrite {
             try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
                            [version, Self.everyTable])
         }
-        var summary = CommitSummary(version: version, tables: tables)
-        if adoptedForeignWrite || schemaChanged {
-            summary.tables.insert(Self.everyTable)
-        } else if summary.tables.count == entries.reduce(into: Set<String>(), { $0.insert($1.table) }).count,
-                  capture.changes.count <= Self.knownRowLimit {
-            var rowKeys: [String: Set<String>] = [:]
-            for entry in entries { rowKeys[entry.table, default: []].formUnion(entry.keys) }
-            summary.rowKeys = rowKeys
-        }
+        if adoptedForeignWrite || schemaChanged { tables.insert(Self.everyTable) }
         adoptedForeignWrite = false
         knownVersion = version
+        return CommitSummary(version: version, tables: tables)
+    }
+
+    /// ``record(_:)`` for a transaction of many changes without before-images (inserts only).
+    private func recordBulk(_ db: Database, version: Int64, schemaChanged: Bool) throws -> CommitSummary {
+        var tables: Set<String> = []
+        for group in capture.groups() {
+            try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys, old_rows) VALUES (?, ?, ?, ?, NULL)",
+                           [version, group.table, group.operation.rawValue, group.keysJSON])
+            tables.insert(group.table)
+        }
+        let summary = try finishRecord(db, version: version, changedTables: tables, schemaChanged: schemaChanged)
         capture.reset()
         return summary
     }
