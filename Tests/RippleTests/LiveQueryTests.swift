@@ -377,7 +377,16 @@ import Testing
             try todos.filter(Column("done") == true).order(by: Column("rank")).live(),
         ])
         let events = Locked<[LiveQueryGroupEvent<Todo>]>([])
-        let subscription = group.subscribe { event in events.withLock { $0.append(event) } }
+        // One list per section, each fed its member's changesets as a list view would be.
+        let sections = Locked([BatchUpdateListModel<Todo>(items: []), BatchUpdateListModel<Todo>(items: [])])
+        let subscription = group.subscribe { event in
+            events.withLock { $0.append(event) }
+            try sections.withLock { lists in
+                for (index, member) in event.members.enumerated() {
+                    try lists[index].apply(member.changeset, dataSource: member.snapshot)
+                }
+            }
+        }
         defer { subscription.cancel() }
         seeded[0].done = true
         try todos.update(seeded[0])
@@ -395,5 +404,6 @@ import Testing
         let third = try #require(events.withLock { $0 }.last)
         #expect(third.members[0].changeset.updates.count == 1 && third.members[1].changeset.isEmpty)
         #expect(third.members[1].snapshot.count == 3)
+        #expect(sections.withLock { $0.map(\.items) } == third.members.map(\.snapshot), "every changeset applied cleanly")
     }
 }
