@@ -310,7 +310,7 @@ extension Store {
                 WHERE version > ? AND version <= ? ORDER BY version, table_name, operation
                 """, [version, limit]).map { row in
                 let keysText = try row.value("row_keys", as: String.self)
-                guard let keys = try JSONSerialization.jsonObject(with: Data(keysText.utf8)) as? [String],
+                guard let keys = JSONText.strings(keysText),
                       let operation = ChangeLogEntry.Operation(rawValue: try row.value("operation", as: String.self)) else {
                     throw StoreError(.decoding, "malformed change log entry \(row)")
                 }

@@ -3,6 +3,13 @@
 /// Strings are written between double quotes with `"` and `\` escaped by a backslash and the
 /// other control characters below U+0020 as `\u00XX`; every other byte is copied as is.
 enum JSONText {
+    /// The strings of a JSON array of strings, as ``array(_:)`` writes them, or `nil` when
+    /// `text` is not one (read by the records' own JSON parser).
+    static func strings(_ text: String) -> [String]? {
+        var text = text
+        return text.withUTF8 { RecordJSON.parseStringArray($0) }
+    }
+
     /// A JSON array of strings, built as UTF-8 bytes in one buffer.
     ///
     /// - Complexity: O(n) in the strings' total length. When no string needs escaping (the usual

@@ -60,15 +60,7 @@ extension Store {
         return try history(table: table, from: from, to: to) { db in
             let statement = try db.makeStatement(sql)
             try statement.bind(arguments)
-            let columns = Row.Columns((0..<statement.columnCount).map(statement.columnName))
-            guard let key = columns.indexByName[identity] else {
-                throw StoreError(.invalidQuery, "no column \"\(identity)\" in the result of \(sql) "
-                                 + "(columns: \(columns.names.joined(separator: ", ")))")
-            }
-            let width = Int32(columns.names.count)
-            return try SnapshotReader(keyColumn: Int32(key)).read(statement) {
-                Row(columns: columns, values: (0..<width).map(statement.value(at:)))
-            }
+            return try SnapshotReader.rows(of: statement, identity: identity, sql: sql)
         }
     }
 
@@ -208,7 +200,7 @@ struct TableRewinder {
         while position < log.count && log[position].version == version {
             let entry = log[position]
             position += 1
-            guard let keys = try JSONSerialization.jsonObject(with: Data(entry.keys.utf8)) as? [String] else {
+            guard let keys = JSONText.strings(entry.keys) else {
                 throw StoreError(.decoding, "malformed change log keys at version \(version)")
             }
             for key in keys { try delete(key: key) }
@@ -241,7 +233,7 @@ struct TableRewinder {
         }
         var parts = [key]
         if keyColumns.count > 1 {
-            guard let array = try JSONSerialization.jsonObject(with: Data(key.utf8)) as? [String],
+            guard let array = JSONText.strings(key),
                   array.count == keyColumns.count else {
                 throw StoreError(.decoding, "malformed composite key \(key) in the change log")
             }

@@ -21,9 +21,9 @@ protocol ObservationTarget: AnyObject, Sendable {
 /// Its phases follow ``ObserverState``, held under `condition` with everything shared between
 /// threads; the refresh state (`snapshots`, versions) is only touched by the one refresh the state
 /// machine allows at a time, handed from thread to thread through the lock.
-final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget, @unchecked Sendable {
-    // @unchecked: shared state is guarded by `condition`; refresh state is owned by the single
-    // refresh in flight (ObserverState admits one), ordered by the lock's hand-offs.
+final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget, @unchecked Sendable {   // shared state under `condition`; refresh state: see below
+    // Refresh state is owned by the single refresh in flight (ObserverState admits one), handed
+    // from thread to thread through the lock.
     private let store: Store
     private let sources: [QuerySource<Element>]
     private let delivery: Delivery
@@ -346,7 +346,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         for entry in entries {
             guard entry.values.count == 3, case .text(let table) = entry.values[0], table == check.table,
                   case .text(let operation) = entry.values[1], case .text(let list) = entry.values[2],
-                  let parsed = JSONText.parseStringArray(list) else { return .everything }
+                  let parsed = JSONText.strings(list) else { return .everything }
             updatesOnly = updatesOnly && operation == ChangeLogEntry.Operation.update.rawValue
             keys += parsed
             if keys.count > Self.rowCheckLimit { return .everything }

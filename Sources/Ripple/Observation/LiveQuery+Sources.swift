@@ -82,15 +82,7 @@ extension Store {
             let statement = try db.cachedStatement(sql)
             defer { statement.reset() }
             try statement.bind(arguments)
-            let columns = Row.Columns((0..<statement.columnCount).map(statement.columnName))
-            guard let key = columns.indexByName[identity] else {
-                throw StoreError(.invalidQuery, "no column \"\(identity)\" in the result of \(sql) "
-                                 + "(columns: \(columns.names.joined(separator: ", ")))")
-            }
-            let width = Int32(columns.names.count)
-            return try SnapshotReader(keyColumn: Int32(key)).read(statement) {
-                Row(columns: columns, values: (0..<width).map(statement.value(at:)))
-            }
+            return try SnapshotReader.rows(of: statement, identity: identity, sql: sql)
         }
         return LiveQuery(store: self, source: source)
     }

@@ -154,6 +154,20 @@ struct SnapshotReader {
         return snapshot
     }
 
+    /// The rows of `statement` (bound, not yet stepped) as ``Row``s, identified by the result
+    /// column `identity`. `sql` names the query in the error for a missing column.
+    static func rows(of statement: Statement, identity: String, sql: String) throws -> Snapshot<Row> {
+        let columns = Row.Columns((0..<statement.columnCount).map(statement.columnName))
+        guard let key = columns.indexByName[identity] else {
+            throw StoreError(.invalidQuery, "no column \"\(identity)\" in the result of \(sql) "
+                             + "(columns: \(columns.names.joined(separator: ", ")))")
+        }
+        let width = Int32(columns.names.count)
+        return try SnapshotReader(keyColumn: Int32(key)).read(statement) {
+            Row(columns: columns, values: (0..<width).map(statement.value(at:)))
+        }
+    }
+
     /// A fingerprint of one column's value and type.
     static func fingerprint(_ handle: OpaquePointer, _ column: Int32) -> UInt64 {
         let type = sqlite3_column_type(handle, column)
