@@ -15,10 +15,8 @@ import Ripple
 /// ```
 ///
 /// Thread-safe: events may arrive on any thread while another reads ``transcript``.
-public final class TranscriptRecorder<Element: Encodable & Sendable>: @unchecked Sendable {
-    // @unchecked: every stored `var` is read and written holding `lock`; `encoder` is used only
-    // holding it too.
-    private let lock = NSLock()
+public final class TranscriptRecorder<Element: Encodable & Sendable>: @unchecked Sendable {   // vars and `encoder` used only holding `lock`
+    private let lock = NSCondition()
     private let encoder: JSONEncoder
     private var recorded: Transcript
     private var firstError: (any Error)?
@@ -47,6 +45,26 @@ public final class TranscriptRecorder<Element: Encodable & Sendable>: @unchecked
     /// No step is recorded after an error.
     public var error: (any Error)? { lock.withLock { firstError } }
 
+    /// Waits until the transcript recorded so far satisfies `condition` (checked at once, then
+    /// after each step), recording ends with an error, or `timeout` seconds pass; returns whether
+    /// `condition` holds. For deliveries on a queue: explicit synchronization, no sleeps.
+    ///
+    /// ```swift
+    /// let recorder = TranscriptRecorder(live, on: .queue(queue))
+    /// try todos.insert(milk)
+    /// #expect(recorder.wait { $0.steps.count == 2 })
+    /// ```
+    @discardableResult
+    public func wait(timeout: TimeInterval = 30, until condition: (Transcript) -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        lock.lock()
+        defer { lock.unlock() }
+        while !condition(recorded) && firstError == nil {
+            if !lock.wait(until: deadline) { break }
+        }
+        return condition(recorded)
+    }
+
     /// Stops recording (no step is added once it returns) and returns the transcript.
     @discardableResult
     public func stop() -> Transcript {
@@ -60,6 +78,7 @@ public final class TranscriptRecorder<Element: Encodable & Sendable>: @unchecked
 
     private func record(_ event: LiveQueryEvent<Element>) throws {
         try lock.withLock {
+            defer { lock.broadcast() }
             guard firstError == nil else { return }
             do {
                 recorded.steps.append(try Transcript.Step(event, encoder: encoder))
@@ -71,7 +90,10 @@ public final class TranscriptRecorder<Element: Encodable & Sendable>: @unchecked
     }
 
     private func fail(_ error: any Error) {
-        lock.withLock { if firstError == nil { firstError = error } }
+        lock.withLock {
+            if firstError == nil { firstError = error }
+            lock.broadcast()
+        }
     }
 
     deinit { subscription?.cancel() }
@@ -91,8 +113,7 @@ public final class TranscriptRecorder<Element: Encodable & Sendable>: @unchecked
 /// ```
 ///
 /// Thread-safe.
-public final class ManualClock: @unchecked Sendable {
-    // @unchecked: `current` is read and written holding `lock`.
+public final class ManualClock: @unchecked Sendable {   // `current` is used only holding `lock`
     private let lock = NSLock()
     private var current: Date
 

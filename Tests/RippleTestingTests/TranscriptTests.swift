@@ -43,10 +43,7 @@ import Testing
             try chores.insert(Chore(id: id, title: "Chore \(id)", rank: (id * 37) % 101, done: false))
         }
         let expected = try JSONValue.array(encoding: query.fetchAll())
-        let deadline = Date().addingTimeInterval(10)
-        while recorder.transcript.steps.last?.snapshot != expected && Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.01)
-        }
+        #expect(recorder.wait { $0.steps.last?.snapshot == expected })
         let transcript = recorder.stop()
         #expect(recorder.error == nil)
         #expect(transcript.steps.last?.snapshot == expected)
