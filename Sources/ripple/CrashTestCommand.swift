@@ -335,8 +335,7 @@ struct CrashTestRun {
 }
 
 /// Keeps the first value put (a live query's initial event).
-final class CrashTestInbox<Value: Sendable>: @unchecked Sendable {
-    // @unchecked: `value` is guarded by `lock`.
+final class CrashTestInbox<Value: Sendable>: @unchecked Sendable {   // `value` is guarded by `lock`
     private let lock = NSLock()
     private var value: Value?
 

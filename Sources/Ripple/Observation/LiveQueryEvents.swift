@@ -48,8 +48,7 @@ public struct LiveQueryEvents<Event: Sendable>: AsyncSequence, Sendable {
 /// A one-event hand-off between an observer and an async iterator. The observer offers an event
 /// only after the previous one was taken, so one slot is enough; taking an event tells the
 /// observer it may refresh again.
-final class EventChannel<Event: Sendable>: @unchecked Sendable {
-    // @unchecked: every field is guarded by `lock`.
+final class EventChannel<Event: Sendable>: @unchecked Sendable {   // every field is guarded by `lock`
     private let lock = NSLock()
     private var slot: (event: Event, taken: @Sendable () -> Void)?
     private var waiter: CheckedContinuation<Event?, any Error>?
