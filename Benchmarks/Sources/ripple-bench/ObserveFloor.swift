@@ -13,8 +13,8 @@ final class ObserveFloor: ObserveSubject {
 
     init(path: String, queries: [ObserveQuery], mailbox: ObserveMailbox) throws {
         self.mailbox = mailbox
-        let reader = Self.open(path)
-        writer = Self.open(path)
+        let reader = CFloor.open(path)
+        writer = CFloor.open(path)
         self.reader = reader
         update = Self.prepare(writer, "UPDATE todo SET title = ?, rank = ?, done = ? WHERE id = ?")
         selects = queries.map { query in
@@ -31,18 +31,18 @@ final class ObserveFloor: ObserveSubject {
     }
 
     func write(_ record: ObserveTodo, query: Int) throws -> ContinuousClock.Instant {
-        Self.exec(writer, "BEGIN IMMEDIATE")
+        CFloor.exec(writer, "BEGIN IMMEDIATE")
         Self.bind(update, 1, record.title)
         sqlite3_bind_int64(update, 2, Int64(record.rank))
         sqlite3_bind_int64(update, 3, record.done ? 1 : 0)
         Self.bind(update, 4, record.id)
         guard sqlite3_step(update) == SQLITE_DONE, sqlite3_changes(writer) == 1 else {
             sqlite3_reset(update)
-            Self.exec(writer, "ROLLBACK")
+            CFloor.exec(writer, "ROLLBACK")
             throw ObserveFailure("C floor: update of \(record.id) failed")
         }
         sqlite3_reset(update)
-        Self.exec(writer, "COMMIT")
+        CFloor.exec(writer, "COMMIT")
         let committed = ContinuousClock.now
         let snapshot = fetch(query)
         mailbox.post(query: query, at: .now, snapshot: snapshot, changes: -1, initial: false)
@@ -72,10 +72,10 @@ final class ObserveFloor: ObserveSubject {
     /// Creates the file at `path` with the schema and `rows` rows (``ObserveModel/rows(count:_:)``)
     /// in one transaction; the index is built after the rows.
     static func seed(path: String, rows: Int) {
-        let db = open(path)
+        let db = CFloor.open(path)
         defer { sqlite3_close(db) }
-        exec(db, "BEGIN IMMEDIATE")
-        exec(db, "CREATE TABLE todo(id TEXT PRIMARY KEY NOT NULL, title TEXT NOT NULL, rank INTEGER NOT NULL, done INTEGER NOT NULL)")
+        CFloor.exec(db, "BEGIN IMMEDIATE")
+        CFloor.exec(db, "CREATE TABLE todo(id TEXT PRIMARY KEY NOT NULL, title TEXT NOT NULL, rank INTEGER NOT NULL, done INTEGER NOT NULL)")
         let insert = prepare(db, "INSERT INTO todo(id, title, rank, done) VALUES (?, ?, ?, ?)")
         ObserveModel.rows(count: rows) { todo in
             bind(insert, 1, todo.id)
@@ -86,30 +86,12 @@ final class ObserveFloor: ObserveSubject {
             sqlite3_reset(insert)
         }
         sqlite3_finalize(insert)
-        exec(db, "CREATE INDEX todo_done_rank ON todo(done, rank)")
-        exec(db, "COMMIT")
-        exec(db, "PRAGMA wal_checkpoint(TRUNCATE)")
+        CFloor.exec(db, "CREATE INDEX todo_done_rank ON todo(done, rank)")
+        CFloor.exec(db, "COMMIT")
+        CFloor.exec(db, "PRAGMA wal_checkpoint(TRUNCATE)")
     }
 
     // MARK: C helpers
-
-    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-
-    private static func open(_ path: String) -> OpaquePointer {
-        var db: OpaquePointer?
-        precondition(sqlite3_open(path, &db) == SQLITE_OK, "observe: cannot open \(path)")
-        sqlite3_busy_timeout(db, 5_000)
-        exec(db!, "PRAGMA journal_mode = WAL")
-        exec(db!, "PRAGMA synchronous = NORMAL")
-        return db!
-    }
-
-    private static func exec(_ db: OpaquePointer, _ sql: String) {
-        var message: UnsafeMutablePointer<CChar>?
-        if sqlite3_exec(db, sql, nil, nil, &message) != SQLITE_OK {
-            fatalError("observe C floor: \(sql): \(message.map { String(cString: $0) } ?? "?")")
-        }
-    }
 
     private static func prepare(_ db: OpaquePointer, _ sql: String) -> OpaquePointer {
         var statement: OpaquePointer?
@@ -124,7 +106,7 @@ final class ObserveFloor: ObserveSubject {
         var text = text
         _ = text.withUTF8 { bytes in
             sqlite3_bind_text(statement, index, UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self),
-                              Int32(bytes.count), transient)
+                              Int32(bytes.count), CFloor.transient)
         }
     }
 

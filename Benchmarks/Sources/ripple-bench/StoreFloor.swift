@@ -11,16 +11,20 @@ struct BenchTodo: Codable, Sendable, Identifiable, Equatable {
 
 /// The physical floor: the same work written straight on SQLite's C API.
 enum CFloor {
-    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    /// SQLite copies the bound bytes (`SQLITE_TRANSIENT`).
+    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
-    private static func open(_ path: String) -> OpaquePointer {
+    /// A connection to `path` as every floor uses it: WAL, `synchronous = NORMAL`, 5 s busy timeout.
+    static func open(_ path: String) -> OpaquePointer {
         var db: OpaquePointer?
         precondition(sqlite3_open(path, &db) == SQLITE_OK, "cannot open \(path)")
+        sqlite3_busy_timeout(db, 5_000)
         exec(db!, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
         return db!
     }
 
-    private static func exec(_ db: OpaquePointer, _ sql: String) {
+    /// Runs `sql`; a failure ends the benchmark.
+    static func exec(_ db: OpaquePointer, _ sql: String) {
         var message: UnsafeMutablePointer<CChar>?
         if sqlite3_exec(db, sql, nil, nil, &message) != SQLITE_OK {
             fatalError("C floor: \(sql): \(message.map { String(cString: $0) } ?? "?")")
