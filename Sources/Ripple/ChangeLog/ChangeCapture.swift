@@ -94,7 +94,8 @@ final class ChangeCapture {
     private var keyColumns: [String: KeyColumns] = [:]
     /// Tables whose key is one column that stores text as given.
     private var textKeyTables: Set<String> = []
-    private var schemaVersion: Int64 = -1
+    /// `PRAGMA schema_version` when the key columns were last read (current after ``refreshSchemaIfNeeded(_:)``).
+    private(set) var schemaVersion: Int64 = -1
     /// Whether the database stores text as UTF-8 (the default; `PRAGMA encoding` can choose UTF-16).
     private var textIsUTF8 = true
 

@@ -91,7 +91,7 @@ final class ChangeLog {
     func begin(_ db: Database) throws {
         capture.reset()
         try capture.refreshSchemaIfNeeded(db)
-        schemaVersionAtBegin = try Self.schemaVersion(db)
+        schemaVersionAtBegin = capture.schemaVersion   // just read by the capture: no second PRAGMA
     }
 
     private static func schemaVersion(_ db: Database) throws -> Int64 {
