@@ -20,12 +20,8 @@ extension RecordQuery {
             var condition = SQLBuilder(schema: schema)
             if let filter { try condition.appendCondition(filter) }
             let quotedKey = SQLIdentifier.quoted(schema.primaryKey)
-            rowCheck = RowCheck(
-                table: schema.table,
-                prefix: "SELECT 1 FROM \(schema.quotedTable) WHERE \(quotedKey) IN (",
-                filterSQL: condition.sql, filterArguments: condition.arguments,
-                interest: RowInterest(table: schema.table, quotedTable: schema.quotedTable, quotedKey: quotedKey,
-                                      filterSQL: condition.sql, filterArguments: condition.arguments))
+            rowCheck = RowCheck(interest: RowInterest(table: schema.table, quotedTable: schema.quotedTable, quotedKey: quotedKey,
+                                                      filterSQL: condition.sql, filterArguments: condition.arguments))
         }
         let cached = !(filter?.hasInList ?? false)
         let reader = SnapshotReader(keyColumn: Int32(schema.primaryKeyIndex))
@@ -43,7 +39,7 @@ extension RecordQuery {
         if let rowCheck, !orderings.isEmpty {
             // Rows whose ordering columns did not change keep their place: they are read alone.
             source.orderColumns = orderings.compactMap { schema.layout.indexByName[$0.column.name] }
-            let select = "\(schema.selectAllSQL) WHERE \(SQLIdentifier.quoted(schema.primaryKey)) IN ("
+            let select = "\(schema.selectAllSQL) WHERE \(rowCheck.interest.quotedKey) IN ("
             source.fetchRows = { db, keys in
                 var sql = select + Array(repeating: "?", count: keys.count).joined(separator: ", ") + ")"
                 if !rowCheck.filterSQL.isEmpty { sql += " AND (" + rowCheck.filterSQL + ")" }

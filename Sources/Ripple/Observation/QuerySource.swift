@@ -240,20 +240,20 @@ struct QuerySource<Element: Sendable>: Sendable {
 /// Row-precise invalidation of a single-table query: changed rows that are not in the current
 /// result and do not match the filter now cannot change the result (the window has no offset).
 struct RowCheck: Sendable {
-    /// The table queried.
-    let table: String
-    /// `SELECT 1 FROM table WHERE key IN (` — the keys follow, then `) AND (filter) LIMIT 1`.
-    let prefix: String
-    /// The filter's SQL (with its `?`s) and arguments; empty SQL for no filter.
-    let filterSQL: String
-    let filterArguments: [SQLValue]
-    /// The same, for the store's in-transaction evaluation.
+    /// The table, its key and the filter (also what the store evaluates inside each commit).
     let interest: RowInterest
+
+    /// The table queried.
+    var table: String { interest.table }
+    /// The filter's SQL (with its `?`s) and arguments; empty SQL for no filter.
+    var filterSQL: String { interest.filterSQL }
+    var filterArguments: [SQLValue] { interest.filterArguments }
 
     /// Whether any of `keys` is a row that matches the filter now.
     func anyMatches(_ keys: [String], in db: Database) throws -> Bool {
         guard !keys.isEmpty else { return false }
-        var sql = prefix + Array(repeating: "?", count: keys.count).joined(separator: ", ") + ")"
+        var sql = "SELECT 1 FROM \(interest.quotedTable) WHERE \(interest.quotedKey) IN ("
+            + Array(repeating: "?", count: keys.count).joined(separator: ", ") + ")"
         if !filterSQL.isEmpty { sql += " AND (" + filterSQL + ")" }
         sql += " LIMIT 1"
         let arguments: [any SQLValueConvertible] = keys.map { SQLValue.text($0) } + filterArguments
