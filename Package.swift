@@ -23,6 +23,7 @@ let package = Package(
         .target(name: "RippleSchema", path: "Migrations", resources: [
             .copy("0001_store_schema.sql"),
             .copy("0002_history.sql"),
+            .copy("0003_exact_keys.sql"),
         ]),
         // The store: connections, migrations, collections, queries, change log.
         .target(name: "Ripple", dependencies: ["RippleDiff", "RippleSQLite", "RippleSchema"]),

@@ -143,11 +143,18 @@ import Testing
                 #expect(capture.changes.map { "\($0.table) \($0.operation.rawValue) \($0.key)" } == [
                     "t insert k\"1", "n insert 5", "t insert k2", "n delete 5",
                 ])
+                func list(_ keys: [SQLValue]) -> [UInt8] {
+                    var list: [UInt8] = []
+                    for key in keys { RowKey(key).withEncoding { RowKey.appendToList($0, to: &list) } }
+                    return list
+                }
                 #expect(capture.groups() == [
-                    ChangeCapture.Group(table: "t", operation: .insert, count: 2, keysJSON: "[\"k\\\"1\",\"k2\"]"),
-                    ChangeCapture.Group(table: "n", operation: .insert, count: 1, keysJSON: "[\"5\"]"),
-                    ChangeCapture.Group(table: "n", operation: .delete, count: 1, keysJSON: "[\"5\"]"),
+                    ChangeCapture.Group(table: "t", operation: .insert, count: 2, keysJSON: "[\"k\\\"1\",\"k2\"]",
+                                        keys: list([.text("k\"1"), .text("k2")])),
+                    ChangeCapture.Group(table: "n", operation: .insert, count: 1, keysJSON: "[\"5\"]", keys: list([.integer(5)])),
+                    ChangeCapture.Group(table: "n", operation: .delete, count: 1, keysJSON: "[\"5\"]", keys: list([.integer(5)])),
                 ])
+                #expect(RowKey.list(capture.groups()[0].keys) == [RowKey(.text("k\"1")), RowKey(.text("k2"))])
                 let mark = capture.mark
                 try db.execute("INSERT INTO t VALUES ('k3')")
                 capture.rollback(to: mark)

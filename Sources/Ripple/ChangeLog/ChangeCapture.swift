@@ -4,19 +4,20 @@ import RippleSQLite
 /// Captures every row change made on the writer connection — through collections or raw SQL —
 /// with SQLite's pre-update hook, so that a write transaction can log them before it commits.
 ///
-/// Per change it keeps the table, the operation and the row's primary key (as text; a composite
-/// key as a JSON array; the rowid for tables without a declared key). The primary-key columns of
+/// Per change it keeps the table, the operation and the row's primary key, exactly as SQLite
+/// stores it (a ``RowKey``: type and bytes per key column; the rowid for tables without a
+/// declared key); the change log also writes each key as text (a composite key as a JSON array). The primary-key columns of
 /// each table are read from the schema before the transaction's statements run and re-read when
 /// the schema changes; a change to a table created in the same transaction keeps the whole row
 /// until the key columns are known.
 ///
 /// Tables whose names start with `ripple_` or `sqlite_`, and tables outside `main`, are not logged.
 ///
-/// The hook runs once per changed row, so it allocates nothing per row: the keys' UTF-8 bytes go
-/// one after the other into one buffer (integers formatted straight into it, text copied from
-/// SQLite's value), and each change is a fixed-size entry naming its (table, operation) group and
-/// where its key ends. Strings are only made when the log is written: ``groups()`` builds one
-/// JSON array of keys per group; ``changes`` hands changes out one by one.
+/// The hook runs once per changed row, so it allocates nothing per row: the keys' encodings go
+/// one after the other into one buffer (text copied from SQLite's value), and each change is a
+/// fixed-size entry naming its (table, operation) group and where its key ends. Strings are only
+/// made when the log is written: ``groups()`` builds one JSON array of key texts (and one list
+/// of exact keys) per group; ``changes`` hands changes out one by one.
 final class ChangeCapture {
     enum Operation: String, Sendable {
         case insert, update, delete
@@ -26,7 +27,10 @@ final class ChangeCapture {
     struct Change: Equatable {
         var table: String
         var operation: Operation
-        var key: String
+        /// The key exactly as stored.
+        var rowKey: RowKey
+        /// The key as the change log's text writes it.
+        var key: String { rowKey.text }
     }
 
     /// The changes of one table by one operation, as the change log stores them.
@@ -37,6 +41,8 @@ final class ChangeCapture {
         var count: Int
         /// The rows' keys, in the order the rows changed, as a JSON array of strings (see ``JSONText``).
         var keysJSON: String
+        /// The same keys exactly, as a list of ``RowKey`` encodings (see ``RowKey/list(_:)``).
+        var keys: [UInt8]
     }
 
     /// A captured change: its group (an index in `groupNames`) and where its key ends in
@@ -85,8 +91,8 @@ final class ChangeCapture {
     @exclusivity(unchecked) private var table = CurrentTable()
     /// A copy of the current table's name (SQLite's pointer may not outlive a schema change).
     @exclusivity(unchecked) private var tableName: UnsafeMutablePointer<CChar>?
-    /// The key a collection's insert bound for the row its statement inserts next (see
-    /// ``expectInserts(into:)``), valid while `hasExpectedKey`.
+    /// The key (its encoding) a collection's insert bound for the row its statement inserts next
+    /// (see ``expectInserts(into:)``), valid while `hasExpectedKey`.
     @exclusivity(unchecked) private var expectedKey: [UInt8] = []
     @exclusivity(unchecked) private var hasExpectedKey = false
     @exclusivity(unchecked) private var expectedTable: String?
@@ -157,25 +163,35 @@ final class ChangeCapture {
             start = entry.keyEnd
         }
         return keyBytes.withUnsafeBufferPointer { keys in
-            let escaping = JSONText.needsEscaping(keys)
             var texts = sizes.map { size -> [UInt8] in
                 var bytes: [UInt8] = []
-                bytes.reserveCapacity(escaping ? size + size / 2 : size)
+                bytes.reserveCapacity(size + size / 2)
                 bytes.append(UInt8(ascii: "["))
                 return bytes
             }
+            var lists = sizes.map { size -> [UInt8] in
+                var bytes: [UInt8] = []
+                bytes.reserveCapacity(size)
+                return bytes
+            }
+            var text: [UInt8] = []
             var start = 0
             for entry in entries {
+                let key = UnsafeBufferPointer(rebasing: keys[start..<entry.keyEnd])
                 if texts[entry.group].count > 1 { texts[entry.group].append(UInt8(ascii: ",")) }
-                JSONText.appendQuoted(UnsafeBufferPointer(rebasing: keys[start..<entry.keyEnd]), escaping: escaping,
-                                      to: &texts[entry.group])
+                text.removeAll(keepingCapacity: true)
+                RowKey.appendText(of: key, to: &text)
+                text.withUnsafeBufferPointer { text in
+                    JSONText.appendQuoted(text, escaping: JSONText.needsEscaping(text), to: &texts[entry.group])
+                }
+                RowKey.appendToList(key, to: &lists[entry.group])
                 start = entry.keyEnd
             }
             return groupNames.indices.compactMap { index in
                 guard counts[index] > 0 else { return nil }
                 texts[index].append(UInt8(ascii: "]"))
                 return Group(table: groupNames[index].table, operation: groupNames[index].operation, count: counts[index],
-                             keysJSON: String(decoding: texts[index], as: UTF8.self))
+                             keysJSON: String(decoding: texts[index], as: UTF8.self), keys: lists[index])
             }
         }
     }
@@ -228,20 +244,9 @@ final class ChangeCapture {
         for row in pending {
             switch keyColumns[row.table] {
             case .columns(let columns, _)?:
-                if columns.count == 1 {
-                    Self.appendKeyText(row.values[Int(columns[0])], escaped: false, to: &keyBytes)
-                } else {
-                    keyBytes.append(UInt8(ascii: "["))
-                    for (index, column) in columns.enumerated() {
-                        if index > 0 { keyBytes.append(UInt8(ascii: ",")) }
-                        keyBytes.append(UInt8(ascii: "\""))
-                        Self.appendKeyText(row.values[Int(column)], escaped: true, to: &keyBytes)
-                        keyBytes.append(UInt8(ascii: "\""))
-                    }
-                    keyBytes.append(UInt8(ascii: "]"))
-                }
+                for column in columns { RowKey.append(row.values[Int(column)], to: &keyBytes) }
             default:
-                Self.appendDecimal(row.rowid, to: &keyBytes)
+                RowKey.appendInteger(row.rowid, to: &keyBytes)
             }
             entries.append(Entry(keyEnd: keyBytes.count, group: group(table: row.table, row.operation)))
         }
@@ -265,7 +270,7 @@ final class ChangeCapture {
     @inline(__always)
     func expectKey(_ key: UnsafeBufferPointer<UInt8>) {
         expectedKey.removeAll(keepingCapacity: true)
-        expectedKey.append(contentsOf: key)
+        RowKey.appendBytes(UnsafeRawBufferPointer(key), tag: RowKey.Tag.text, to: &expectedKey)
         hasExpectedKey = true
     }
 
@@ -365,7 +370,9 @@ final class ChangeCapture {
         free(tableName)
         tableName = strdup(name)
         let text = String(cString: name)
-        let logged = !text.hasPrefix("ripple_") && !text.hasPrefix("sqlite_")
+        // Case-insensitive, as SQLite's names (and the schema query's LIKE) are.
+        let lowered = text.lowercased()
+        let logged = !lowered.hasPrefix("ripple_") && !lowered.hasPrefix("sqlite_")
         table = CurrentTable(name: text, logged: logged, key: logged ? keyColumns[text] : nil,
                              keyTakesText: textKeyTables.contains(text))
     }
@@ -409,7 +416,7 @@ final class ChangeCapture {
 
     @inline(__always)
     private func appendRowid(_ rowid: Int64, _ operation: Operation) {
-        Self.appendDecimal(rowid, to: &keyBytes)
+        RowKey.appendInteger(rowid, to: &keyBytes)
         endEntry(operation)
     }
 
@@ -477,21 +484,12 @@ final class ChangeCapture {
         bytes.append(contentsOf: [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")])
     }
 
-    /// Appends the key text of the row's `columns` (old or new values).
+    /// Appends the key of the row's `columns` (old or new values), exactly as stored.
     @inline(__always)
     private func appendKey(_ connection: OpaquePointer, _ columns: [Int32], new: Bool) {
-        if columns.count == 1 {
-            appendKeyText(Self.preupdateValue(connection, columns[0], new: new), escaped: false)
-            return
+        for column in columns {
+            RowKey.append(Self.preupdateValue(connection, column, new: new), textIsUTF8: textIsUTF8, to: &keyBytes)
         }
-        keyBytes.append(UInt8(ascii: "["))
-        for (index, column) in columns.enumerated() {
-            if index > 0 { keyBytes.append(UInt8(ascii: ",")) }
-            keyBytes.append(UInt8(ascii: "\""))
-            appendKeyText(Self.preupdateValue(connection, column, new: new), escaped: true)
-            keyBytes.append(UInt8(ascii: "\""))
-        }
-        keyBytes.append(UInt8(ascii: "]"))
     }
 
     @inline(__always)
@@ -499,33 +497,6 @@ final class ChangeCapture {
         var pointer: OpaquePointer?
         let code = new ? sqlite3_preupdate_new(connection, column, &pointer) : sqlite3_preupdate_old(connection, column, &pointer)
         return code == SQLITE_OK ? pointer : nil
-    }
-
-    /// Appends the key text of one value (see ``keyText(_:)``), JSON-escaped when `escaped`.
-    @inline(__always)
-    private func appendKeyText(_ value: OpaquePointer?, escaped: Bool) {
-        guard let value else { return Self.appendNull(to: &keyBytes) }
-        switch sqlite3_value_type(value) {
-        case SQLITE_INTEGER:
-            Self.appendDecimal(sqlite3_value_int64(value), to: &keyBytes)
-        case SQLITE_FLOAT:
-            keyBytes.append(contentsOf: String(sqlite3_value_double(value)).utf8)
-        case SQLITE_TEXT where textIsUTF8:
-            // The row's own bytes: `sqlite3_value_text` would first copy them to add a terminator.
-            guard let text = sqlite3_value_blob(value) else { return }
-            Self.appendText(UnsafeBufferPointer(start: text.assumingMemoryBound(to: UInt8.self),
-                                                count: Int(sqlite3_value_bytes(value))), escaped: escaped, to: &keyBytes)
-        case SQLITE_TEXT:
-            guard let text = sqlite3_value_text(value) else { return }
-            Self.appendText(UnsafeBufferPointer(start: text, count: Int(sqlite3_value_bytes(value))), escaped: escaped,
-                            to: &keyBytes)
-        case SQLITE_BLOB:
-            let count = Int(sqlite3_value_bytes(value))
-            guard count > 0, let bytes = sqlite3_value_blob(value) else { return }
-            Self.appendHex(UnsafeRawBufferPointer(start: bytes, count: count), to: &keyBytes)
-        default:
-            Self.appendNull(to: &keyBytes)
-        }
     }
 
     private static func sqlValue(_ value: OpaquePointer?) -> SQLValue {
@@ -550,38 +521,13 @@ final class ChangeCapture {
     /// lower-case hex, NULL as `NULL`.
     static func keyText(_ value: SQLValue) -> String {
         if case .text(let text) = value { return text }
-        var bytes: [UInt8] = []
-        appendKeyText(value, escaped: false, to: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
+        return RowKey(value).text
     }
 
     /// The logged text of a composite key: a JSON array of the columns' key texts.
     static func key(_ values: [SQLValue]) -> String {
         if values.count == 1 { return keyText(values[0]) }
         return JSONText.array(values.map(keyText))
-    }
-
-    private static func appendKeyText(_ value: SQLValue, escaped: Bool, to bytes: inout [UInt8]) {
-        switch value {
-        case .null: appendNull(to: &bytes)
-        case .integer(let value): appendDecimal(value, to: &bytes)
-        case .real(let value): bytes.append(contentsOf: String(value).utf8)
-        case .text(var text): text.withUTF8 { appendText($0, escaped: escaped, to: &bytes) }
-        case .blob(let blob): blob.withUnsafeBytes { appendHex($0, to: &bytes) }
-        }
-    }
-
-    @inline(__always)
-    private static func appendText(_ utf8: UnsafeBufferPointer<UInt8>, escaped: Bool, to bytes: inout [UInt8]) {
-        if escaped && JSONText.needsEscaping(utf8) {
-            JSONText.appendEscaped(utf8, to: &bytes)
-        } else {
-            bytes.append(contentsOf: utf8)
-        }
-    }
-
-    private static func appendNull(to bytes: inout [UInt8]) {
-        bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
     }
 
     /// Appends `value` in decimal, without going through a `String`.
@@ -620,7 +566,7 @@ final class ChangeCapture {
     }
 }
 
-/// The changes of a ``ChangeCapture``, one by one: each key becomes a `String` when read.
+/// The changes of a ``ChangeCapture``, one by one: each key becomes a ``RowKey`` when read.
 struct ChangeList: RandomAccessCollection {
     fileprivate let entries: [ChangeCapture.Entry]
     fileprivate let keyBytes: [UInt8]
@@ -632,10 +578,8 @@ struct ChangeList: RandomAccessCollection {
     subscript(position: Int) -> ChangeCapture.Change {
         let entry = entries[position]
         let start = position == 0 ? 0 : entries[position - 1].keyEnd
-        let key = keyBytes.withUnsafeBufferPointer { bytes in
-            String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<entry.keyEnd]), as: UTF8.self)
-        }
+        let key = keyBytes.withUnsafeBufferPointer { bytes in RowKey(encoded: UnsafeBufferPointer(rebasing: bytes[start..<entry.keyEnd])) }
         let group = groupNames[entry.group]
-        return ChangeCapture.Change(table: group.table, operation: group.operation, key: key)
+        return ChangeCapture.Change(table: group.table, operation: group.operation, rowKey: key)
     }
 }

@@ -37,12 +37,13 @@ struct CommitSummary: Sendable {
     /// previous commit; ``ChangeLog/everyTable`` when that cannot be known.
     var tables: Set<String>
     /// When every changed row is known (no foreign commit, no schema change, not too many rows):
-    /// the keys of the changed rows, per table.
-    var rowKeys: [String: Set<String>]? = nil
-    /// The row-precise observers whose filters were evaluated on the changed rows inside the
-    /// transaction (see ``ObservationCenter/evaluateFilters(of:in:)``), and those that matched.
-    var evaluated: Set<ObjectIdentifier> = []
-    var matching: Set<ObjectIdentifier> = []
+    /// the keys of the changed rows, per table, exactly as stored.
+    var rowKeys: [String: Set<RowKey>]? = nil
+    /// The row-precise observers (by ``ObservationCenter/ObserverID``) whose filters were
+    /// evaluated on the changed rows inside the transaction (see
+    /// ``ObservationCenter/evaluateFilters(of:in:)``), and those that matched.
+    var evaluated: Set<ObservationCenter.ObserverID> = []
+    var matching: Set<ObservationCenter.ObserverID> = []
 }
 
 /// The writer's side of versioning: gives every committed write transaction that changed rows the
@@ -58,6 +59,8 @@ struct CommitSummary: Sendable {
 final class ChangeLog {
     /// The table name logged for a change of unknown extent: every query must re-read.
     static let everyTable = "*"
+    /// For tests: runs when a look for foreign commits saw one, before it takes the write lock.
+    static let testGate = Locked<(@Sendable () -> Void)?>(nil)
 
     let capture = ChangeCapture()
     private let retention: ChangeLogRetention
@@ -134,11 +137,11 @@ final class ChangeLog {
         // Updates and deletes also log before-images, for time travel: the row as it was before
         // the transaction, for the first change of each key only (a key first inserted did not
         // exist before; see `Migrations/0002_history.sql`). Inserts log none.
-        var entries: [(table: String, operation: ChangeCapture.Operation, keys: [String], oldRows: [String], complete: Bool)] = []
+        var entries: [(table: String, operation: ChangeCapture.Operation, keys: [RowKey], oldRows: [String], complete: Bool)] = []
         var current = -1
         let changes = capture.changes
         let tracksOldRows = capture.hasOldRows
-        var touched: [String: Set<String>] = [:]
+        var touched: [String: Set<RowKey>] = [:]
         var cursor = 0
         for (index, change) in changes.enumerated() {
             if current < 0 || entries[current].operation != change.operation || entries[current].table != change.table {
@@ -149,9 +152,9 @@ final class ChangeLog {
                     current = entries.count - 1
                 }
             }
-            entries[current].keys.append(change.key)
+            entries[current].keys.append(change.rowKey)
             guard tracksOldRows else { continue }
-            let first = touched[change.table, default: []].insert(change.key).inserted
+            let first = touched[change.table, default: []].insert(change.rowKey).inserted
             guard change.operation != .insert else { continue }
             let old = capture.oldRow(of: index, cursor: &cursor)
             if old == nil { entries[current].complete = false }
@@ -160,13 +163,18 @@ final class ChangeLog {
         for entry in entries {
             let oldRows: SQLValue = entry.operation == .insert || !tracksOldRows || !entry.complete
                 ? .null : .text("[" + entry.oldRows.joined(separator: ",") + "]")
-            try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys, old_rows) VALUES (?, ?, ?, ?, ?)",
-                           [version, entry.table, entry.operation.rawValue, JSONText.array(entry.keys), oldRows])
+            var exactKeys: [UInt8] = []
+            for key in entry.keys { key.withEncoding { RowKey.appendToList($0, to: &exactKeys) } }
+            try db.execute("""
+                INSERT INTO ripple_changes(version, table_name, operation, row_keys, old_rows, exact_keys)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """, [version, entry.table, entry.operation.rawValue, JSONText.array(entry.keys.map(\.text)), oldRows,
+                      SQLValue.blob(exactKeys)])
         }
         let changedTables = Set(entries.map(\.table))
         var summary = try finishRecord(db, version: version, changedTables: changedTables, schemaChanged: schemaChanged)
         if summary.tables == changedTables && capture.changes.count <= Self.knownRowLimit {
-            var rowKeys: [String: Set<String>] = [:]
+            var rowKeys: [String: Set<RowKey>] = [:]
             for entry in entries { rowKeys[entry.table, default: []].formUnion(entry.keys) }
             summary.rowKeys = rowKeys
         }
@@ -194,8 +202,10 @@ final class ChangeLog {
     private func recordBulk(_ db: Database, version: Int64, schemaChanged: Bool) throws -> CommitSummary {
         var tables: Set<String> = []
         for group in capture.groups() {
-            try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys, old_rows) VALUES (?, ?, ?, ?, NULL)",
-                           [version, group.table, group.operation.rawValue, group.keysJSON])
+            try db.execute("""
+                INSERT INTO ripple_changes(version, table_name, operation, row_keys, old_rows, exact_keys)
+                VALUES (?, ?, ?, ?, NULL, ?)
+                """, [version, group.table, group.operation.rawValue, group.keysJSON, SQLValue.blob(group.keys)])
             tables.insert(group.table)
         }
         let summary = try finishRecord(db, version: version, changedTables: tables, schemaChanged: schemaChanged)
@@ -210,10 +220,13 @@ final class ChangeLog {
     /// its own: a foreign write without a version is adopted (when `adopt`) under a new version.
     /// Returns what changed, or `nil` when nothing did.
     func noticeForeignCommits(_ db: Database, adopt: Bool) throws -> CommitSummary? {
-        let data = try Self.dataVersion(db)
-        guard data != dataVersion else { return nil }
+        guard try Self.dataVersion(db) != dataVersion else { return nil }
+        Self.testGate.withLock { $0 }?()
         return try db.transaction(adopt ? .immediate : .deferred) { () throws -> CommitSummary? in
             let current = try Self.version(db)
+            // Read again inside the transaction: the look above may predate commits made before
+            // this transaction began, which would later be mistaken for a write without a version.
+            let data = try Self.dataVersion(db)
             if current > knownVersion {
                 let tables = try foreignTables(db, after: knownVersion, through: current)
                 knownVersion = current

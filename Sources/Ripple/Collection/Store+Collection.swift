@@ -24,8 +24,8 @@ extension Store {
     /// columns must cover the record's keys.
     ///
     /// - Parameters:
-    ///   - name: The table's name (quoted in SQL; must not be empty, hold control characters or
-    ///     begin with `sqlite_`).
+    ///   - name: The table's name (quoted in SQL; must not be empty, hold control characters,
+    ///     begin with `sqlite_` or `ripple_` in any case, or be `*`).
     ///   - primaryKey: The column holding `Record.id`; `"id"` unless the identity is computed
     ///     from another stored property (`var id: String { code }` with `primaryKey: "code"`).
     /// - Throws: ``StoreError`` with kind ``StoreError/Kind/invalidQuery`` for a bad name or a

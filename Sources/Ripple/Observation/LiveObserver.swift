@@ -11,6 +11,8 @@ enum EventSink<Event: Sendable>: Sendable {
 
 /// Something the store tells of commits.
 protocol ObservationTarget: AnyObject, Sendable {
+    /// The observer's identity, never reused by another.
+    var observerID: ObservationCenter.ObserverID { get }
     /// A commit changed rows of `summary.tables` (``ChangeLog/everyTable`` for unknown tables).
     func storeDidCommit(_ summary: CommitSummary)
 }
@@ -29,6 +31,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private let delivery: Delivery
     private let sink: EventSink<Event>
     private let makeEvent: @Sendable ([LiveQueryEvent<Element>]) -> Event
+    private let status = SubscriptionStatus()
+    let observerID = ObservationCenter.makeObserverID()
 
     private let condition = NSCondition()
     private var state = ObserverState()
@@ -39,12 +43,12 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private var interest: Set<String>?
     /// For a single row-precise source: the keys of the result as of the last refresh, by
     /// index (guarded by `condition`; published when a refresh ends).
-    private var publishedKeys: [String: Int]?
+    private var publishedKeys: [RowKey: Int]?
 
     // Refresh state.
     private var snapshots: [Snapshot<Element>?]
     /// Per source, the index of each key of its snapshot, built when first needed.
-    private var keyIndexes: [[String: Int]?]
+    private var keyIndexes: [[RowKey: Int]?]
     private var tables: [Set<String>] = []
     private var logQueries: [String] = []
     private var checkedVersion: Int64?
@@ -70,7 +74,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         store.observation.register(observer, store: store, interest: interest)
         let action = observer.withState { $0.start() }
         observer.perform(action)
-        return Subscription { [observer] in observer.cancel() }
+        return Subscription(status: observer.status) { [observer] in observer.cancel() }
     }
 
     private func withState<T>(_ body: (inout ObserverState) -> T) -> T {
@@ -88,8 +92,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         // An idle row-precise observer skips a commit whose changed rows are neither in its result
         // nor (as evaluated inside the commit's transaction) matching its filter: nothing to read.
         if interested, state.phase == .idle, let table = sources[0].rowCheck?.table, let keys = publishedKeys,
-           let changed = summary.rowKeys?[table], summary.evaluated.contains(ObjectIdentifier(self)),
-           !summary.matching.contains(ObjectIdentifier(self)), !changed.contains(where: { keys[$0] != nil }) {
+           let changed = summary.rowKeys?[table], summary.evaluated.contains(observerID),
+           !summary.matching.contains(observerID), !changed.contains(where: { keys[$0] != nil }) {
             interested = false
             store.observation.skipCount.withLock { $0 += 1 }
         }
@@ -156,10 +160,12 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         }
     }
 
+    /// The error that ended the stream, handed out once (and kept on the subscription).
     private func takeFailure() -> (any Error)? {
         condition.lock()
         defer { condition.unlock() }
         defer { failure = nil }
+        if let failure { status.ended(with: failure) }
         return failure
     }
 
@@ -249,7 +255,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             tables = try sources.map { try $0.tables(in: db) }
             logQueries = tables.map { tables in
                 let names = (tables + [ChangeLog.everyTable]).map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }
-                return "SELECT table_name, operation, row_keys FROM ripple_changes WHERE version > ? AND version <= ? "
+                return "SELECT table_name, operation, exact_keys FROM ripple_changes WHERE version > ? AND version <= ? "
                     + "AND table_name IN (\(names.joined(separator: ", ")))"
             }
             let all = tables.reduce(into: Set<String>()) { $0.formUnion($1) }
@@ -315,9 +321,9 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
 
     /// The index of each key in source `index`'s snapshot (built once per fetched snapshot:
     /// patching in place keeps keys where they are).
-    private func keyIndex(_ index: Int) -> [String: Int] {
+    private func keyIndex(_ index: Int) -> [RowKey: Int] {
         if let built = keyIndexes[index] { return built }
-        var built: [String: Int] = [:]
+        var built: [RowKey: Int] = [:]
         if let snapshot = snapshots[index] {
             built.reserveCapacity(snapshot.items.count)
             for (position, item) in snapshot.items.enumerated() where built[item.key] == nil { built[item.key] = position }
@@ -331,7 +337,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         /// They cannot: the result stands.
         case none
         /// Only rows of the result with these keys were updated (they may still leave it).
-        case updated(Set<String>)
+        case updated(Set<RowKey>)
         /// Re-run the query.
         case everything
     }
@@ -341,12 +347,14 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         let entries = try db.fetchAll(logQueries[index], [after, through])
         guard !entries.isEmpty else { return .none }
         guard let check = sources[index].rowCheck, snapshots[index] != nil else { return .everything }
-        var keys: [String] = []
+        var keys: [RowKey] = []
         var updatesOnly = true
         for entry in entries {
+            // Keys exactly as stored; an entry without them (logged by an older Ripple, or a
+            // change of unknown extent) re-runs the query.
             guard entry.values.count == 3, case .text(let table) = entry.values[0], table == check.table,
-                  case .text(let operation) = entry.values[1], case .text(let list) = entry.values[2],
-                  let parsed = JSONText.strings(list) else { return .everything }
+                  case .text(let operation) = entry.values[1], case .blob(let list) = entry.values[2],
+                  let parsed = RowKey.list(list) else { return .everything }
             updatesOnly = updatesOnly && operation == ChangeLogEntry.Operation.update.rawValue
             keys += parsed
             if keys.count > Self.rowCheckLimit { return .everything }
@@ -363,7 +371,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
 
     /// The result of source `index` with the rows of `keys` read again and replaced in place,
     /// or `nil` when one left the result or changed an ordering column (then the query re-runs).
-    private func patch(_ index: Int, _ old: Snapshot<Element>, keys: Set<String>, in db: Database) throws
+    private func patch(_ index: Int, _ old: Snapshot<Element>, keys: Set<RowKey>, in db: Database) throws
         -> (elements: [Element], changeset: Changeset, columns: [Set<String>])? {
         let positions = keyIndex(index)
         guard let fetchRows = sources[index].fetchRows, keys.allSatisfy({ positions[$0] != nil }) else { return nil }

@@ -45,7 +45,7 @@ extension RecordQuery {
                 if !rowCheck.filterSQL.isEmpty { sql += " AND (" + rowCheck.filterSQL + ")" }
                 let statement = keys.count <= 4 ? try db.cachedStatement(sql) : try db.makeStatement(sql)
                 defer { statement.reset() }
-                try statement.bind(keys.map { SQLValue.text($0) } + rowCheck.filterArguments)
+                try RowCheck.bind(keys, then: rowCheck.filterArguments, to: statement)
                 let decoder = RowDecoder(statement: statement, layout: schema.layout, recordType: Record.self)
                 defer { decoder.finish() }
                 return try reader.read(statement) { try decoder.decode(Record.self) }

@@ -44,14 +44,19 @@ public struct LiveQuery<Element: Sendable>: Sendable {
     ///
     /// A handler that throws ends its own subscription: `onError` receives the error.
     ///
+    /// A stream never ends silently: without `onError`, the error goes to the store's
+    /// ``Store/Configuration/unhandledLiveQueryError`` (standard error by default), and
+    /// ``Subscription/error`` holds it either way.
+    ///
     /// With ``Delivery/immediate``, the initial event is delivered before `subscribe` returns, and
     /// every commit's event before the committing `write` returns — what a test needs.
     public func subscribe(on delivery: Delivery = .immediate,
-                          onError: @escaping @Sendable (any Error) -> Void = { _ in },
+                          onError: (@Sendable (any Error) -> Void)? = nil,
                           _ onEvent: @escaping @Sendable (LiveQueryEvent<Element>) throws -> Void) -> Subscription {
         LiveObserver<Element, LiveQueryEvent<Element>>.start(
             store: store, sources: [source], delivery: delivery,
-            sink: .handler(onEvent: onEvent, onError: onError), makeEvent: { $0[0] })
+            sink: .handler(onEvent: onEvent, onError: store.errorHandler(onError, query: description)),
+            makeEvent: { $0[0] })
     }
 
     /// The events as an asynchronous sequence. The iterator owns the subscription: it starts when
@@ -119,10 +124,19 @@ public enum Delivery: Sendable {
 public final class Subscription: Sendable {
     private let cancellation: @Sendable () -> Void
     private let cancelledFlag = Locked(false)
+    let status: SubscriptionStatus
 
-    init(cancel: @escaping @Sendable () -> Void) {
+    init(status: SubscriptionStatus, cancel: @escaping @Sendable () -> Void) {
+        self.status = status
         self.cancellation = cancel
     }
+
+    /// The error that ended the stream (the query failed, its table was dropped, the handler
+    /// threw), or `nil` while it runs or after a plain ``cancel()``.
+    public var error: (any Error)? { status.state.withLock { $0.error } }
+
+    /// Whether the stream ended: cancelled, or ended by an error. Nothing more is delivered.
+    public var isFinished: Bool { isCancelled || status.state.withLock { $0.error != nil } }
 
     /// Stops the deliveries. Once `cancel()` returns, no handler of this subscription starts, and
     /// none is running — unless `cancel()` is called from inside a handler, which then finishes.
@@ -138,4 +152,21 @@ public final class Subscription: Sendable {
     public var isCancelled: Bool { cancelledFlag.withLock { $0 } }
 
     deinit { cancel() }
+}
+
+/// What a subscription's observer reports to it (the observer does not own the subscription).
+final class SubscriptionStatus: Sendable {
+    struct State { var error: (any Error)? }
+    let state = Locked(State())
+
+    func ended(with error: any Error) { state.withLock { $0.error = error } }
+}
+
+extension Store {
+    /// `onError`, or the configuration's handler of errors nobody handles.
+    func errorHandler(_ onError: (@Sendable (any Error) -> Void)?, query: String) -> @Sendable (any Error) -> Void {
+        if let onError { return onError }
+        let report = configuration.unhandledLiveQueryError
+        return { error in report(error, query) }
+    }
 }

@@ -27,11 +27,14 @@ public struct LiveQueryGroup<Element: Sendable>: Sendable {
     /// Starts delivering one event per commit that changes any result (see
     /// ``LiveQuery/subscribe(on:onError:_:)`` for what a subscriber can rely on).
     public func subscribe(on delivery: Delivery = .immediate,
-                          onError: @escaping @Sendable (any Error) -> Void = { _ in },
+                          onError: (@Sendable (any Error) -> Void)? = nil,
                           _ onEvent: @escaping @Sendable (LiveQueryGroupEvent<Element>) throws -> Void) -> Subscription {
-        LiveObserver<Element, LiveQueryGroupEvent<Element>>.start(
-            store: queries[0].store, sources: queries.map(\.source), delivery: delivery,
-            sink: .handler(onEvent: onEvent, onError: onError), makeEvent: LiveQueryGroupEvent.init)
+        let store = queries[0].store
+        let description = queries.map(\.description).joined(separator: "; ")
+        return LiveObserver<Element, LiveQueryGroupEvent<Element>>.start(
+            store: store, sources: queries.map(\.source), delivery: delivery,
+            sink: .handler(onEvent: onEvent, onError: store.errorHandler(onError, query: description)),
+            makeEvent: LiveQueryGroupEvent.init)
     }
 
     /// The group's events as an asynchronous sequence (see ``LiveQuery/events()``).

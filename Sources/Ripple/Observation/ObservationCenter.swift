@@ -6,31 +6,51 @@ import Foundation
 /// While observers are registered and the store is a file, a timer looks for other processes'
 /// commits every `pollInterval` (see ``Store/noticeExternalWrites()``).
 final class ObservationCenter: Sendable {
+    /// An observer's identity for the store's lifetime: drawn from a counter, never reused (an
+    /// object's address is, once it is freed, and with it a stale compiled filter).
+    typealias ObserverID = UInt64
+
+    private static let nextID = Locked<ObserverID>(0)
+
+    /// A new observer identity.
+    static func makeObserverID() -> ObserverID {
+        nextID.withLock { id in
+            id += 1
+            return id
+        }
+    }
+
     private struct State {
         /// Strong references: an observer lives while its ``Subscription`` does, and the
         /// subscription's release cancels it, which unregisters it.
-        var targets: [ObjectIdentifier: any ObservationTarget] = [:]
+        var targets: [ObserverID: any ObservationTarget] = [:]
         /// `targets.values`, kept for commits (rebuilt when an observer comes or goes).
         var list: [any ObservationTarget] = []
-        var interests: [ObjectIdentifier: RowInterest] = [:]
+        var interests: [ObserverID: RowInterest] = [:]
         var poller: (any DispatchSourceTimer)?
     }
 
-    /// The statement evaluating the filters of one table's row-precise observers, on the writer.
+    /// The statement evaluating the filters of some of one table's row-precise observers on a
+    /// number of changed keys, on the writer.
     private struct FilterCheck {
-        var members: [ObjectIdentifier]
-        var sql: String
+        var members: [ObserverID]
+        var keySlots: Int
         var statement: Statement
     }
 
     private let state = Locked(State())
-    /// Per table (writer-only, used under the writer's lock).
-    private let filterChecks = Locked<[String: FilterCheck]>([:])
+    /// Per table and batch of observers (writer-only, used under the writer's lock).
+    private let filterChecks = Locked<[FilterCheckKey: FilterCheck]>([:])
     private let pollInterval: TimeInterval?
     /// How many times live queries of this store ran their SQL (for tests of invalidation).
     let fetchCount = Locked(0)
     /// How many commits observers skipped without reading anything (for tests of invalidation).
     let skipCount = Locked(0)
+
+    private struct FilterCheckKey: Hashable {
+        var table: String
+        var batch: Int
+    }
 
     init(pollInterval: TimeInterval?) {
         self.pollInterval = pollInterval
@@ -47,9 +67,9 @@ final class ObservationCenter: Sendable {
     /// changes, inside the commit's transaction (see ``evaluateFilters(of:in:)``).
     func register(_ target: any ObservationTarget, store: Store, interest: RowInterest? = nil) {
         state.withLock { state in
-            state.targets[ObjectIdentifier(target)] = target
+            state.targets[target.observerID] = target
             state.list = Array(state.targets.values)
-            state.interests[ObjectIdentifier(target)] = interest
+            state.interests[target.observerID] = interest
             if state.poller == nil, let pollInterval, pollInterval > 0 {
                 let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global(qos: .utility))
                 timer.schedule(deadline: .now() + pollInterval, repeating: pollInterval, leeway: .milliseconds(10))
@@ -65,9 +85,9 @@ final class ObservationCenter: Sendable {
 
     func unregister(_ target: any ObservationTarget) {
         state.withLock { state in
-            guard state.targets.removeValue(forKey: ObjectIdentifier(target)) != nil else { return }
+            guard state.targets.removeValue(forKey: target.observerID) != nil else { return }
             state.list = Array(state.targets.values)
-            state.interests[ObjectIdentifier(target)] = nil
+            state.interests[target.observerID] = nil
             if state.targets.isEmpty {
                 state.poller?.cancel()
                 state.poller = nil
@@ -75,42 +95,85 @@ final class ObservationCenter: Sendable {
         }
     }
 
+    /// Observers whose filters one statement evaluates at most (SQLite allows 2,000 result columns).
+    private static var batchSize: Int { 256 }
+
     /// Evaluates, inside a write transaction about to commit, the filter of every row-precise
-    /// observer of a changed table on the changed rows — one statement per table for all its
+    /// observer of a changed table on the changed rows — one statement per table and batch of
     /// observers — and records in `summary` who was evaluated and who matched. An observer whose
     /// filter matches none of the changed rows, and whose result holds none of them, knows the
     /// commit cannot change its result without reading anything.
-    func evaluateFilters(of summary: inout CommitSummary, in db: Database) throws {
+    ///
+    /// The changed keys are bound exactly as stored (type and bytes). This never fails the
+    /// write: an observer whose filter could not be evaluated is left out of `evaluated`, and
+    /// reads for itself.
+    func evaluateFilters(of summary: inout CommitSummary, in db: Database) {
         guard let rowKeys = summary.rowKeys else { return }
         let interests = state.withLock { $0.interests }
         guard !interests.isEmpty else { return }
         for (table, keys) in rowKeys {
             let members = interests.filter { $0.value.table == table }.sorted { $0.key < $1.key }
-            guard let first = members.first?.value else { continue }
-            let arguments: [SQLValue] = members.flatMap(\.value.filterArguments) + [.text(JSONText.array(Array(keys)))]
-            guard arguments.count < 30_000 else { continue }   // beyond SQLite's parameter limit
-            let ids = members.map(\.key)
-            let statement = try filterChecks.withLock { checks -> Statement in
-                if let check = checks[table], check.members == ids { return check.statement }
-                let conditions = members.map { member in
-                    "max(" + (member.value.filterSQL.isEmpty ? "1" : "(" + member.value.filterSQL + ")") + ")"
+            guard !members.isEmpty else { continue }
+            let keys = Array(keys)
+            // Statements are cached per count of key slots: powers of two, padded with NULL.
+            var keySlots = 4
+            while keySlots < keys.count { keySlots *= 2 }
+            var batch = 0
+            var start = members.startIndex
+            while start < members.endIndex {
+                let end = min(start + Self.batchSize, members.endIndex)
+                let chunk = members[start..<end]
+                let arguments = chunk.reduce(0) { $0 + $1.value.filterArguments.count }
+                if arguments + keySlots < 30_000 {   // SQLite's parameter limit
+                    let matched = try? evaluate(chunk, table: table, batch: batch, keys: keys, keySlots: keySlots, in: db)
+                    if let matched {
+                        for (id, _) in chunk { summary.evaluated.insert(id) }
+                        summary.matching.formUnion(matched)
+                    }
                 }
-                let sql = "SELECT " + conditions.joined(separator: ", ") + " FROM " + first.quotedTable
-                    + " WHERE " + first.quotedKey + " IN (SELECT value FROM json_each(?))"
-                let statement = try db.makeStatement(sql)
-                checks[table] = FilterCheck(members: ids, sql: sql, statement: statement)
-                return statement
-            }
-            defer { statement.reset() }
-            try statement.bind(arguments)
-            guard try statement.step() else { continue }
-            for (column, id) in ids.enumerated() {
-                summary.evaluated.insert(id)
-                if !statement.isNull(at: Int32(column)) && statement.integer(at: Int32(column)) != 0 {
-                    summary.matching.insert(id)
-                }
+                start = end
+                batch += 1
             }
         }
+    }
+
+    /// Evaluates the filters of `members` on the rows of `keys`: the members matching any.
+    private func evaluate(_ members: ArraySlice<(key: ObserverID, value: RowInterest)>, table: String, batch: Int,
+                          keys: [RowKey], keySlots: Int, in db: Database) throws -> [ObserverID] {
+        let ids = members.map(\.key)
+        let statement = try filterChecks.withLock { checks -> Statement in
+            let checkKey = FilterCheckKey(table: table, batch: batch)
+            if let check = checks[checkKey], check.members == ids, check.keySlots == keySlots { return check.statement }
+            let first = members[members.startIndex].value
+            let conditions = members.map { member in
+                "max(" + (member.value.filterSQL.isEmpty ? "1" : "(" + member.value.filterSQL + ")") + ")"
+            }
+            let sql = "SELECT " + conditions.joined(separator: ", ") + " FROM " + first.quotedTable
+                + " WHERE " + first.quotedKey + " IN (" + Array(repeating: "?", count: keySlots).joined(separator: ", ") + ")"
+            let statement = try db.makeStatement(sql)
+            checks[checkKey] = FilterCheck(members: ids, keySlots: keySlots, statement: statement)
+            return statement
+        }
+        defer { statement.reset() }
+        var index: Int32 = 1
+        for member in members {
+            for argument in member.value.filterArguments {
+                try statement.bind(argument, at: index)
+                index += 1
+            }
+        }
+        for key in keys { index += try key.bind(to: statement, at: index) }
+        while index <= Int32(statement.parameterCount) {
+            try statement.bindNull(at: index)
+            index += 1
+        }
+        guard try statement.step() else { return [] }
+        var matched: [ObserverID] = []
+        for (column, id) in ids.enumerated()
+        where !statement.isNull(at: Int32(column)) && statement.integer(at: Int32(column)) != 0 {
+            matched.append(id)
+        }
+        return matched
     }
 
     /// Tells the observers whose tables `summary` names (all, for ``ChangeLog/everyTable``).

@@ -3,8 +3,8 @@ import RippleDiff
 import RippleSQLite
 
 /// The result of one query at one version, as a live query keeps it: the elements, and for each
-/// one its identity (the key column's text, as the change log writes keys) and a fingerprint of
-/// every column, to tell which elements and which columns changed.
+/// one its identity (the key column's value exactly, a ``RowKey``) and a fingerprint of every
+/// column, to tell which elements and which columns changed.
 struct Snapshot<Element: Sendable>: Sendable {
     var elements: [Element] = []
     /// Per element: identity and content fingerprint, what the diff compares.
@@ -35,35 +35,19 @@ struct Snapshot<Element: Sendable>: Sendable {
     }
 }
 
-/// One element of a snapshot as the diff sees it: identity = the key's text; content equal when
-/// every column's value is.
+/// One element of a snapshot as the diff sees it: identity = the key's value, by type and bytes
+/// (its hash computed once: the diff's symbol table hashes identities); content equal when every
+/// column's value is.
 struct SnapshotItem: Diffable, Hashable, Sendable {
-    /// The key's text with its hash computed once: the diff's symbol table hashes identities,
-    /// and a 36-byte UUID through the standard hasher twice per diff is most of a diff's time.
-    struct Key: Hashable, Sendable {
-        let text: String
-        let hash: UInt64
-
-        init(_ text: String) {
-            self.text = text
-            var copy = text
-            self.hash = copy.withUTF8 { Fingerprint.bytes(UnsafeRawBufferPointer($0), type: 0) }
-        }
-
-        func hash(into hasher: inout Hasher) { hasher.combine(hash) }
-        static func == (lhs: Key, rhs: Key) -> Bool { lhs.hash == rhs.hash && lhs.text == rhs.text }
-    }
-
-    var id: Key
+    var key: RowKey
     var content: UInt64
 
-    init(key: String, content: UInt64) {
-        self.id = Key(key)
+    init(key: RowKey, content: UInt64) {
+        self.key = key
         self.content = content
     }
 
-    var key: String { id.text }
-    var diffID: Key { id }
+    var diffID: RowKey { key }
     func isContentEqual(to other: SnapshotItem) -> Bool { content == other.content }
 }
 
@@ -141,13 +125,12 @@ struct SnapshotReader {
             // Fingerprints first: they read each column with the accessor of its own type, so no
             // value is converted before the decoder reads it.
             var row = Fingerprint.start
-            var key = ""
             for column in 0..<width {
                 let hash = Self.fingerprint(handle, column)
                 snapshot.columnHashes.append(hash)
                 row = Fingerprint.combine(row, hash)
-                if column == keyColumn { key = Self.keyText(handle, column) }
             }
+            let key = RowKey(column: keyColumn, of: handle)
             snapshot.items.append(SnapshotItem(key: key, content: Fingerprint.finish(row)))
             snapshot.elements.append(try decode())
         }
@@ -186,26 +169,6 @@ struct SnapshotReader {
             return Fingerprint.word(0, type: 5)
         }
     }
-
-    /// The text of a key value, as the change log writes it (see `ChangeCapture.keyText`).
-    static func keyText(_ handle: OpaquePointer, _ column: Int32) -> String {
-        switch sqlite3_column_type(handle, column) {
-        case SQLITE_INTEGER:
-            return String(sqlite3_column_int64(handle, column))
-        case SQLITE_FLOAT:
-            return String(sqlite3_column_double(handle, column))
-        case SQLITE_TEXT:
-            guard let bytes = sqlite3_column_text(handle, column) else { return "" }
-            return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, column))),
-                          as: UTF8.self)
-        case SQLITE_BLOB:
-            let count = Int(sqlite3_column_bytes(handle, column))
-            guard count > 0, let bytes = sqlite3_column_blob(handle, column) else { return "" }
-            return ChangeCapture.keyText(.blob([UInt8](UnsafeRawBufferPointer(start: bytes, count: count))))
-        default:
-            return "NULL"
-        }
-    }
 }
 
 /// What a live query reads and what can change it.
@@ -226,7 +189,7 @@ struct QuerySource<Element: Sendable>: Sendable {
     /// For row-precise sources with an order: reads the rows with these keys that match the
     /// filter now (in no particular order), to patch the result in place when only their
     /// non-ordering columns changed.
-    var fetchRows: (@Sendable (Database, [String]) throws -> Snapshot<Element>)? = nil
+    var fetchRows: (@Sendable (Database, [RowKey]) throws -> Snapshot<Element>)? = nil
     /// The result columns of the ORDER BY terms.
     var orderColumns: [Int] = []
 
@@ -250,15 +213,27 @@ struct RowCheck: Sendable {
     var filterArguments: [SQLValue] { interest.filterArguments }
 
     /// Whether any of `keys` is a row that matches the filter now.
-    func anyMatches(_ keys: [String], in db: Database) throws -> Bool {
+    func anyMatches(_ keys: [RowKey], in db: Database) throws -> Bool {
         guard !keys.isEmpty else { return false }
         var sql = "SELECT 1 FROM \(interest.quotedTable) WHERE \(interest.quotedKey) IN ("
             + Array(repeating: "?", count: keys.count).joined(separator: ", ") + ")"
         if !filterSQL.isEmpty { sql += " AND (" + filterSQL + ")" }
         sql += " LIMIT 1"
-        let arguments: [any SQLValueConvertible] = keys.map { SQLValue.text($0) } + filterArguments
         // Keys of a few sizes recur (one row, a handful): cache those statements only.
-        return try keys.count <= 4 ? db.fetchOne(sql, arguments) != nil : db.fetchOneUncached(sql, arguments) != nil
+        let statement = keys.count <= 4 ? try db.cachedStatement(sql) : try db.makeStatement(sql)
+        defer { statement.reset() }
+        try RowCheck.bind(keys, then: filterArguments, to: statement)
+        return try statement.step()
+    }
+
+    /// Binds `keys` exactly as stored (type and bytes), then `arguments`.
+    static func bind(_ keys: [RowKey], then arguments: [SQLValue], to statement: Statement) throws {
+        var index: Int32 = 1
+        for key in keys { index += try key.bind(to: statement, at: index) }
+        for argument in arguments {
+            try statement.bind(argument, at: index)
+            index += 1
+        }
     }
 }
 

@@ -11,8 +11,10 @@
 ///
 /// Column names are checked against the collection's columns when the query runs (or is
 /// compiled): an unknown column throws ``StoreError`` with kind ``StoreError/Kind/invalidQuery``.
-/// Rows that tie on every ordering column come in SQLite's order: add the primary key as the
-/// last ordering term when the order must be total (`order(by: Column("rank"), Column("id"))`).
+/// An ordered query's order is total: rows that tie on every ordering column come in primary-key
+/// order (the key is appended as the last ordering term), so a window's rows and their order are a
+/// function of the data, whatever index SQLite uses — what a live query's snapshots rely on.
+/// Without an order, rows come in SQLite's table order.
 public struct RecordQuery<Record: Codable & Sendable & Identifiable>: Sendable where Record.ID: Encodable {
     /// The collection queried.
     public let collection: RecordCollection<Record>

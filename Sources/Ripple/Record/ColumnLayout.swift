@@ -42,5 +42,13 @@ enum SQLIdentifier {
         }
         if name.first!.isWhitespace || name.last!.isWhitespace { try reject("it begins or ends with spaces") }
         if isTable && name.lowercased().hasPrefix("sqlite_") { try reject("names beginning with sqlite_ are reserved") }
+        // The change log does not track the store's own tables, and logs "*" for a change of
+        // unknown extent: a collection by either name would never be observed correctly.
+        if isTable && name.lowercased().hasPrefix("ripple_") {
+            try reject("names beginning with ripple_ are reserved for the store's own tables")
+        }
+        if isTable && name == ChangeLog.everyTable {
+            try reject("\"*\" is reserved: the change log's name for a change to any table")
+        }
     }
 }

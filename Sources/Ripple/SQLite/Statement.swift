@@ -101,6 +101,22 @@ public final class Statement {
         try check(bindText(value, at: index))
     }
 
+    /// Binds text given as its UTF-8 bytes, exactly as they are (even when not valid UTF-8).
+    func bindRawText(_ bytes: UnsafeRawBufferPointer, at index: Int32) throws(DatabaseError) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else {
+            // An empty text, not NULL (which a null pointer would bind).
+            return try check(sqlite3_bind_text64(handle, index, "", 0, sqliteTransient, UInt8(SQLITE_UTF8)))
+        }
+        try check(sqlite3_bind_text64(handle, index, base.assumingMemoryBound(to: CChar.self), UInt64(bytes.count),
+                                      sqliteTransient, UInt8(SQLITE_UTF8)))
+    }
+
+    /// Binds a blob given as its bytes (an empty one is a zero-length blob, not NULL).
+    func bindRawBlob(_ bytes: UnsafeRawBufferPointer, at index: Int32) throws(DatabaseError) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return try check(sqlite3_bind_zeroblob(handle, index, 0)) }
+        try check(sqlite3_bind_blob64(handle, index, base, UInt64(bytes.count), sqliteTransient))
+    }
+
     @inline(__always)
     private func bindText(_ value: String, at index: Int32) -> Int32 {
         var value = value

@@ -15,14 +15,19 @@ final class ConnectionPool: Sendable {
     private let openReader: @Sendable () throws -> Database
     private let readerLimit: Int
     private let sharesWriter: Bool
+    /// How long a reader that fails to open is retried (the store's busy timeout).
+    private let retryWindow: TimeInterval
+    /// For tests: runs before each reader is opened, and may throw to simulate a failed open.
+    let openFault = Locked<(@Sendable () throws -> Void)?>(nil)
 
     private struct ReaderState {
         var idle: [Database] = []
         var opened = 0
     }
 
-    init(writer: Database, readerLimit: Int, sharesWriter: Bool,
+    init(writer: Database, readerLimit: Int, sharesWriter: Bool, retryWindow: TimeInterval,
          openReader: @escaping @Sendable () throws -> Database) {
+        self.retryWindow = retryWindow
         self.writer = Locked(writer)
         self.readers = Locked(ReaderState())
         self.readerLimit = max(1, readerLimit)
@@ -59,7 +64,8 @@ final class ConnectionPool: Sendable {
         return try body(reader)
     }
 
-    private func checkOutReader() throws -> Database {
+    /// An idle reader, or the right to open one (counted in `opened`), waiting while neither.
+    private func reserveReader() -> Database? {
         readerAvailable.lock()
         defer { readerAvailable.unlock() }
         while true {
@@ -71,17 +77,38 @@ final class ConnectionPool: Sendable {
                 }
                 return (nil, false)
             }
-            if let reader { return reader }
-            if mayOpen {
-                do {
-                    return try openReader()
-                } catch {
-                    readers.withLock { $0.opened -= 1 }
-                    throw error
-                }
-            }
+            if reader != nil || mayOpen { return reader }
             readerAvailable.wait()
         }
+    }
+
+    /// A reader: an idle one, or a new one. Opening can fail for a moment (the file briefly
+    /// unreadable or locked, a descriptor limit reached): a failure that may pass is retried,
+    /// backing off, for up to `retryWindow`; only a lasting one is thrown.
+    private func checkOutReader() throws -> Database {
+        let deadline = Date().addingTimeInterval(retryWindow)
+        var pause: UInt32 = 1_000
+        while true {
+            if let reader = reserveReader() { return reader }
+            do {
+                try openFault.withLock { $0 }?()
+                return try openReader()
+            } catch {
+                readerAvailable.lock()
+                readers.withLock { $0.opened -= 1 }
+                readerAvailable.signal()
+                readerAvailable.unlock()
+                guard Self.mayPass(error), Date() < deadline else { throw error }
+                usleep(pause)
+                pause = min(pause * 2, 50_000)
+            }
+        }
+    }
+
+    /// Whether a failure to open a reader may pass if tried again.
+    private static func mayPass(_ error: any Error) -> Bool {
+        guard let error = error as? DatabaseError else { return false }
+        return [.cannotOpen, .busy, .locked, .ioError].contains(error.code)
     }
 
     private func checkIn(_ reader: Database) {

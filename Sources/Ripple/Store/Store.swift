@@ -29,6 +29,14 @@ public final class Store: Sendable {
         /// processes (see ``Store/noticeExternalWrites()``), in seconds; `nil` never looks.
         /// Default 0.25.
         public var externalWritePollInterval: TimeInterval? = 0.25
+        /// Hears why a live query's stream ended when its subscriber gave no `onError` handler
+        /// (the error and the query's description). A stream never ends silently: by default the
+        /// reason is written to standard error. The error is also kept on ``Subscription/error``.
+        public var unhandledLiveQueryError: @Sendable (_ error: any Error, _ query: String) -> Void = { error, query in
+            let message = "Ripple: a live query ended with an error nobody handled (pass onError: to subscribe): "
+                + "\(error)\n  query: \(query)\n"
+            FileHandle.standardError.write(Data(message.utf8))
+        }
 
         /// The default configuration.
         public init() {}
@@ -78,7 +86,8 @@ public final class Store: Sendable {
         }
         self.observation = ObservationCenter(pollInterval: location == nil ? nil : configuration.externalWritePollInterval)
         let sharesWriter = location == nil
-        self.pool = ConnectionPool(writer: writer, readerLimit: configuration.readerCount, sharesWriter: sharesWriter) {
+        self.pool = ConnectionPool(writer: writer, readerLimit: configuration.readerCount, sharesWriter: sharesWriter,
+                                   retryWindow: configuration.busyTimeout) {
             let reader = try Database(path: location.map { "file:\(Self.uriEscaped($0))?mode=ro" } ?? ":memory:",
                                       readOnly: true, configuration: configuration)
             try reader.executeScript("PRAGMA query_only = ON; PRAGMA mmap_size = \(max(0, configuration.memoryMapSize))")
@@ -146,7 +155,7 @@ public final class Store: Sendable {
                 try log?.begin(db)
                 let result = try body(db)
                 summary = try log?.record(db)
-                if summary != nil { try observation.evaluateFilters(of: &summary!, in: db) }
+                if summary != nil { observation.evaluateFilters(of: &summary!, in: db) }
                 return result
             }
         }

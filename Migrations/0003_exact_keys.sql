@@ -1,0 +1,11 @@
+-- Ripple's own schema, version 3: keys exactly as SQLite stores them.
+--
+-- Never edit this file once released: add a new numbered file instead.
+
+-- The keys of an entry's rows exactly, in the order of row_keys: per key, its length (LEB128)
+-- and its encoding — per key column a type byte (1 integer, 2 real, 3 text, 4 blob, 5 NULL),
+-- then 8 bytes (integers, reals: little-endian bit pattern) or a LEB128 length and the bytes
+-- (text as stored, blobs), or nothing (NULL). row_keys, text, cannot tell the blob x'61' from
+-- the text '61', nor keep text that is not UTF-8; live queries compare these. NULL for entries
+-- logged before this migration and for "*" entries: their readers re-read everything.
+ALTER TABLE ripple_changes ADD COLUMN exact_keys BLOB;

@@ -1,0 +1,293 @@
+import Foundation
+@testable import Ripple
+import RippleDiff
+import RippleTesting
+import Testing
+
+/// Regression tests for the ways a live query's events went stale (issue 10). Every check is the
+/// universal one: the last delivered snapshot equals the query read afresh, and every changeset
+/// applies (``ListViewSubscriber`` checks that for each event).
+@Suite struct LiveQueryTrustTests {
+    let directory: TemporaryDirectory
+    let store: Store
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        store = try Store(path: directory.path("trust.sqlite"))
+    }
+
+    struct Item: Codable, Sendable, Identifiable, Equatable {
+        var id: Int
+        var owner: Int
+        var val: Int
+    }
+
+    /// A record keyed by text, compared by the bytes of its text (as SQLite compares), never by
+    /// Swift's canonical equivalence.
+    struct Named: Codable, Sendable, Identifiable, Equatable {
+        var id: String
+        var val: Int
+        var note = ""
+        static func == (lhs: Named, rhs: Named) -> Bool {
+            Array(lhs.id.utf8) == Array(rhs.id.utf8) && lhs.val == rhs.val && lhs.note == rhs.note
+        }
+    }
+
+    struct Blobbed: Codable, Sendable, Identifiable, Equatable {
+        var id: Data
+        var val: Int
+    }
+
+    /// Subscribes `query` immediately; after each of `writes`, the delivered list must equal `fresh()`.
+    func expectLive<Element: Equatable & Sendable>(_ query: LiveQuery<Element>, fresh: () throws -> [Element],
+                                                   writes: [() throws -> Void],
+                                                   sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let subscriber = ListViewSubscriber<Element>()
+        let subscription = subscriber.subscribe(to: query)
+        defer { subscription.cancel() }
+        #expect(subscriber.items == (try fresh()), "initial", sourceLocation: sourceLocation)
+        for (index, write) in writes.enumerated() {
+            try write()
+            #expect(subscriber.items == (try fresh()), "after write \(index)", sourceLocation: sourceLocation)
+            #expect((subscriber.version ?? .max) <= (try store.currentVersion()), "after write \(index)", sourceLocation: sourceLocation)
+        }
+        #expect(subscriber.failures.isEmpty, "\(subscriber.failures)", sourceLocation: sourceLocation)
+        #expect(subscriber.error == nil, sourceLocation: sourceLocation)
+    }
+
+    // MARK: 1. Observer identity
+
+    /// A cancelled observer's memory may be reused by the next one: its compiled filter must never
+    /// be applied to the newcomer (which then missed inserts, or made the write fail with
+    /// SQLite error 25 when the two filters bound a different number of values).
+    @Test func aCancelledObserversFilterIsNeverUsedForTheNextOne() throws {
+        let items = try store.collection("items", of: Item.self)
+        try items.insert(Item(id: 1, owner: 1, val: 600))
+        for round in 0..<30 {
+            do {
+                let a = try items.filter(Column("val") >= 500).live().subscribe { _ in }
+                try items.upsert(Item(id: 1, owner: 1, val: 700 + round))
+                a.cancel()
+            }
+            let owner = 1000 + round
+            let received = Locked(0)
+            let b = try items.filter(Column("owner") == owner).live().subscribe { event in
+                received.withLock { $0 = event.snapshot.count }
+            }
+            try items.insert(Item(id: 2 + round, owner: owner, val: 1))
+            #expect(received.withLock { $0 } == 1, "round \(round)")
+            #expect(try items.filter(Column("owner") == owner).fetchAll().count == 1)
+            b.cancel()
+        }
+    }
+
+    // MARK: 2. Keys compared as SQLite compares them
+
+    @Test func collectionsKeyedByBlobsStayLive() throws {
+        let blobs = try store.collection("blobs", of: Blobbed.self)
+        try blobs.insert(Blobbed(id: Data([1, 2]), val: 5))
+        var next: UInt8 = 10
+        let writes: [() throws -> Void] = (0..<6).map { step in {
+            next += 1
+            switch step % 3 {
+            case 0: try blobs.insert(Blobbed(id: Data([next, 0, next]), val: Int(next) % 4))
+            case 1: try blobs.update(Blobbed(id: Data([1, 2]), val: Int(next)))
+            default: _ = try blobs.delete(id: Data([next - 1, 0, next - 1]))
+            }
+        } }
+        try expectLive(try blobs.live(), fresh: { try blobs.fetchAll() }, writes: writes)
+        let ordered = blobs.filter(Column("val") >= 0).order(by: Column("val"))
+        try expectLive(try ordered.live(), fresh: { try ordered.fetchAll() }, writes: writes)
+        let window = blobs.order(by: Column("val").descending).limit(2)
+        try expectLive(try window.live(), fresh: { try window.fetchAll() }, writes: writes)
+    }
+
+    @Test func textKeysHoldingNULAreSeen() throws {
+        let named = try store.collection("named", of: Named.self)
+        let query = named.filter(Column("val") > 0).order(by: Column("val"))
+        try expectLive(try query.live(), fresh: { try query.fetchAll() }, writes: [
+            { try named.insert(Named(id: "a\0b", val: 1)) },
+            { try named.insert(Named(id: "a", val: 2)) },
+            { try named.update(Named(id: "a\0b", val: 3)) },
+            { _ = try named.delete(id: "a\0b") },
+        ])
+    }
+
+    /// "\u{e9}" and "e\u{301}" are equal Swift strings but two keys in SQLite: two rows.
+    @Test func canonicallyEquivalentKeysAreTwoRows() throws {
+        let named = try store.collection("named", of: Named.self)
+        let query = named.filter(Column("val") >= 0).order(by: Column("val"))
+        try expectLive(try query.live(), fresh: { try query.fetchAll() }, writes: [
+            { try named.insert(Named(id: "\u{e9}", val: 1)) },
+            { try named.insert(Named(id: "e\u{301}", val: 2)) },
+            { try named.update(Named(id: "\u{e9}", val: 1, note: "precomposed")) },     // patched in place
+            { try named.update(Named(id: "e\u{301}", val: 2, note: "combining")) },
+            { try named.update(Named(id: "\u{e9}", val: 5)) },
+            { try named.update(Named(id: "e\u{301}", val: 7)) },
+            { _ = try named.delete(id: "\u{e9}") },
+        ])
+        let all = try named.fetchAll()
+        #expect(all.count == 1 && Array(all[0].id.utf8) == Array("e\u{301}".utf8))
+        // Raw SQL live queries identify rows the same way.
+        let raw = store.liveQuery(sql: "SELECT id, val FROM named ORDER BY val, id", identity: "id")
+        let fresh = { try self.store.read { db in try db.fetchAll("SELECT id, val FROM named ORDER BY val, id") } }
+        try expectLive(raw, fresh: fresh, writes: [
+            { try named.insert(Named(id: "\u{e9}", val: 1)) },
+            { try named.update(Named(id: "e\u{301}", val: 0)) },
+            { try named.update(Named(id: "\u{e9}", val: 9)) },
+        ])
+    }
+
+    /// TEXT that is not UTF-8, written by raw SQL: the key's bytes identify the row.
+    @Test func nonUTF8TextKeysWrittenByRawSQLAreSeen() throws {
+        let named = try store.collection("named", of: Named.self)
+        let query = named.filter(Column("val") >= 0).order(by: Column("val"))
+        let count = { try self.store.read { db in try db.fetchValue("SELECT count(*) FROM named WHERE val >= 0", as: Int.self) } }
+        let subscriber = ListViewSubscriber<Named>()
+        let subscription = subscriber.subscribe(to: try query.live())
+        defer { subscription.cancel() }
+        try store.write { db in try db.execute("INSERT INTO named(id, val, note) VALUES (CAST(x'ff61' AS TEXT), 1, '')") }
+        #expect(subscriber.items.count == (try count()))
+        try store.write { db in try db.execute("INSERT INTO named(id, val, note) VALUES (CAST(x'fe61' AS TEXT), 2, '')") }
+        #expect(subscriber.items.count == 2)
+        try store.write { db in try db.execute("UPDATE named SET val = 9 WHERE id = CAST(x'ff61' AS TEXT)") }
+        #expect(subscriber.items.map(\.val) == [2, 9])
+        try store.write { db in try db.execute("DELETE FROM named WHERE id = CAST(x'fe61' AS TEXT)") }
+        #expect(subscriber.items.map(\.val) == [9])
+        #expect(subscriber.failures.isEmpty, "\(subscriber.failures)")
+        #expect(subscriber.error == nil, "\(String(describing: subscriber.error))")
+    }
+
+    // MARK: 3. Reserved names
+
+    @Test func reservedCollectionNamesAreRefused() throws {
+        for name in ["ripple_posts", "RIPPLE_x", "*", "sqlite_things"] {
+            #expect(throws: StoreError.self, "\(name)") { _ = try store.collection(name, of: Item.self) }
+        }
+        #expect(try store.read { db in
+            try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name IN ('ripple_posts', 'RIPPLE_x', '*')", as: Int.self)
+        } == 0)
+    }
+
+    // MARK: 4. Ties
+
+    struct Task: Codable, Sendable, Identifiable, Equatable {
+        var id: Int
+        var title: String
+        var priority: Int
+        var rank: Int
+        var done: Bool
+    }
+
+    /// With ties in the ORDER BY and a LIMIT, which rows are in the window must not depend on the
+    /// query plan or on what was patched in place: the key breaks ties.
+    @Test func tiesInAnOrderedWindowAreBrokenByTheKey() throws {
+        let tasks = try store.collection("tasks", of: Task.self)
+        try store.write { db in try db.execute("CREATE INDEX tasks_by_done_rank ON tasks(done, rank)") }
+        var random = SeededGenerator(seed: 10)
+        try tasks.insert(contentsOf: (0..<600).map { id in
+            Task(id: id, title: "t\(id)", priority: Int.random(in: 0...2, using: &random),
+                 rank: Int.random(in: 0..<1000, using: &random), done: Bool.random(using: &random))
+        })
+        let window = tasks.filter(Column("done") == false).order(by: Column("priority").descending).limit(50)
+        let writes: [() throws -> Void] = (0..<60).map { _ in {
+            let current = try window.fetchAll()
+            var task = current[Int.random(in: 0..<current.count, using: &random)]
+            if Bool.random(using: &random) { task.rank = Int.random(in: 0..<1000, using: &random) } else { task.title += "!" }
+            try tasks.update(task)
+        } }
+        try expectLive(try window.live(), fresh: { try window.fetchAll() }, writes: writes)
+    }
+
+    // MARK: 5. No phantom versions
+
+    /// The poll must remember `PRAGMA data_version` as of its own transaction: read before
+    /// the lock, it could predate another store's commit, which a later write then mistook for
+    /// a write made without Ripple (an untracked `"*"` version).
+    @Test func anotherStoresCommitsAreNeverMistakenForUntrackedWrites() throws {
+        let path = directory.path("shared.sqlite")
+        let a = try Store(path: path)
+        let b = try Store(path: path)
+        let itemsA = try a.collection("items", of: Item.self)
+        let itemsB = try b.collection("items", of: Item.self)
+        try a.noticeExternalWrites()
+        try itemsB.insert(Item(id: 1, owner: 1, val: 1))
+
+        let reached = DispatchSemaphore(value: 0)
+        let proceed = DispatchSemaphore(value: 0)
+        let gate = ChangeLog.testGate
+        gate.withLock { $0 = { reached.signal(); proceed.wait() } }
+        defer { gate.withLock { $0 = nil } }
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            try? a.noticeExternalWrites()
+            done.signal()
+        }
+        reached.wait()
+        gate.withLock { $0 = nil }
+        try itemsB.insert(Item(id: 2, owner: 1, val: 1))   // commits between the poll's look and its lock
+        proceed.signal()
+        done.wait()
+
+        try itemsA.insert(Item(id: 3, owner: 1, val: 1))
+        let untracked = try a.changes(after: 0).filter { $0.table == ChangeLog.everyTable }
+        let created = try a.changes(after: 0).filter { $0.table == ChangeLog.everyTable && $0.version == 1 }
+        #expect(untracked == created, "\(untracked)")   // only the collection's creation
+    }
+
+    // MARK: 6. A transient failure to open a reader
+
+    @Test func aReaderThatFailsToOpenOnceIsRetried() throws {
+        let items = try store.collection("items", of: Item.self)
+        try items.insert(Item(id: 1, owner: 1, val: 1))
+        let failures = Locked(3)
+        store.pool.openFault.withLock { $0 = {
+            try failures.withLock { remaining in
+                guard remaining > 0 else { return }
+                remaining -= 1
+                throw DatabaseError(code: .cannotOpen, message: "unable to open database file (injected)")
+            }
+        } }
+        let query = items.order(by: Column("id"))
+        // A second concurrent reader is needed: the first one stays checked out.
+        try store.read { _ in
+            try expectLive(try query.live(), fresh: { try query.fetchAll() }, writes: [
+                { try items.insert(Item(id: 2, owner: 1, val: 1)) },
+            ])
+        }
+        #expect(failures.withLock { $0 } == 0)
+    }
+
+    @Test func aReaderThatCannotOpenForGoodEndsTheStreamWithATypedError() throws {
+        var configuration = Store.Configuration()
+        configuration.busyTimeout = 0.2
+        let store = try Store(path: directory.path("unopenable.sqlite"), configuration: configuration)
+        let items = try store.collection("items", of: Item.self)
+        store.pool.openFault.withLock { $0 = {
+            throw DatabaseError(code: .cannotOpen, message: "unable to open database file (injected)")
+        } }
+        let subscriber = ListViewSubscriber<Item>()
+        try store.read { _ in   // the one idle reader stays checked out: the query needs a new one
+            let subscription = subscriber.subscribe(to: try items.live())
+            defer { subscription.cancel() }
+            #expect(subscriber.waitForError(timeout: 10))
+            #expect(subscription.error != nil)
+        }
+        #expect((subscriber.error as? DatabaseError)?.code == .cannotOpen)
+    }
+
+    // MARK: 7. Errors that end a stream are visible
+
+    @Test func aStreamThatEndsWithoutAnErrorHandlerReportsWhy() throws {
+        let reported = Locked<[String]>([])
+        var configuration = Store.Configuration()
+        configuration.unhandledLiveQueryError = { error, query in reported.withLock { $0.append("\(query): \(error)") } }
+        let store = try Store(path: directory.path("errors.sqlite"), configuration: configuration)
+        try store.write { db in try db.execute("CREATE TABLE t(id INTEGER PRIMARY KEY)") }
+        let subscription = store.liveQuery(sql: "SELECT id FROM t", identity: "nope").subscribe { _ in }
+        #expect(subscription.error != nil)
+        #expect(subscription.isFinished)
+        let messages = reported.withLock { $0 }
+        #expect(messages.count == 1 && messages[0].contains("nope"), "\(messages)")
+    }
+}
