@@ -158,6 +158,20 @@ import Testing
         #expect(subscriber.error == nil, "\(String(describing: subscriber.error))")
     }
 
+    /// Time travel undoes a version by deleting the keys it inserted: the blob `x'6161'` and the
+    /// text `'6161'` (the same key text in the log) are two rows, and only the right one goes.
+    @Test func historyTellsKeysOfDifferentTypesApart() throws {
+        try store.write { db in try db.execute("CREATE TABLE k(id PRIMARY KEY, v INTEGER)") }
+        try store.write { db in try db.execute("INSERT INTO k VALUES ('6161', 1)") }
+        let first = try store.currentVersion()
+        try store.write { db in try db.execute("INSERT INTO k VALUES (x'6161', 2)") }
+        try store.write { db in try db.execute("INSERT INTO k VALUES (CAST(x'ff' AS TEXT), 3)") }
+        let steps = try store.history(table: "k", sql: "SELECT typeof(id) AS type, hex(id) AS hid, v FROM k ORDER BY v",
+                                      identity: "hid", from: first, to: try store.currentVersion())
+        #expect(steps.map { $0.snapshot.map { try! $0.value("v", as: Int.self) } } == [[1], [1, 2], [1, 2, 3]])
+        #expect(steps.first?.snapshot.first.map { try! $0.value("type", as: String.self) } == "text")
+    }
+
     // MARK: 3. Reserved names
 
     @Test func reservedCollectionNamesAreRefused() throws {

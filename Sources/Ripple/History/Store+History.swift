@@ -108,7 +108,7 @@ struct TableRewinder {
     /// `nil`: the key is the rowid; otherwise the key columns (declared primary key).
     private let keyColumns: [String]?
     /// The log of the table, newest version first.
-    private var log: [(version: Int64, operation: String, keys: String, oldRows: String?)]
+    private var log: [(version: Int64, operation: String, keys: String, oldRows: String?, exactKeys: [RowKey]?)]
     private var position = 0
     private let queryOnly: Bool
     private var open = true
@@ -152,11 +152,12 @@ struct TableRewinder {
             keyColumns = key.map(\.name)
         }
         log = try db.fetchAll("""
-            SELECT version, operation, row_keys, old_rows FROM ripple_changes
+            SELECT version, operation, row_keys, old_rows, exact_keys FROM ripple_changes
             WHERE table_name = ? AND version > ? ORDER BY version DESC
             """, [table, from]).map { row in
             let oldRows: String? = if case .text(let text)? = row["old_rows"] { text } else { nil }
-            return (try row.value("version"), try row.value("operation"), try row.value("row_keys"), oldRows)
+            let exactKeys: [RowKey]? = if case .blob(let list)? = row["exact_keys"] { RowKey.list(list) } else { nil }
+            return (try row.value("version"), try row.value("operation"), try row.value("row_keys"), oldRows, exactKeys)
         }
         // Readers are query-only; the copy lives in `temp`, never in the store's file.
         queryOnly = try db.fetchValue("PRAGMA query_only", as: Int.self) == 1
@@ -200,10 +201,15 @@ struct TableRewinder {
         while position < log.count && log[position].version == version {
             let entry = log[position]
             position += 1
-            guard let keys = JSONText.strings(entry.keys) else {
-                throw StoreError(.decoding, "malformed change log keys at version \(version)")
+            if let exactKeys = entry.exactKeys {
+                for key in exactKeys { try delete(exactKey: key) }
+            } else {
+                // Logged before keys were kept exactly: by their text.
+                guard let keys = JSONText.strings(entry.keys) else {
+                    throw StoreError(.decoding, "malformed change log keys at version \(version)")
+                }
+                for key in keys { try delete(key: key) }
             }
-            for key in keys { try delete(key: key) }
             guard entry.operation != "insert" else { continue }
             guard let oldRows = entry.oldRows else {
                 throw StoreError(.history, "version \(version) was logged without before-images (before history "
@@ -222,6 +228,17 @@ struct TableRewinder {
             }
             try db.execute(sql, Array(withoutRowid ? row.dropFirst() : row[...]))
         }
+    }
+
+    /// Deletes the row with `key` (logged exactly: type and bytes) from the copy.
+    private func delete(exactKey key: RowKey) throws {
+        let condition = keyColumns.map { $0.map { "\(SQLIdentifier.quoted($0)) = ?" }.joined(separator: " AND ") } ?? "rowid = ?"
+        let statement = try db.cachedStatement("DELETE FROM temp.\(quotedTable) WHERE \(condition)")
+        defer { statement.reset() }
+        guard try key.bind(to: statement, at: 1) == Int32(statement.parameterCount) else {
+            throw StoreError(.decoding, "a logged key of \(table) does not fit its key columns")
+        }
+        _ = try statement.step()
     }
 
     /// Deletes the row with `key` (a logged key text) from the copy.
