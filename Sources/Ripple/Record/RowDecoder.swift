@@ -106,6 +106,10 @@ final class RowDecoder: Decoder {
         }
         let moved = count
         count = 0
+        // No empty array through `unsafeUninitializedCapacity`: the standard library then writes
+        // its count into the shared empty-array storage, a data race with every other thread
+        // doing the same (ThreadSanitizer reports it).
+        guard moved > 0 else { return [] }
         return Array(unsafeUninitializedCapacity: moved) { array, initialized in
             if moved > 0 { array.baseAddress!.moveInitialize(from: base, count: moved) }
             initialized = moved
