@@ -81,6 +81,44 @@ import Testing
         }
     }
 
+    /// Writers on four threads while subscriptions with filters of different shapes come and go:
+    /// no write fails, and every subscription still open at the end shows a fresh read.
+    @Test func subscribeAndCancelChurnNeverFailsAWrite() throws {
+        let items = try store.collection("items", of: Item.self)
+        let failures = Locked<[String]>([])
+        let group = DispatchGroup()
+        for writer in 0..<4 {
+            DispatchQueue.global().async(group: group) {
+                for step in 0..<150 {
+                    do {
+                        try items.upsert(Item(id: writer * 1000 + step % 40, owner: step % 7, val: step * 13 % 1000))
+                    } catch {
+                        failures.withLock { $0.append("\(error)") }
+                    }
+                }
+            }
+        }
+        var kept: [(ListViewSubscriber<Item>, Subscription, RecordQuery<Item>)] = []
+        for round in 0..<120 {
+            let query = switch round % 3 {
+            case 0: items.filter(Column("val") >= round * 7 % 1000).order(by: Column("val"))
+            case 1: items.filter(Column("owner") == round % 7 && Column("val") < 500)
+            default: items.filter(Column("owner").in([1, 2, round % 7]))
+            }
+            let subscriber = ListViewSubscriber<Item>()
+            let subscription = subscriber.subscribe(to: try query.live())
+            if round % 10 == 0 { kept.append((subscriber, subscription, query)) } else { subscription.cancel() }
+        }
+        group.wait()
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+        try items.upsert(Item(id: 99_999, owner: 1, val: 1))   // delivered immediately to every subscriber
+        for (subscriber, subscription, query) in kept {
+            #expect(subscriber.items == (try query.fetchAll()))
+            #expect(subscriber.failures.isEmpty, "\(subscriber.failures)")
+            subscription.cancel()
+        }
+    }
+
     // MARK: 2. Keys compared as SQLite compares them
 
     @Test func collectionsKeyedByBlobsStayLive() throws {
