@@ -9,3 +9,9 @@
 -- the text '61', nor keep text that is not UTF-8; live queries compare these. NULL for entries
 -- logged before this migration and for "*" entries: their readers re-read everything.
 ALTER TABLE ripple_changes ADD COLUMN exact_keys BLOB;
+
+-- How many write transactions of Ripple's connections committed without taking a version (every
+-- statement they ran failed or was rolled back to a savepoint, yet SQLite wrote pages). Another
+-- connection sees such a commit in PRAGMA data_version: with this count it knows a Ripple store
+-- made it, and does not mistake it for a write made without Ripple.
+INSERT INTO ripple_meta (key, value) VALUES ('commits', 0);

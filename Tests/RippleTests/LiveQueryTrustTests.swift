@@ -287,6 +287,28 @@ import Testing
         #expect(untracked == created, "\(untracked)")   // only the collection's creation
     }
 
+    /// A Ripple write whose statements all failed or were rolled back to a savepoint changes no
+    /// row and takes no version, yet SQLite writes pages, which other connections see in
+    /// `PRAGMA data_version`: it must not be adopted as a write made without Ripple.
+    @Test func aRippleCommitThatChangedNothingIsNotAnUntrackedWrite() throws {
+        let path = directory.path("shared.sqlite")
+        let a = try Store(path: path)
+        let b = try Store(path: path)
+        let itemsB = try b.collection("items", of: Item.self)
+        try itemsB.insert(Item(id: 1, owner: 1, val: 1))
+        try a.noticeExternalWrites()
+        let before = try a.currentVersion()
+        try b.write { db in
+            struct Undo: Error {}
+            try? db.transaction { try itemsB.insert(Item(id: 2, owner: 1, val: 1), in: db); throw Undo() }
+            #expect(throws: DatabaseError.self) { try itemsB.insert(Item(id: 1, owner: 1, val: 1), in: db) }
+        }
+        try a.noticeExternalWrites()
+        #expect(try a.currentVersion() == before)
+        try a.write { db in try db.execute("UPDATE items SET val = 2 WHERE id = 1") }
+        #expect(try a.changes(after: before).map(\.table) == ["items"])
+    }
+
     // MARK: 6. A transient failure to open a reader
 
     @Test func aReaderThatFailsToOpenOnceIsRetried() throws {

@@ -68,19 +68,40 @@ final class ChangeLog {
     private var knownVersion: Int64
     /// `PRAGMA data_version` when this connection last looked.
     private var dataVersion: Int64
+    /// The count of Ripple commits that took no version (`ripple_meta` key `commits`) when this
+    /// connection last looked: a foreign commit that changed neither it nor the version was made
+    /// without Ripple.
+    private var knownCommits: Int64
     /// The current transaction's version also stands for a foreign write that took none.
     private var adoptedForeignWrite = false
 
     init(installingOn db: Database, retention: ChangeLogRetention) throws {
         self.retention = retention
-        self.knownVersion = try Self.version(db)
-        self.dataVersion = try Self.dataVersion(db)
+        // One read transaction: the three describe the same state.
+        (knownVersion, knownCommits, dataVersion) = try db.transaction(.deferred) {
+            (try Self.version(db), try Self.commits(db), try Self.dataVersion(db))
+        }
         capture.install(on: db)
         db.changeCapture = capture
     }
 
     private static func version(_ db: Database) throws -> Int64 {
         try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'version'", as: Int64.self) ?? 0
+    }
+
+    private static func commits(_ db: Database) throws -> Int64 {
+        try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'commits'", as: Int64.self) ?? 0
+    }
+
+    /// Called inside a write transaction of this connection that is about to commit without
+    /// taking a version (``record(_:)`` returned `nil`): SQLite may still write pages (a statement
+    /// that failed, a savepoint rolled back), which other connections see in `PRAGMA
+    /// data_version`. Counting the commit tells them it was Ripple's, not a write without Ripple.
+    func recordCommitWithoutVersion(_ db: Database) throws {
+        guard let commits = try db.fetchValue(
+            "UPDATE ripple_meta SET value = value + 1 WHERE key = 'commits' RETURNING value", as: Int64.self) else { return }
+        // When no other connection committed since this one looked, its own count stays exact.
+        if try Self.dataVersion(db) == dataVersion { knownCommits = commits }
     }
 
     private static func dataVersion(_ db: Database) throws -> Int64 {
@@ -224,19 +245,21 @@ final class ChangeLog {
         Self.testGate.withLock { $0 }?()
         return try db.transaction(adopt ? .immediate : .deferred) { () throws -> CommitSummary? in
             let current = try Self.version(db)
+            let commits = try Self.commits(db)
             // Read again inside the transaction: the look above may predate commits made before
             // this transaction began, which would later be mistaken for a write without a version.
             let data = try Self.dataVersion(db)
+            defer {
+                dataVersion = data
+                knownCommits = commits
+            }
             if current > knownVersion {
                 let tables = try foreignTables(db, after: knownVersion, through: current)
                 knownVersion = current
-                dataVersion = data
                 return CommitSummary(version: current, tables: tables)
             }
-            guard adopt else {
-                dataVersion = data
-                return nil
-            }
+            // Only Ripple commits that took no version (nothing changed), or nothing Ripple can tell.
+            guard adopt, commits == knownCommits else { return nil }
             // A write that took no version: give it one, so that live queries re-read.
             let version = try nextVersion(db)
             adoptedForeignWrite = false
@@ -254,12 +277,14 @@ final class ChangeLog {
             throw StoreError(.migration, "the store's schema has no version row (ripple_meta)")
         }
         let data = try Self.dataVersion(db)
-        if data != dataVersion && version == knownVersion + 1 {
+        let commits = try Self.commits(db)
+        if data != dataVersion && version == knownVersion + 1 && commits == knownCommits {
             try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
                            [version, Self.everyTable])
             adoptedForeignWrite = true
         }
         dataVersion = data
+        knownCommits = commits
         try db.execute("INSERT OR REPLACE INTO ripple_versions(version, committed_at) VALUES (?, ?)",
                        [version, Date().timeIntervalSince1970])
         switch retention {

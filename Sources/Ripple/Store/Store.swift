@@ -155,7 +155,11 @@ public final class Store: Sendable {
                 try log?.begin(db)
                 let result = try body(db)
                 summary = try log?.record(db)
-                if summary != nil { observation.evaluateFilters(of: &summary!, in: db) }
+                if summary != nil {
+                    observation.evaluateFilters(of: &summary!, in: db)
+                } else if !configuration.readOnly {
+                    try log?.recordCommitWithoutVersion(db)
+                }
                 return result
             }
         }
@@ -210,6 +214,11 @@ public final class Store: Sendable {
             let outcome = Result { try body(db) }
             if let log, !log.capture.isEmpty {
                 summary = try db.transaction(.immediate) { try log.record(db) }
+            } else if let log, !configuration.readOnly {
+                // The statements committed on their own without changing rows: count them, so that
+                // other connections do not take them for a write made without Ripple. The body's
+                // work is committed whatever happens here: a failure only risks that confusion.
+                try? db.transaction(.immediate) { try log.recordCommitWithoutVersion(db) }
             }
             return try outcome.get()
         }
