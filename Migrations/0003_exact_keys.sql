@@ -7,7 +7,8 @@
 -- then 8 bytes (integers, reals: little-endian bit pattern) or a LEB128 length and the bytes
 -- (text as stored, blobs), or nothing (NULL). row_keys, text, cannot tell the blob x'61' from
 -- the text '61', nor keep text that is not UTF-8; live queries compare these. NULL for entries
--- logged before this migration and for "*" entries: their readers re-read everything.
+-- logged before this migration and for "*" entries (their readers re-read everything), and for
+-- entries of more than 256 keys that row_keys tells exactly (rowids, or UTF-8 text keys).
 ALTER TABLE ripple_changes ADD COLUMN exact_keys BLOB;
 
 -- How many write transactions of Ripple's connections committed without taking a version (every

@@ -150,9 +150,11 @@ import Testing
                 }
                 #expect(capture.groups() == [
                     ChangeCapture.Group(table: "t", operation: .insert, count: 2, keysJSON: "[\"k\\\"1\",\"k2\"]",
-                                        keys: list([.text("k\"1"), .text("k2")])),
-                    ChangeCapture.Group(table: "n", operation: .insert, count: 1, keysJSON: "[\"5\"]", keys: list([.integer(5)])),
-                    ChangeCapture.Group(table: "n", operation: .delete, count: 1, keysJSON: "[\"5\"]", keys: list([.integer(5)])),
+                                        keys: list([.text("k\"1"), .text("k2")]), keysJSONIsExact: true),
+                    ChangeCapture.Group(table: "n", operation: .insert, count: 1, keysJSON: "[\"5\"]", keys: list([.integer(5)]),
+                                        keysJSONIsExact: true),
+                    ChangeCapture.Group(table: "n", operation: .delete, count: 1, keysJSON: "[\"5\"]", keys: list([.integer(5)]),
+                                        keysJSONIsExact: true),
                 ])
                 #expect(RowKey.list(capture.groups()[0].keys) == [RowKey(.text("k\"1")), RowKey(.text("k2"))])
                 let mark = capture.mark

@@ -210,6 +210,28 @@ import Testing
         #expect(steps.first?.snapshot.first.map { try! $0.value("type", as: String.self) } == "text")
     }
 
+    @Test func utf8ValidationFollowsTheStandard() {
+        func valid(_ bytes: [UInt8]) -> Bool { bytes.withUnsafeBufferPointer(RowKey.isValidUTF8) }
+        #expect(valid(Array("a\0é€😀".utf8)) && valid([]))
+        #expect(!valid([0xFF]) && !valid([0xC0, 0x80]) && !valid([0xE0, 0x80, 0x80]))   // invalid byte, overlong forms
+        #expect(!valid([0xED, 0xA0, 0x80]) && !valid([0xF4, 0x90, 0x80, 0x80]))          // a surrogate, past U+10FFFF
+        #expect(!valid([0xE2, 0x82]) && !valid([0xE2, 0x28, 0xA1]))                      // truncated, bad continuation
+    }
+
+    /// A bulk import logs its keys as text only when the text tells them exactly: blob keys keep
+    /// their exact list, and time travel across the import stays exact.
+    @Test func bulkImportsOfBlobKeysStayExactInHistory() throws {
+        let blobs = try store.collection("blobs", of: Blobbed.self)
+        try blobs.insert(Blobbed(id: Data("00".utf8), val: -1))   // the blob x'3030': key text "3030"
+        let before = try store.currentVersion()
+        try blobs.insert(contentsOf: (0..<300).map { Blobbed(id: Data([0x30, 0x30, UInt8($0 % 256), UInt8($0 / 256)]), val: $0) })
+        try store.write { db in try db.execute("INSERT INTO blobs VALUES ('3030', 1000)") }   // text, same key text
+        let back = try store.snapshot(of: blobs.order(by: Column("val")), at: before)
+        #expect(back.map(\.val) == [-1])
+        let all = try store.snapshot(of: blobs.order(by: Column("val")), at: before + 1)
+        #expect(all.count == 301)
+    }
+
     // MARK: 3. Reserved names
 
     @Test func reservedCollectionNamesAreRefused() throws {

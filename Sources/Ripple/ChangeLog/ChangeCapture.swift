@@ -43,6 +43,10 @@ final class ChangeCapture {
         var keysJSON: String
         /// The same keys exactly, as a list of ``RowKey`` encodings (see ``RowKey/list(_:)``).
         var keys: [UInt8]
+        /// Whether `keysJSON` tells every key exactly: the table is keyed by its rowid, or every
+        /// key is one UTF-8 text value. (Not a blob, text that is not UTF-8, a real, NULL, a
+        /// composite key, nor an integer in a column that may also hold text.)
+        var keysJSONIsExact = false
     }
 
     /// A captured change: its group (an index in `groupNames`) and where its key ends in
@@ -174,24 +178,26 @@ final class ChangeCapture {
                 bytes.reserveCapacity(size)
                 return bytes
             }
-            var text: [UInt8] = []
+            let rowidKeyed = groupNames.map { group -> Bool in
+                if case .rowid? = keyColumns[group.table] { return true }
+                return false
+            }
+            var exact = [Bool](repeating: true, count: groupNames.count)
             var start = 0
             for entry in entries {
                 let key = UnsafeBufferPointer(rebasing: keys[start..<entry.keyEnd])
                 if texts[entry.group].count > 1 { texts[entry.group].append(UInt8(ascii: ",")) }
-                text.removeAll(keepingCapacity: true)
-                RowKey.appendText(of: key, to: &text)
-                text.withUnsafeBufferPointer { text in
-                    JSONText.appendQuoted(text, escaping: JSONText.needsEscaping(text), to: &texts[entry.group])
-                }
+                RowKey.appendQuotedText(of: key, to: &texts[entry.group])
                 RowKey.appendToList(key, to: &lists[entry.group])
+                if !rowidKeyed[entry.group] && exact[entry.group] && !RowKey.isUTF8Text(key) { exact[entry.group] = false }
                 start = entry.keyEnd
             }
             return groupNames.indices.compactMap { index in
                 guard counts[index] > 0 else { return nil }
                 texts[index].append(UInt8(ascii: "]"))
                 return Group(table: groupNames[index].table, operation: groupNames[index].operation, count: counts[index],
-                             keysJSON: String(decoding: texts[index], as: UTF8.self), keys: lists[index])
+                             keysJSON: String(decoding: texts[index], as: UTF8.self), keys: lists[index],
+                             keysJSONIsExact: exact[index])
             }
         }
     }

@@ -220,13 +220,16 @@ final class ChangeLog {
     }
 
     /// ``record(_:)`` for a transaction of many changes without before-images (inserts only).
+    /// Observers re-read after this many changes anyway, so the exact keys are logged only when
+    /// the text does not tell them exactly (for history): a bulk import stays one key list.
     private func recordBulk(_ db: Database, version: Int64, schemaChanged: Bool) throws -> CommitSummary {
         var tables: Set<String> = []
         for group in capture.groups() {
             try db.execute("""
                 INSERT INTO ripple_changes(version, table_name, operation, row_keys, old_rows, exact_keys)
                 VALUES (?, ?, ?, ?, NULL, ?)
-                """, [version, group.table, group.operation.rawValue, group.keysJSON, SQLValue.blob(group.keys)])
+                """, [version, group.table, group.operation.rawValue, group.keysJSON,
+                      group.keysJSONIsExact ? SQLValue.null : SQLValue.blob(group.keys)])
             tables.insert(group.table)
         }
         let summary = try finishRecord(db, version: version, changedTables: tables, schemaChanged: schemaChanged)
