@@ -278,7 +278,8 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
                     let shown = query.comparable(last.rows[member])
                     // Rows tied otherwise than by key were reported with their event.
                     if shown != expected && !isTieVariant(shown, of: index, at: model.version) && subscriber.shouldReportStale() {
-                        let keys = StressFormat.keyKinds(StressFormat.differingKeys(expected: expected, delivered: shown, table: query.table))
+                        let keys = StressFormat.keyKinds(
+                            StressFormat.differingKeys(expected: expected, delivered: shown, table: query.table))
                         note([StressDiscrepancy(
                             kind: .staleAfterWrite,
                             summary: "subscriber \(subscriber.name): after the write of v\(model.version) returned, it still "
@@ -357,7 +358,9 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
                 let shown = last.map { query.comparable($0.rows[member]) }
                 guard shown != expected else { continue }
                 let ties = shown.map { isTieVariant($0, of: index, at: model.version) } ?? false
-                let keys = StressFormat.keyKinds(StressFormat.differingKeys(expected: expected, delivered: shown ?? [], table: query.table))
+                let keys = StressFormat.keyKinds(
+                    StressFormat.differingKeys(expected: expected, delivered: shown ?? [], table: query.table))
+                let lastEvent = last.map { "the last event, v\($0.version)" } ?? "nothing"
                 note([StressDiscrepancy(
                     kind: ties ? .tieOrder : .missedFinalEvent,
                     summary: "subscriber \(subscriber.name): after the run settled at v\(model.version), it still shows "
@@ -365,7 +368,7 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
                     detail: "subscriber \(subscriber.name)\n  query: \(query.description)\n"
                         + StressFormat.comparison(expected: expected, delivered: shown ?? [], table: query.table,
                                                   expectedTitle: "expected (the model at v\(model.version))",
-                                                  deliveredTitle: "shown (" + (last.map { "the last event, v\($0.version)" } ?? "nothing") + ")"),
+                                                  deliveredTitle: "shown (\(lastEvent))"),
                     facet: ties ? nil : "keys: \(keys.joined(separator: ", "))")],
                      subscriber: subscriber)
                 break
@@ -423,7 +426,8 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
             if samples.count < 20 { samples.append("[\(discrepancy.label)] \(discrepancy.summary)") }
             if verbose && byKind[discrepancy.kind, default: 0] <= 25 {
                 // The evidence of the first few of each kind, the summary of the next ones.
-                let evidence = byKind[discrepancy.kind, default: 0] <= 3 ? "\n  " + discrepancy.detail.replacingOccurrences(of: "\n", with: "\n  ") : ""
+                let evidence = byKind[discrepancy.kind, default: 0] > 3 ? ""
+                    : "\n  " + discrepancy.detail.replacingOccurrences(of: "\n", with: "\n  ")
                 log?("stress: discrepancy [\(discrepancy.kind.rawValue)] \(discrepancy.summary)\(evidence)")
             }
         }

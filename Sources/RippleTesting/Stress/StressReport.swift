@@ -111,8 +111,11 @@ enum StressFormat {
             }
             let missing = Set(expected).subtracting(delivered)
             let extra = Set(delivered).subtracting(expected)
-            if !missing.isEmpty { lines.append("missing: " + missing.map { $0.describe(in: table) }.sorted().prefix(5).joined(separator: ", ")) }
-            if !extra.isEmpty { lines.append("extra: " + extra.map { $0.describe(in: table) }.sorted().prefix(5).joined(separator: ", ")) }
+            func some(_ rows: Set<StressRow>) -> String {
+                rows.map { $0.describe(in: table) }.sorted().prefix(5).joined(separator: ", ")
+            }
+            if !missing.isEmpty { lines.append("missing: " + some(missing)) }
+            if !extra.isEmpty { lines.append("extra: " + some(extra)) }
         }
         return lines.map { "  " + $0 }.joined(separator: "\n")
     }
