@@ -137,7 +137,7 @@ final class StressChildProcess {
                         ledger.submit(.failed(error: "[\(source)] \(error)", plan: plan))
                     case .finished(let busyRetried)?:
                         finishedThreads += 1
-                        ledger.count(operations: 0, busyRetried: busyRetried)
+                        ledger.count(busyRetried: busyRetried)
                     case nil:
                         ledger.reportChildFailure("child \(index) wrote an unreadable line",
                                                   detail: String(decoding: line, as: UTF8.self))

@@ -24,7 +24,9 @@ final class StressChurn: Sendable {
         let open = ledger.openSubscribers
         let roll = random.int(0...99)
         if open.count < maxSubscribers && (roll < 55 || open.isEmpty) {
-            subscribe(using: &random)
+            // Below half the allowed number, several at a time: thousands are reached soon.
+            let count = open.count < maxSubscribers / 2 ? max(1, maxSubscribers / 400) : 1
+            for _ in 0..<count { subscribe(using: &random) }
         } else if roll < 85 || immediateOnly, !open.isEmpty {
             let subscriber = random.pick(open)
             subscriber.cancel()

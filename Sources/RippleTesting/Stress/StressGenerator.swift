@@ -261,7 +261,10 @@ struct StressGenerator {
             return .updateWhere(table, column: column, value: value(of: table, column: column, raw: true),
                                 predicate: chance(0.05) ? nil : leaf(of: table))
         default:
-            return .deleteWhere(table, predicate: .and([leaf(of: table), leaf(of: table)]))
+            // One random condition and one on a column with ties: few rows at a time, and few
+            // statement shapes (the store keeps every distinct SQL text prepared).
+            return .deleteWhere(table, predicate: .and([leaf(of: table),
+                                                        .compare(column: table.tieColumns[0], .equal, .integer(Int64(int(0...3))))]))
         }
     }
 }

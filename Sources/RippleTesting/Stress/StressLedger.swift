@@ -49,7 +49,8 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
     private var byKind: [StressDiscrepancy.Kind: Int] = [:]
     private var firstDiscrepancy: StressDiscrepancy?
     private var firstWrongEvent: StressDiscrepancy?
-    private var firstByKind: [StressDiscrepancy.Kind: StressDiscrepancy] = [:]
+    /// The first finding of each kind and facet (``StressDiscrepancy/label``).
+    private var firstByLabel: [String: StressDiscrepancy] = [:]
     private var samples: [String] = []
     private var firstWriteError: String?
 
@@ -90,12 +91,9 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
         }
     }
 
-    /// Counts a writer's operations that did not come as records (a failed write's, say).
-    func count(operations: Int, busyRetried: Int) {
-        locked {
-            self.operations += operations
-            self.busyRetried += busyRetried
-        }
+    /// Adds a writer's count of writes retried after `SQLITE_BUSY`.
+    func count(busyRetried: Int) {
+        locked { self.busyRetried += busyRetried }
     }
 
     /// The store's final version: versions up to it that no writer took are phantoms.
@@ -110,9 +108,6 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
             checkPending()
         }
     }
-
-    /// The newest version the model knows.
-    var modelVersion: Int64 { locked { model.version } }
 
     // MARK: Subscribers
 
@@ -164,6 +159,7 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
 
     /// A subscription ended with an error (nothing makes the stress queries fail).
     func failed(_ subscriber: StressSubscriber, _ error: any Error) {
+        subscriber.detach()
         locked {
             note([StressDiscrepancy(kind: .subscriptionError, summary: "subscriber \(subscriber.name) ended with \(error)",
                                     detail: "query: " + subscriber.queries.map(\.description).joined(separator: "\n  "))],
@@ -206,7 +202,7 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
     private func compare(_ check: PendingCheck) {
         let subscriber = check.subscriber
         for (member, index) in subscriber.queryIndices.enumerated() {
-            guard let expected = expected(index, at: check.version) else {
+            guard !model.isUncertain(check.version), let expected = expected(index, at: check.version) else {
                 uncheckable += 1
                 continue
             }
@@ -225,7 +221,8 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
                 detail: "subscriber \(subscriber.name)\(membership)\n  query: \(query.description)\n"
                     + "  version: v\(check.version) (\(previous))\n"
                     + StressFormat.comparison(expected: expected, delivered: delivered, table: query.table,
-                                              expectedTitle: "expected (the model at v\(check.version))"))],
+                                              expectedTitle: "expected (the model at v\(check.version))"),
+                facet: ties ? nil : "keys: \(keys.joined(separator: ", "))")],
                  subscriber: subscriber)
         }
     }
@@ -281,17 +278,18 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
                     let shown = query.comparable(last.rows[member])
                     // Rows tied otherwise than by key were reported with their event.
                     if shown != expected && !isTieVariant(shown, of: index, at: model.version) && subscriber.shouldReportStale() {
+                        let keys = StressFormat.keyKinds(
+                            StressFormat.differingKeys(expected: expected, delivered: shown, table: query.table))
                         note([StressDiscrepancy(
                             kind: .staleAfterWrite,
                             summary: "subscriber \(subscriber.name): after the write of v\(model.version) returned, it still "
-                                + "shows v\(last.version), which is no longer the query's result (keys: "
-                                + StressFormat.keyKinds(StressFormat.differingKeys(expected: expected, delivered: shown, table: query.table))
-                                    .joined(separator: ", ") + ")",
+                                + "shows v\(last.version), which is no longer the query's result (keys: \(keys.joined(separator: ", ")))",
                             detail: "subscriber \(subscriber.name)\n  query: \(query.description)\n"
                                 + "  last event: v\(last.version); the store is at v\(model.version) and delivered nothing\n"
                                 + StressFormat.comparison(expected: expected, delivered: shown, table: query.table,
                                                           expectedTitle: "expected (the model at v\(model.version))",
-                                                          deliveredTitle: "shown (the last event, v\(last.version))"))],
+                                                          deliveredTitle: "shown (the last event, v\(last.version))"),
+                            facet: "keys: \(keys.joined(separator: ", "))")],
                              subscriber: subscriber)
                         break
                     }
@@ -360,7 +358,9 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
                 let shown = last.map { query.comparable($0.rows[member]) }
                 guard shown != expected else { continue }
                 let ties = shown.map { isTieVariant($0, of: index, at: model.version) } ?? false
-                let keys = StressFormat.keyKinds(StressFormat.differingKeys(expected: expected, delivered: shown ?? [], table: query.table))
+                let keys = StressFormat.keyKinds(
+                    StressFormat.differingKeys(expected: expected, delivered: shown ?? [], table: query.table))
+                let lastEvent = last.map { "the last event, v\($0.version)" } ?? "nothing"
                 note([StressDiscrepancy(
                     kind: ties ? .tieOrder : .missedFinalEvent,
                     summary: "subscriber \(subscriber.name): after the run settled at v\(model.version), it still shows "
@@ -368,7 +368,8 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
                     detail: "subscriber \(subscriber.name)\n  query: \(query.description)\n"
                         + StressFormat.comparison(expected: expected, delivered: shown ?? [], table: query.table,
                                                   expectedTitle: "expected (the model at v\(model.version))",
-                                                  deliveredTitle: "shown (" + (last.map { "the last event, v\($0.version)" } ?? "nothing") + ")"))],
+                                                  deliveredTitle: "shown (\(lastEvent))"),
+                    facet: ties ? nil : "keys: \(keys.joined(separator: ", "))")],
                      subscriber: subscriber)
                 break
             }
@@ -390,7 +391,17 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
                 detail: "query: \(query.description)\n"
                     + StressFormat.comparison(expected: expected, delivered: delivered, table: query.table,
                                               expectedTitle: "expected (the model at v\(model.version))",
-                                              deliveredTitle: "read (fetchAll / db.fetchAll)"))])
+                                              deliveredTitle: "read (fetchAll / db.fetchAll)"),
+                facet: ties ? nil : "keys: " + StressFormat.keyKinds(
+                    StressFormat.differingKeys(expected: expected, delivered: delivered, table: query.table)).joined(separator: ", "))])
+        }
+    }
+
+    /// Reports that a fresh read of query `index` failed.
+    func reportFreshReadFailure(_ index: Int, _ error: any Error) {
+        locked {
+            note([StressDiscrepancy(kind: .freshRead, summary: "a fresh read of query \(index) failed: \(error)",
+                                    detail: "query: \(queries[index].description)\n  error: \(error)")])
         }
     }
 
@@ -408,14 +419,15 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
             discrepancyCount += 1
             byKind[discrepancy.kind, default: 0] += 1
             if firstDiscrepancy == nil { firstDiscrepancy = discrepancy }
-            if firstByKind[discrepancy.kind] == nil { firstByKind[discrepancy.kind] = discrepancy }
+            if firstByLabel[discrepancy.label] == nil { firstByLabel[discrepancy.label] = discrepancy }
             if firstWrongEvent == nil, [.wrongSnapshot, .tieOrder, .staleAfterWrite, .missedFinalEvent].contains(discrepancy.kind) {
                 firstWrongEvent = discrepancy
             }
-            if samples.count < 20 { samples.append("[\(discrepancy.kind.rawValue)] \(discrepancy.summary)") }
+            if samples.count < 20 { samples.append("[\(discrepancy.label)] \(discrepancy.summary)") }
             if verbose && byKind[discrepancy.kind, default: 0] <= 25 {
                 // The evidence of the first few of each kind, the summary of the next ones.
-                let evidence = byKind[discrepancy.kind, default: 0] <= 3 ? "\n  " + discrepancy.detail.replacingOccurrences(of: "\n", with: "\n  ") : ""
+                let evidence = byKind[discrepancy.kind, default: 0] > 3 ? ""
+                    : "\n  " + discrepancy.detail.replacingOccurrences(of: "\n", with: "\n  ")
                 log?("stress: discrepancy [\(discrepancy.kind.rawValue)] \(discrepancy.summary)\(evidence)")
             }
         }
@@ -440,9 +452,7 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
                          discrepanciesByKind: Dictionary(uniqueKeysWithValues: byKind.map { ($0.key.rawValue, $0.value) }),
                          firstWrongEvent: firstWrongEvent.map { "[\($0.kind.rawValue)] \($0.detail)" },
                          firstDiscrepancy: firstDiscrepancy.map { "[\($0.kind.rawValue)] \($0.summary)\n\($0.detail)" },
-                         firstByKind: Dictionary(uniqueKeysWithValues: firstByKind.map {
-                             ($0.key.rawValue, "\($0.value.summary)\n\($0.value.detail)")
-                         }),
+                         firstByKind: firstByLabel.mapValues { "\($0.summary)\n\($0.detail)" },
                          firstWriteError: firstWriteError, samples: samples, uncheckedEvents: uncheckable,
                          databasePath: database)
         }

@@ -93,6 +93,12 @@ struct StressDiscrepancy: Sendable {
     var summary: String
     /// The evidence, readably (query, version, expected and delivered rows…).
     var detail: String
+    /// What sets this finding apart from others of its kind (for rows: the kinds of keys that
+    /// differ), so that a report shows the first finding of each.
+    var facet: String? = nil
+
+    /// The kind, with the facet: `wrong snapshot (keys: BLOB)`.
+    var label: String { kind.rawValue + (facet.map { " (\($0))" } ?? "") }
 }
 
 /// The model the live system is checked against: every table's rows at each committed version
@@ -118,6 +124,11 @@ struct StressModel {
     /// The store's version, once it is final (after the run): versions up to it that no writer
     /// took are phantoms.
     private var finalVersion: Int64?
+    /// Versions whose state is not known for sure (see ``apply(_:)``).
+    private var uncertain: Set<Int64> = []
+
+    /// Whether the state at `version` is not known for sure, so an event there cannot be judged.
+    func isUncertain(_ version: Int64) -> Bool { uncertain.contains(version) }
 
     init(version: Int64, state: StressState) {
         self.version = version
@@ -170,6 +181,7 @@ struct StressModel {
     mutating func prune(below floor: Int64, window: Int64) {
         let limit = max(min(floor, version, writersFloor), version - window)
         for key in states.keys where key < limit { states.removeValue(forKey: key) }
+        uncertain = uncertain.filter { $0 >= limit }
     }
 
     private mutating func advance() -> [StressDiscrepancy] {
@@ -217,6 +229,18 @@ struct StressModel {
                 detail: record.description))
         }
         guard takesVersion else { return found }
+        if let after = record.after, after > record.base + 1, record.base == version {
+            // Something took a version while this write held every other writer off (found
+            // above): which of the versions is this write's cannot be told, so the ones before
+            // the last are uncertain (events there are not judged), and the write lands on the last.
+            for uncertainVersion in (record.base + 1)..<after {
+                states[uncertainVersion] = base
+                uncertain.insert(uncertainVersion)
+            }
+            version = after
+            states[version] = state
+            return found
+        }
         if record.base < version {
             found.append(StressDiscrepancy(
                 kind: .versionAccounting, summary: "two writes took v\(record.base + 1)",

@@ -12,7 +12,8 @@ import Foundation
 public struct StressReport: Sendable {
     /// The seed the run's data, queries and writes came from.
     public let seed: UInt64
-    /// Operations performed by every writer (rolled back ones included).
+    /// Operations performed by every writer, in writes that committed or rolled back as
+    /// planned (those of writes that failed unexpectedly are in ``writeErrors``).
     public let operations: Int
     /// Events delivered to subscribers (each checked).
     public let events: Int
@@ -32,13 +33,16 @@ public struct StressReport: Sendable {
     public let firstWrongEvent: String?
     /// The first finding of any kind, with its evidence.
     public let firstDiscrepancy: String?
-    /// Per kind of finding, the first one with its evidence.
+    /// Per kind of finding (with what sets it apart, such as the kinds of keys whose rows
+    /// differ: `wrong snapshot (keys: BLOB)`), the first one with its evidence.
     public let firstByKind: [String: String]
     /// The first unexpected write error, with the write that failed.
     public let firstWriteError: String?
     /// One line for each of the first findings.
     public let samples: [String]
-    /// Events whose version's state the checker no longer had (should stay 0).
+    /// Events the checker could not judge: their version's state was forgotten (delivered more
+    /// than 20,000 versions late) or is uncertain (a version taken by nobody while a write held
+    /// every other writer off, which is itself a finding).
     public let uncheckedEvents: Int
     /// The database the run used.
     public let databasePath: String
@@ -70,7 +74,7 @@ public struct StressReport: Sendable {
             lines.append("  " + firstDiscrepancy.replacingOccurrences(of: "\n", with: "\n  "))
         }
         for (kind, text) in firstByKind.sorted(by: { $0.key < $1.key }) where firstByKind.count > 1 {
-            lines.append("first finding of kind \"\(kind)\":")
+            lines.append("first [\(kind)]:")
             lines.append("  " + text.replacingOccurrences(of: "\n", with: "\n  "))
         }
         if let firstWriteError {
@@ -107,16 +111,20 @@ enum StressFormat {
             }
             let missing = Set(expected).subtracting(delivered)
             let extra = Set(delivered).subtracting(expected)
-            if !missing.isEmpty { lines.append("missing: " + missing.map { $0.describe(in: table) }.sorted().prefix(5).joined(separator: ", ")) }
-            if !extra.isEmpty { lines.append("extra: " + extra.map { $0.describe(in: table) }.sorted().prefix(5).joined(separator: ", ")) }
+            func some(_ rows: Set<StressRow>) -> String {
+                rows.map { $0.describe(in: table) }.sorted().prefix(5).joined(separator: ", ")
+            }
+            if !missing.isEmpty { lines.append("missing: " + some(missing)) }
+            if !extra.isEmpty { lines.append("extra: " + some(extra)) }
         }
         return lines.map { "  " + $0 }.joined(separator: "\n")
     }
 
-    /// The keys of rows in one list and not the other, or in both with other values.
+    /// The keys of rows in one list and not the other, in both with other values, or repeated
+    /// in one (a snapshot holding a row twice).
     static func differingKeys(expected: [StressRow], delivered: [StressRow], table: StressTable) -> [[StressValue]] {
-        let want = Dictionary(expected.map { ($0.key(in: table), $0) }, uniquingKeysWith: { first, _ in first })
-        let got = Dictionary(delivered.map { ($0.key(in: table), $0) }, uniquingKeysWith: { first, _ in first })
+        let want = Dictionary(grouping: expected) { $0.key(in: table) }
+        let got = Dictionary(grouping: delivered) { $0.key(in: table) }
         return Set(want.keys).union(got.keys).filter { want[$0] != got[$0] }
             .sorted { lhs, rhs in
                 zip(lhs, rhs).lazy.map { StressValue.sqliteOrder($0, $1) }.first { $0 != 0 }.map { $0 < 0 } ?? false

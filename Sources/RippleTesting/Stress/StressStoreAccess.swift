@@ -213,13 +213,11 @@ final class StressStoreAccess: Sendable {
                 if let sql = table.createSQL { try store.write { db in try db.execute(sql) } }
             }
         }
-        collections = [
-            .ints: StressTypedCollection(table: .ints, collection: try store.collection(StressTable.ints.name, of: StressRecord<Int>.self)),
-            .strings: StressTypedCollection(table: .strings,
-                                            collection: try store.collection(StressTable.strings.name, of: StressRecord<String>.self)),
-            .blobs: StressTypedCollection(table: .blobs, collection: try store.collection(StressTable.blobs.name, of: StressRecord<Data>.self)),
-            .uuids: StressTypedCollection(table: .uuids, collection: try store.collection(StressTable.uuids.name, of: StressRecord<UUID>.self)),
-        ]
+        func open<ID: StressKey>(_ table: StressTable, _ type: ID.Type) throws -> any StressCollectionAccess {
+            StressTypedCollection(table: table, collection: try store.collection(table.name, of: StressRecord<ID>.self))
+        }
+        collections = [.ints: try open(.ints, Int.self), .strings: try open(.strings, String.self),
+                       .blobs: try open(.blobs, Data.self), .uuids: try open(.uuids, UUID.self)]
     }
 
     /// Performs `operation` as `via` says; `db` is the write's connection (none for `.collection`).

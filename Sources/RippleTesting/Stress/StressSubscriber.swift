@@ -102,9 +102,22 @@ final class StressSubscriber: @unchecked Sendable {   // the mutable state below
         let (subscription, task) = lock.withLock { (self.subscription, self.task) }
         if let subscription {
             subscription.cancel()
-            lock.withLock { cancelled = true }
+            // Dropped: the subscription's observer holds the handler, which holds this subscriber.
+            lock.withLock {
+                cancelled = true
+                self.subscription = nil
+            }
         }
         task?.cancel()
+        lock.withLock { self.task = nil }
+    }
+
+    /// Lets go of an ended subscription (its stream failed) without calling it cancelled.
+    func detach() {
+        lock.withLock {
+            subscription = nil
+            task = nil
+        }
     }
 
     /// Whether a missed event at the subscriber's current last version should be reported now

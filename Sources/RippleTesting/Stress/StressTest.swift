@@ -55,7 +55,6 @@ private final class StressRun: Sendable {
     let access: StressStoreAccess
     let ledger: StressLedger
     let churn: StressChurn
-    let stop = StressFlag()
 
     init(configuration: StressConfiguration, directory: String, database: String) throws {
         self.configuration = configuration
@@ -80,42 +79,53 @@ private final class StressRun: Sendable {
     func run() throws -> StressReport {
         let threads = configuration.effectiveThreads
         for thread in 0..<threads { ledger.register(source: "p/t\(thread)") }
-        let children = try startChildren()
-
-        let deadline = Date().addingTimeInterval(configuration.seconds)
-        if configuration.singleThreaded {
-            try write(thread: 0, until: deadline)
-        } else {
-            let group = DispatchGroup()
-            let failure = StressFailureBox()
-            for thread in 0..<threads {
-                group.enter()
-                Thread { [self] in
-                    defer { group.leave() }
-                    do { try write(thread: thread, until: deadline) } catch { failure.keep(error) }
-                }.start()
+        var children: [StressChildProcess] = []
+        do {
+            // Children stop (their stdin closes) however this ends.
+            defer { for child in children { child.stopAndWait() } }
+            children = try startChildren()
+            let deadline = Date().addingTimeInterval(configuration.seconds)
+            if configuration.singleThreaded {
+                try write(thread: 0, until: deadline)
+            } else {
+                let group = DispatchGroup()
+                let failure = StressFailureBox()
+                for thread in 0..<threads {
+                    group.enter()
+                    Thread { [self] in
+                        defer { group.leave() }
+                        do { try write(thread: thread, until: deadline) } catch { failure.keep(error) }
+                    }.start()
+                }
+                group.wait()
+                try failure.rethrow()
             }
-            group.wait()
-            try failure.rethrow()
         }
-        for child in children { child.stopAndWait() }
         try settle()
         return ledger.report(seed: configuration.seed, database: database)
     }
 
+    /// Starts the child writer processes; on failure, stops those already started.
     private func startChildren() throws -> [StressChildProcess] {
         let count = configuration.effectiveProcesses - 1
         guard count > 0 else { return [] }
         guard let executable = configuration.childExecutable else {
             throw StressError("--processes \(configuration.processes) needs the `ripple` executable to start child writers")
         }
-        return try (1...count).map { index in
-            let child = StressChildProcess(executable: executable, database: database, seed: configuration.seed, index: index,
-                                           threads: configuration.effectiveThreads)
-            for source in child.sources { ledger.register(source: source) }
-            try child.start(ledger: ledger)
-            return child
+        var children: [StressChildProcess] = []
+        do {
+            for index in 1...count {
+                let child = StressChildProcess(executable: executable, database: database, seed: configuration.seed, index: index,
+                                               threads: configuration.effectiveThreads)
+                for source in child.sources { ledger.register(source: source) }
+                try child.start(ledger: ledger)
+                children.append(child)
+            }
+        } catch {
+            for child in children { child.stopAndWait() }
+            throw error
         }
+        return children
     }
 
     /// One writer thread: writes until `deadline` (or the operation budget), and now and then
@@ -132,11 +142,9 @@ private final class StressRun: Sendable {
         if thread == 0 {
             for _ in 0..<min(8, configuration.maxSubscribers) { churn.subscribe(using: &random) }
         }
-        var writes = 0
-        while !stop.isSet && Date() < deadline {
+        while Date() < deadline {
             if let budget = configuration.maxOperations, ledger.operationCount >= budget { break }
             ledger.submit(writer.writeNext())
-            writes += 1
             if soleWriter { ledger.checkImmediateSubscribersAreCurrent() }
             if random.chance(0.3) { churn.step(using: &random) }
             if configuration.effectiveProcesses > 1 && random.chance(0.05) { try? store.noticeExternalWrites() }
@@ -145,7 +153,7 @@ private final class StressRun: Sendable {
                 log("stress: progress \(ledger.progress)")
             }
         }
-        ledger.count(operations: 0, busyRetried: writer.busyRetried)
+        ledger.count(busyRetried: writer.busyRetried)
     }
 
     /// After the last write: notices every process's commits, lets every queued delivery happen,
@@ -165,7 +173,11 @@ private final class StressRun: Sendable {
         }
         // A fresh read of every query must give the model's result.
         for index in ledger.queries.indices {
-            ledger.reportFreshRead(index, rows: try access.fetch(ledger.queries[index]))
+            do {
+                ledger.reportFreshRead(index, rows: try access.fetch(ledger.queries[index]))
+            } catch {
+                ledger.reportFreshReadFailure(index, error)
+            }
         }
 
         // Cancelled subscribers hear of nothing more: one more write, noticed and drained.

@@ -204,6 +204,7 @@ extension StressValue: Codable {
         }
     }
 
+    /// Reads a value written by ``encode(to:)``.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)
