@@ -119,6 +119,24 @@ import Testing
         }
     }
 
+    /// A cancelled subscription that is still referenced (held by the object its handler
+    /// captures, say) lets go of the observer, its handler and its snapshots.
+    @Test func aCancelledSubscriptionReleasesItsHandler() throws {
+        final class Screen: Sendable {}
+        let items = try store.collection("items", of: Item.self)
+        weak var released: Screen?
+        let subscription: Subscription
+        do {
+            let screen = Screen()
+            released = screen
+            subscription = try items.live().subscribe { _ in withExtendedLifetime(screen) {} }
+        }
+        #expect(released != nil)
+        subscription.cancel()
+        #expect(released == nil)
+        #expect(subscription.isCancelled && subscription.isFinished)
+    }
+
     // MARK: 2. Keys compared as SQLite compares them
 
     @Test func collectionsKeyedByBlobsStayLive() throws {

@@ -122,13 +122,14 @@ public enum Delivery: Sendable {
 /// A running subscription to a live query. Keep it as long as you want events: it is cancelled
 /// when released.
 public final class Subscription: Sendable {
-    private let cancellation: @Sendable () -> Void
-    private let cancelledFlag = Locked(false)
+    /// What cancels the observer; `nil` once cancelled, so that a cancelled subscription that is
+    /// still referenced no longer keeps the observer, its handler and its snapshots alive.
+    private let cancellation: Locked<(@Sendable () -> Void)?>
     let status: SubscriptionStatus
 
     init(status: SubscriptionStatus, cancel: @escaping @Sendable () -> Void) {
         self.status = status
-        self.cancellation = cancel
+        self.cancellation = Locked(cancel)
     }
 
     /// The error that ended the stream (the query failed, its table was dropped, the handler
@@ -141,15 +142,15 @@ public final class Subscription: Sendable {
     /// Stops the deliveries. Once `cancel()` returns, no handler of this subscription starts, and
     /// none is running — unless `cancel()` is called from inside a handler, which then finishes.
     public func cancel() {
-        let first = cancelledFlag.withLock { cancelled in
-            defer { cancelled = true }
-            return !cancelled
+        let cancel = cancellation.withLock { cancellation in
+            defer { cancellation = nil }
+            return cancellation
         }
-        if first { cancellation() }
+        cancel?()
     }
 
     /// Whether ``cancel()`` was called.
-    public var isCancelled: Bool { cancelledFlag.withLock { $0 } }
+    public var isCancelled: Bool { cancellation.withLock { $0 == nil } }
 
     deinit { cancel() }
 }
