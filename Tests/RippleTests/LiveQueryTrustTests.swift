@@ -119,6 +119,23 @@ import Testing
         }
     }
 
+    /// SQLite allows 2,000 result columns: the filters of many subscribers are evaluated in
+    /// batches, and however many there are, a write never fails because of them.
+    @Test func thousandsOfSubscribersNeverMakeAWriteFail() throws {
+        let items = try store.collection("items", of: Item.self)
+        let delivered = Locked(0)
+        let subscriptions = try (0..<2_500).map { owner in
+            try items.filter(Column("owner") == owner && Column("val") >= 0).live().subscribe { event in
+                if !event.isInitial { delivered.withLock { $0 += 1 } }
+            }
+        }
+        defer { subscriptions.forEach { $0.cancel() } }
+        try items.insert(Item(id: 1, owner: 2_499, val: 5))
+        try items.insert(Item(id: 2, owner: 7, val: 5))
+        #expect(delivered.withLock { $0 } == 2)
+        #expect(try items.count() == 2)
+    }
+
     /// A cancelled subscription that is still referenced (held by the object its handler
     /// captures, say) lets go of the observer, its handler and its snapshots.
     @Test func aCancelledSubscriptionReleasesItsHandler() throws {
