@@ -324,7 +324,7 @@ import Testing
 
         let reached = DispatchSemaphore(value: 0)
         let proceed = DispatchSemaphore(value: 0)
-        let gate = ChangeLog.testGate
+        let gate = a.noticeGate
         gate.withLock { $0 = { reached.signal(); proceed.wait() } }
         defer { gate.withLock { $0 = nil } }
         let done = DispatchSemaphore(value: 0)

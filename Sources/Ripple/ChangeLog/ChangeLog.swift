@@ -59,8 +59,6 @@ struct CommitSummary: Sendable {
 final class ChangeLog {
     /// The table name logged for a change of unknown extent: every query must re-read.
     static let everyTable = "*"
-    /// For tests: runs when a look for foreign commits saw one, before it takes the write lock.
-    static let testGate = Locked<(@Sendable () -> Void)?>(nil)
 
     let capture = ChangeCapture()
     private let retention: ChangeLogRetention
@@ -243,9 +241,11 @@ final class ChangeLog {
     /// Notices commits of other connections since this one last looked, outside a transaction of
     /// its own: a foreign write without a version is adopted (when `adopt`) under a new version.
     /// Returns what changed, or `nil` when nothing did.
-    func noticeForeignCommits(_ db: Database, adopt: Bool) throws -> CommitSummary? {
+    ///
+    /// `beforeLock` (for tests) runs when a foreign commit was seen, before the transaction begins.
+    func noticeForeignCommits(_ db: Database, adopt: Bool, beforeLock: (() -> Void)? = nil) throws -> CommitSummary? {
         guard try Self.dataVersion(db) != dataVersion else { return nil }
-        Self.testGate.withLock { $0 }?()
+        beforeLock?()
         return try db.transaction(adopt ? .immediate : .deferred) { () throws -> CommitSummary? in
             let current = try Self.version(db)
             let commits = try Self.commits(db)

@@ -49,6 +49,8 @@ public final class Store: Sendable {
     let pool: ConnectionPool
     /// The live queries of this store, told of every commit.
     let observation: ObservationCenter
+    /// For tests: runs when ``noticeExternalWrites()`` saw a foreign commit, before it locks.
+    let noticeGate = Locked<(@Sendable () -> Void)?>(nil)
 
     /// Opens (creating if needed) the database file at `path` and brings its schema up to date.
     ///
@@ -177,7 +179,8 @@ public final class Store: Sendable {
     public func noticeExternalWrites() throws {
         let summary = try pool.withWriter { db -> CommitSummary? in
             guard let log = try changeLog(of: db) else { return nil }
-            return try log.noticeForeignCommits(db, adopt: !configuration.readOnly)
+            let gate = noticeGate.withLock { $0 }
+            return try log.noticeForeignCommits(db, adopt: !configuration.readOnly, beforeLock: gate.map { gate in { gate() } })
         }
         if let summary { observation.didCommit(summary) }
     }
