@@ -267,6 +267,33 @@ import Testing
         #expect(all.count == 301)
     }
 
+    /// A database that stores text as UTF-16: snapshot keys and logged keys are both the UTF-8
+    /// of the text, so changed rows are still recognized (and patched) in the result.
+    @Test func keysOfAUTF16DatabaseAreRecognized() throws {
+        let shell = "/usr/bin/sqlite3"
+        try #require(FileManager.default.isExecutableFile(atPath: shell), "the sqlite3 shell (Debian package sqlite3) is needed")
+        let path = directory.path("utf16.sqlite")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: shell)
+        process.arguments = [path, "PRAGMA encoding = 'UTF-16le'; CREATE TABLE seed(x)"]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let store = try Store(path: path)
+        #expect(try store.read { db in try db.fetchValue("PRAGMA encoding", as: String.self) } == "UTF-16le")
+        let named = try store.collection("named", of: Named.self)
+        let query = named.filter(Column("val") >= 0).order(by: Column("val"))
+        let subscriber = ListViewSubscriber<Named>()
+        let subscription = subscriber.subscribe(to: try query.live())
+        defer { subscription.cancel() }
+        for (index, id) in ["é", "e\u{301}", "a\0b", "z"].enumerated() { try named.insert(Named(id: id, val: index)) }
+        try named.update(Named(id: "e\u{301}", val: 1, note: "patched"))   // in the result, order unchanged
+        try named.update(Named(id: "z", val: -1))                          // leaves the result
+        #expect(subscriber.items == (try query.fetchAll()))
+        #expect(subscriber.items.map(\.note) == ["", "patched", ""])
+        #expect(subscriber.failures.isEmpty, "\(subscriber.failures)")
+    }
+
     // MARK: 3. Reserved names
 
     @Test func reservedCollectionNamesAreRefused() throws {

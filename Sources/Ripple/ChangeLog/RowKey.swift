@@ -72,7 +72,9 @@ struct RowKey: Hashable, Sendable, CustomStringConvertible {
             return
         }
         var bytes: [UInt8] = []
-        Self.append(sqlite3_column_value(handle, column), textIsUTF8: true, to: &bytes)
+        // Text as UTF-8 whatever the database's encoding, as the change capture reads it (not
+        // relying on the fingerprint having converted the value first).
+        Self.append(sqlite3_column_value(handle, column), textIsUTF8: false, to: &bytes)
         self.init(encoded: bytes)
     }
 
