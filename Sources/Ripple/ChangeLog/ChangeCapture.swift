@@ -521,20 +521,7 @@ final class ChangeCapture {
         }
     }
 
-    // MARK: Key text
-
-    /// The logged text of a one-column key: integers and reals in decimal, text as is, blobs in
-    /// lower-case hex, NULL as `NULL`.
-    static func keyText(_ value: SQLValue) -> String {
-        if case .text(let text) = value { return text }
-        return RowKey(value).text
-    }
-
-    /// The logged text of a composite key: a JSON array of the columns' key texts.
-    static func key(_ values: [SQLValue]) -> String {
-        if values.count == 1 { return keyText(values[0]) }
-        return JSONText.array(values.map(keyText))
-    }
+    // MARK: Numbers and bytes as text
 
     /// Appends `value` in decimal, without going through a `String`.
     @inline(__always)
@@ -563,7 +550,8 @@ final class ChangeCapture {
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
-    private static func appendHex(_ blob: UnsafeRawBufferPointer, to bytes: inout [UInt8]) {
+    /// Appends `blob` in lower-case hex (as the log writes blobs, in keys and before-images).
+    static func appendHex(_ blob: UnsafeRawBufferPointer, to bytes: inout [UInt8]) {
         bytes.reserveCapacity(bytes.count + 2 * blob.count)
         for byte in blob {
             bytes.append(hexDigits[Int(byte >> 4)])

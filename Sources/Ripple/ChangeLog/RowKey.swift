@@ -44,14 +44,14 @@ struct RowKey: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    private init(storage: Storage, hash: UInt64) {
-        self.storage = storage
-        self.hash = hash
-    }
-
     /// A key from its encoding.
     init(encoded bytes: [UInt8]) {
         self = bytes.withUnsafeBufferPointer { RowKey(encoded: $0) }
+    }
+
+    private init(storage: Storage, hash: UInt64) {
+        self.storage = storage
+        self.hash = hash
     }
 
     /// The key of one value.
@@ -91,27 +91,6 @@ struct RowKey: Hashable, Sendable, CustomStringConvertible {
             var bytes: [UInt8] = []
             Self.appendInteger(integer, to: &bytes)
             return bytes.withUnsafeBufferPointer(body)
-        }
-    }
-
-    /// The key's values, one per key column.
-    var values: [SQLValue] {
-        if case .integer(let integer) = storage { return [.integer(integer)] }
-        return withEncoding { bytes in
-            var values: [SQLValue] = []
-            var offset = 0
-            while offset < bytes.count {
-                values.append(Self.value(in: bytes, at: &offset).map { raw in
-                    switch raw {
-                    case .integer(let value): .integer(value)
-                    case .real(let value): .real(value)
-                    case .text(let text): .text(String(decoding: text, as: UTF8.self))
-                    case .blob(let blob): .blob(Array(blob))
-                    case .null: .null
-                    }
-                } ?? .null)
-            }
-            return values
         }
     }
 
@@ -347,17 +326,11 @@ struct RowKey: Hashable, Sendable, CustomStringConvertible {
                 bytes.append(contentsOf: text)
             }
         case .blob(let blob):
-            bytes.reserveCapacity(bytes.count + 2 * blob.count)
-            for byte in blob {
-                bytes.append(hexDigits[Int(byte >> 4)])
-                bytes.append(hexDigits[Int(byte & 0xF)])
-            }
+            ChangeCapture.appendHex(UnsafeRawBufferPointer(blob), to: &bytes)
         case .null:
             bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
         }
     }
-
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     /// Whether an encoded key is one text value of valid UTF-8 (its text form then tells it exactly).
     static func isUTF8Text(_ key: UnsafeBufferPointer<UInt8>) -> Bool {

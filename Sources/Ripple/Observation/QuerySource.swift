@@ -256,13 +256,4 @@ extension Database {
         _ = try withExtendedLifetime(collector) { try makeStatement(sql) }
         return collector.tables
     }
-
-    /// The first row of a query prepared for this one call.
-    func fetchOneUncached(_ sql: String, _ arguments: [any SQLValueConvertible]) throws -> Row? {
-        let statement = try makeStatement(sql)
-        try statement.bind(arguments)
-        guard try statement.step() else { return nil }
-        return Row(columns: Row.Columns((0..<statement.columnCount).map(statement.columnName)),
-                   values: (0..<Int32(statement.columnCount)).map(statement.value(at:)))
-    }
 }
