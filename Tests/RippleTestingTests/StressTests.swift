@@ -185,7 +185,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(1)))
     func twoProcessesMatchTheModel() throws {
-        let executable = try #require(Self.rippleExecutable(),
+        let executable = try #require(RippleExecutable.url(),
                                       "the `ripple` executable is not built: run `swift build --build-tests` first")
         var configuration = configuration(seed: 5, seconds: 2)
         configuration.processes = 2
@@ -195,24 +195,5 @@ import Testing
         expectPassed(report)
         let line = #/stress: seed=5 ops=\d+ events=\d+ discrepancies=\d+ write_errors=\d+ busy_retried=\d+/#
         #expect(report.summaryLine.wholeMatch(of: line) != nil)
-    }
-
-    /// The built `ripple` executable: beside the running test bundle, else in `.build/debug`.
-    static func rippleExecutable() -> URL? {
-        var directories: [URL] = []
-        #if os(Linux)
-        if let runner = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            directories.append(URL(fileURLWithPath: runner).deletingLastPathComponent())
-        }
-        #endif
-        for bundle in Bundle.allBundles where bundle.bundleURL.pathExtension == "xctest" {
-            directories.append(bundle.bundleURL.deletingLastPathComponent())
-        }
-        directories.append(Bundle.main.bundleURL)
-        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        directories.append(package.appendingPathComponent(".build/debug"))
-        return directories.map { $0.appendingPathComponent("ripple") }
-            .first { FileManager.default.isExecutableFile(atPath: $0.path) }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import RippleTesting
 import Testing
 
 /// A short `ripple crashtest`: three rounds of a writing process killed with SIGKILL at seeded
@@ -8,29 +9,9 @@ import Testing
 /// The test runs the `ripple` executable built beside the test bundle (`swift build --build-tests`,
 /// as CI does, builds it; so does `swift test`).
 @Suite struct CrashTestTests {
-    /// The built `ripple` executable: beside the running test bundle, else in the package's
-    /// `.build/debug`.
-    static func rippleExecutable() -> URL? {
-        var directories: [URL] = []
-        #if os(Linux)
-        if let runner = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            directories.append(URL(fileURLWithPath: runner).deletingLastPathComponent())
-        }
-        #endif
-        for bundle in Bundle.allBundles where bundle.bundleURL.pathExtension == "xctest" {
-            directories.append(bundle.bundleURL.deletingLastPathComponent())
-        }
-        directories.append(Bundle.main.bundleURL)
-        let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        directories.append(package.appendingPathComponent(".build/debug"))
-        return directories.map { $0.appendingPathComponent("ripple") }
-            .first { FileManager.default.isExecutableFile(atPath: $0.path) }
-    }
-
     @Test(.timeLimit(.minutes(1)))
     func threeKilledWritersLoseNothing() throws {
-        let executable = try #require(Self.rippleExecutable(),
+        let executable = try #require(RippleExecutable.url(),
                                       "the `ripple` executable is not built: run `swift build --build-tests` first")
         let directory = try TemporaryDirectory()
         let process = Process()
