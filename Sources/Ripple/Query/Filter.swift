@@ -71,8 +71,8 @@ public indirect enum Filter: Sendable, Hashable {
     }
 }
 
-/// A comparison operator of ``Filter/comparison(_:_:_:)``.
-public enum ComparisonOperator: String, Sendable, Hashable {
+/// A comparison operator of ``Filter/comparison(_:_:_:)`` (coded as its SQL spelling).
+public enum ComparisonOperator: String, Sendable, Hashable, Codable, CaseIterable {
     case equal = "="
     case notEqual = "<>"
     case less = "<"

@@ -1,4 +1,5 @@
 import Foundation
+import Ripple
 
 /// What a writer does in one write: a collection method that opens its own write, or a
 /// `store.write` closure running steps (some in savepoints), possibly rolled back on purpose.
@@ -139,7 +140,7 @@ struct StressGenerator {
         let textual = table.columns[column].affinity == .text
         switch int(0...9) {
         case 0...4:
-            return .compare(column: column, pick(StressComparison.allCases), operand(of: table, column: column))
+            return .compare(column: column, pick(ComparisonOperator.allCases), operand(of: table, column: column))
         case 5, 6:
             let count = int(0...4)
             return .isIn(column: column, (0..<count).map { _ in operand(of: table, column: column) })

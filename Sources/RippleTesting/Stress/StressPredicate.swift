@@ -1,15 +1,5 @@
 import Ripple
 
-/// A comparison of ``StressPredicate`` (Ripple's ``ComparisonOperator``, serializable).
-enum StressComparison: String, Codable, Sendable, CaseIterable {
-    case equal = "="
-    case notEqual = "<>"
-    case less = "<"
-    case lessOrEqual = "<="
-    case greater = ">"
-    case greaterOrEqual = ">="
-}
-
 /// A condition on the rows of one stress table: what a collection query's ``Filter`` says and
 /// what a raw query's `WHERE` says, in a form that child processes can report and that the
 /// reference evaluator runs with SQLite's rules (affinity, three-valued NULL logic, LIKE).
@@ -17,7 +7,7 @@ enum StressComparison: String, Codable, Sendable, CaseIterable {
 /// Operands are values a Swift ``SQLValue`` can carry (text that is valid UTF-8); the rows they
 /// are evaluated on may hold any bytes.
 indirect enum StressPredicate: Hashable, Sendable, Codable {
-    case compare(column: Int, StressComparison, StressValue)
+    case compare(column: Int, ComparisonOperator, StressValue)
     case isIn(column: Int, [StressValue])
     case like(column: Int, pattern: String, escape: String?)
     case isNull(column: Int)
