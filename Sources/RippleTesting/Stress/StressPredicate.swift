@@ -151,7 +151,7 @@ indirect enum StressPredicate: Hashable, Sendable, Codable {
             case .real(let number): text = Array(String(number).utf8)
             case .text(let bytes), .blob(let bytes): text = bytes
             }
-            return Self.like(text, Array(pattern.utf8), escape: escape.map { Array($0.utf8) })
+            return FilterOracle.like(text, Array(pattern.utf8), escapeCharacter: escape.map { Array($0.utf8) })
         case .isNull(let index):
             return row.values[index].isNull
         case .and(let parts):
@@ -203,86 +203,5 @@ indirect enum StressPredicate: Hashable, Sendable, Codable {
         guard let real = Double(trimmed), real.isFinite else { return nil }
         if real == real.rounded(), abs(real) < 9.2e18 { return .integer(Int64(real)) }
         return .real(real)
-    }
-
-    // MARK: LIKE
-
-    /// SQLite's `LIKE` (case-insensitive for ASCII letters only, `%` any run of characters, `_`
-    /// one character, an optional escape character making the next one literal, and a pattern
-    /// ending in the escape matching nothing), on both strings read as SQLite reads them: up to
-    /// the first NUL byte, characters decoded by SQLite's lenient UTF-8 reader (a lead byte takes
-    /// every continuation byte after it; malformed characters read as U+FFFD).
-    ///
-    /// - Complexity: O(text × pattern) characters.
-    static func like(_ text: [UInt8], _ pattern: [UInt8], escape: [UInt8]?) -> Bool {
-        let string = characters(text)
-        let symbols = characters(pattern)
-        let escapeCharacter = escape.flatMap { characters($0).first }
-        enum Token { case literal(UInt32), one, any }
-        var tokens: [Token] = []
-        var index = 0
-        while index < symbols.count {
-            let symbol = symbols[index]
-            if symbol == escapeCharacter {
-                guard index + 1 < symbols.count else { return false }   // escapes nothing: no match
-                tokens.append(.literal(symbols[index + 1]))
-                index += 2
-                continue
-            }
-            tokens.append(symbol == 0x25 ? .any : symbol == 0x5F ? .one : .literal(symbol))
-            index += 1
-        }
-        func lower(_ c: UInt32) -> UInt32 { (0x41...0x5A).contains(c) ? c + 0x20 : c }
-        // matches[t][p]: does string[t...] match tokens[p...]? Filled from the ends.
-        var matches = Array(repeating: Array(repeating: false, count: tokens.count + 1), count: string.count + 1)
-        matches[string.count][tokens.count] = true
-        for t in stride(from: string.count, through: 0, by: -1) {
-            for p in stride(from: tokens.count - 1, through: 0, by: -1) {
-                switch tokens[p] {
-                case .any:
-                    matches[t][p] = matches[t][p + 1] || (t < string.count && matches[t + 1][p])
-                case .one:
-                    matches[t][p] = t < string.count && matches[t + 1][p + 1]
-                case .literal(let c):
-                    guard t < string.count else { continue }
-                    let s = string[t]
-                    let equal = c == s || (c < 0x80 && s < 0x80 && lower(c) == lower(s))
-                    matches[t][p] = equal && matches[t + 1][p + 1]
-                }
-            }
-        }
-        return matches[0][0]
-    }
-
-    /// The characters of `bytes` as SQLite's `LIKE` reads them (see ``like(_:_:escape:)``).
-    static func characters(_ bytes: [UInt8]) -> [UInt32] {
-        var result: [UInt32] = []
-        var index = 0
-        while index < bytes.count, bytes[index] != 0 {
-            var c = UInt32(bytes[index])
-            index += 1
-            if c >= 0xC0 {
-                c = leadBits(c)
-                while index < bytes.count, bytes[index] & 0xC0 == 0x80 {
-                    c = (c &<< 6) &+ UInt32(bytes[index] & 0x3F)
-                    index += 1
-                }
-                if c < 0x80 || c & 0xFFFF_F800 == 0xD800 || c & 0xFFFF_FFFE == 0xFFFE { c = 0xFFFD }
-            }
-            result.append(c)
-        }
-        return result
-    }
-
-    /// The payload bits of a UTF-8 lead byte ≥ 0xC0, as SQLite's decoding table gives them.
-    private static func leadBits(_ byte: UInt32) -> UInt32 {
-        switch byte {
-        case 0xC0...0xDF: byte & 0x1F
-        case 0xE0...0xEF: byte & 0x0F
-        case 0xF0...0xF7: byte & 0x07
-        case 0xF8...0xFB: byte & 0x03
-        case 0xFC...0xFD: byte & 0x01
-        default: 0
-        }
     }
 }
