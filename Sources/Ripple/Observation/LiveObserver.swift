@@ -31,7 +31,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private let delivery: Delivery
     private let sink: EventSink<Event>
     private let makeEvent: @Sendable ([LiveQueryEvent<Element>]) -> Event
-    private let status = SubscriptionStatus()
+    /// The error that ended the stream, shared with the ``Subscription``.
+    private let endingError = Locked<(any Error)?>(nil)
     let observerID = ObservationCenter.makeObserverID()
 
     private let condition = NSCondition()
@@ -74,7 +75,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         store.observation.register(observer, store: store, interest: interest)
         let action = observer.withState { $0.start() }
         observer.perform(action)
-        return Subscription(status: observer.status) { [observer] in observer.cancel() }
+        return Subscription(endingError: observer.endingError) { [observer] in observer.cancel() }
     }
 
     private func withState<T>(_ body: (inout ObserverState) -> T) -> T {
@@ -165,7 +166,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         condition.lock()
         defer { condition.unlock() }
         defer { failure = nil }
-        if let failure { status.ended(with: failure) }
+        if let failure { endingError.withLock { $0 = failure } }
         return failure
     }
 

@@ -125,19 +125,20 @@ public final class Subscription: Sendable {
     /// What cancels the observer; `nil` once cancelled, so that a cancelled subscription that is
     /// still referenced no longer keeps the observer, its handler and its snapshots alive.
     private let cancellation: Locked<(@Sendable () -> Void)?>
-    let status: SubscriptionStatus
+    /// The error that ended the stream, set by the observer (which does not own the subscription).
+    private let endingError: Locked<(any Error)?>
 
-    init(status: SubscriptionStatus, cancel: @escaping @Sendable () -> Void) {
-        self.status = status
+    init(endingError: Locked<(any Error)?>, cancel: @escaping @Sendable () -> Void) {
+        self.endingError = endingError
         self.cancellation = Locked(cancel)
     }
 
     /// The error that ended the stream (the query failed, its table was dropped, the handler
     /// threw), or `nil` while it runs or after a plain ``cancel()``.
-    public var error: (any Error)? { status.state.withLock { $0.error } }
+    public var error: (any Error)? { endingError.withLock { $0 } }
 
     /// Whether the stream ended: cancelled, or ended by an error. Nothing more is delivered.
-    public var isFinished: Bool { isCancelled || status.state.withLock { $0.error != nil } }
+    public var isFinished: Bool { isCancelled || error != nil }
 
     /// Stops the deliveries. Once `cancel()` returns, no handler of this subscription starts, and
     /// none is running — unless `cancel()` is called from inside a handler, which then finishes.
@@ -153,14 +154,6 @@ public final class Subscription: Sendable {
     public var isCancelled: Bool { cancellation.withLock { $0 == nil } }
 
     deinit { cancel() }
-}
-
-/// What a subscription's observer reports to it (the observer does not own the subscription).
-final class SubscriptionStatus: Sendable {
-    struct State { var error: (any Error)? }
-    let state = Locked(State())
-
-    func ended(with error: any Error) { state.withLock { $0.error = error } }
 }
 
 extension Store {
