@@ -74,8 +74,7 @@ struct CrashTestChildCommand: ParsableCommand {
 
 /// A live query's subscriber in the crash test's child: applies every changeset to the list it
 /// showed through the batch-update model, and checks versions; any failure ends the process.
-final class CrashTestListChecker<Element: Equatable & Sendable>: @unchecked Sendable {
-    // @unchecked: every field is guarded by `lock`.
+final class CrashTestListChecker<Element: Equatable & Sendable>: @unchecked Sendable {   // every field is guarded by `lock`
     private let lock = NSLock()
     private var model = BatchUpdateListModel<Element>(items: [])
     private var lastVersion: Int64?

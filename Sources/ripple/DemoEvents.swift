@@ -4,8 +4,7 @@ import RippleDiff
 
 /// Receives the demo subscription's events (on whatever thread delivers them), checks each one
 /// against the list received before, and has it printed.
-final class EventChecker: @unchecked Sendable {
-    // Every stored property is guarded by `lock`.
+final class EventChecker: @unchecked Sendable {   // every stored property is guarded by `lock`
     private let lock = NSLock()
     private let printer: DemoPrinter
     private var list: [Todo] = []

@@ -6,8 +6,7 @@ import RippleTesting
 /// A subscriber as a list view is one: it holds the list it last showed, applies each delivered
 /// changeset to it through the batch-update model (which enforces UIKit's rules), and checks the
 /// result equals the delivered snapshot. It also checks the version chain.
-final class ListViewSubscriber<Element: Equatable & Sendable>: @unchecked Sendable {
-    // @unchecked: every field is guarded by `condition`.
+final class ListViewSubscriber<Element: Equatable & Sendable>: @unchecked Sendable {   // every field is guarded by `condition`
     private let condition = NSCondition()
     private var model = BatchUpdateListModel<Element>(items: [])
     private var _events: [LiveQueryEvent<Element>] = []
