@@ -280,7 +280,8 @@ final class ChangeLog {
             throw StoreError(.migration, "the store's schema has no version row (ripple_meta)")
         }
         let data = try Self.dataVersion(db)
-        let commits = try Self.commits(db)
+        // The count can only have moved when another connection committed (data_version moved).
+        let commits = data == dataVersion ? knownCommits : try Self.commits(db)
         if data != dataVersion && version == knownVersion + 1 && commits == knownCommits {
             try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
                            [version, Self.everyTable])
