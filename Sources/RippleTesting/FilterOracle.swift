@@ -47,14 +47,7 @@ public enum FilterOracle {
                 }
             }
             guard let order = compare(stored, operand) else { return nil }
-            switch op {
-            case .equal: return order == 0
-            case .notEqual: return order != 0
-            case .less: return order < 0
-            case .lessOrEqual: return order <= 0
-            case .greater: return order > 0
-            case .greaterOrEqual: return order >= 0
-            }
+            return op.holds(for: order)
         case .in(let column, let bound):
             let stored = value(column.name)
             let values = bound.map { operand($0, for: column.name) }
@@ -196,6 +189,21 @@ public enum FilterOracle {
         case 0xF8...0xFB: byte & 0x03
         case 0xFC...0xFD: byte & 0x01
         default: 0
+        }
+    }
+}
+
+extension ComparisonOperator {
+    /// Whether the operator holds for two values whose comparison gave `order` (negative: the
+    /// left one is smaller, 0: equal, positive: larger).
+    func holds(for order: Int) -> Bool {
+        switch self {
+        case .equal: order == 0
+        case .notEqual: order != 0
+        case .less: order < 0
+        case .lessOrEqual: order <= 0
+        case .greater: order > 0
+        case .greaterOrEqual: order >= 0
         }
     }
 }

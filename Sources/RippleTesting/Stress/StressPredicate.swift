@@ -125,14 +125,7 @@ indirect enum StressPredicate: Hashable, Sendable, Codable {
             }
             if stored.isNull { return nil }
             let order = StressValue.sqliteOrder(stored, Self.apply(table.columns[index].affinity, to: value))
-            switch op {
-            case .equal: return order == 0
-            case .notEqual: return order != 0
-            case .less: return order < 0
-            case .lessOrEqual: return order <= 0
-            case .greater: return order > 0
-            case .greaterOrEqual: return order >= 0
-            }
+            return op.holds(for: order)
         case .isIn(let index, let values):
             // An empty list is false whatever the left side, NULL included (SQLite's rule).
             if values.isEmpty { return false }
