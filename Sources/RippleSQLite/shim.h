@@ -7,3 +7,8 @@
 #define SQLITE_ENABLE_PREUPDATE_HOOK 1
 #endif
 #include <sqlite3.h>
+
+// sqlite3_db_config is variadic, which Swift cannot call: one form per argument list used.
+static inline int ripple_db_config_flag(sqlite3 *db, int option, int enabled) {
+    return sqlite3_db_config(db, option, enabled, (int *)0);
+}

@@ -1,5 +1,5 @@
 import Foundation
-import Ripple
+@testable import Ripple
 import Testing
 
 @Suite struct ConnectionTests {
@@ -52,10 +52,22 @@ import Testing
         let store = try Store(path: directory.path("isolation.sqlite"))
         try makeNotes(store)
         try store.write { db in try db.execute("INSERT INTO notes(body) VALUES ('one')") }
-        try store.read { reader in
+        try store.read { (reader: Database) throws in
             #expect(try reader.fetchValue("SELECT count(*) FROM notes", as: Int.self) == 1)
-            // The writer commits while this read transaction is open…
-            try store.write { db in try db.execute("INSERT INTO notes(body) VALUES ('two')") }
+            // The writer commits (on another thread: a read cannot write) while this read
+            // transaction is open…
+            let committed = DispatchSemaphore(value: 0)
+            let failure = Locked<(any Error)?>(nil)
+            Thread.detachNewThread {
+                do {
+                    try store.write { db in try db.execute("INSERT INTO notes(body) VALUES ('two')") }
+                } catch {
+                    failure.withLock { $0 = error }
+                }
+                committed.signal()
+            }
+            committed.wait()
+            #expect(failure.withLock { $0 } == nil)
             // …and the reader still sees the state of its first read.
             #expect(try reader.fetchValue("SELECT count(*) FROM notes", as: Int.self) == 1)
         }

@@ -119,3 +119,25 @@ extension Todo {
         Todo(id: UUID(), title: title ?? "todo \(rank)", rank: rank, done: done, tags: [], due: nil)
     }
 }
+
+/// Runs `body` while another thread holds one of `store`'s connections in an open read (a read
+/// cannot write, and a subscription made inside a read starts when it ends: holding a reader on
+/// another thread is how a test keeps one busy).
+func whileAnotherThreadReads<T>(_ store: Store, _ body: () throws -> T) throws -> T {
+    let entered = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+    let finished = DispatchSemaphore(value: 0)
+    Thread.detachNewThread {
+        _ = try? store.read { _ in
+            entered.signal()
+            release.wait()
+        }
+        finished.signal()
+    }
+    entered.wait()
+    defer {
+        release.signal()
+        finished.wait()
+    }
+    return try body()
+}

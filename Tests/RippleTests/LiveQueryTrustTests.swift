@@ -408,7 +408,7 @@ import Testing
         } }
         let query = items.order(by: Column("id"))
         // A second concurrent reader is needed: the first one stays checked out.
-        try store.read { _ in
+        try whileAnotherThreadReads(store) {
             try expectLive(try query.live(), fresh: { try query.fetchAll() }, writes: [
                 { try items.insert(Item(id: 2, owner: 1, val: 1)) },
             ])
@@ -425,7 +425,7 @@ import Testing
             throw DatabaseError(code: .cannotOpen, message: "unable to open database file (injected)")
         } }
         let subscriber = ListViewSubscriber<Item>()
-        try store.read { _ in   // the one idle reader stays checked out: the query needs a new one
+        try whileAnotherThreadReads(store) {   // the one idle reader stays checked out: the query needs a new one
             let subscription = subscriber.subscribe(to: try items.live())
             defer { subscription.cancel() }
             #expect(subscriber.waitForError(timeout: 10))

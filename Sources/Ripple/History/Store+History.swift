@@ -66,6 +66,10 @@ extension Store {
 
     private func history<Element: Sendable>(table: String, from: Int64, to: Int64,
                                             fetch: (Database) throws -> Snapshot<Element>) throws -> [HistoryStep<Element>] {
+        if let access = pool.currentAccess {
+            throw StoreError(.nesting, "history was asked for inside a \(access.isWrite ? "write" : "read"): it reads committed "
+                             + "versions in a read of its own, and notices other writers first. Ask outside")
+        }
         // A write made without Ripple and not noticed yet is not in the log: adopt it first (a
         // "*" entry, which history refuses to cross) rather than answer wrongly. A read-only
         // store cannot adopt; it relies on writers that log.

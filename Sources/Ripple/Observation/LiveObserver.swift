@@ -116,6 +116,10 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                     Self.background.async { Self.markBackground { self.perform(.refresh) } }
                     return
                 }
+                // This thread is inside a write or a read of the store (a subscription made there):
+                // it holds a connection that cannot read the committed state now, and may not wait
+                // for another. The refresh runs when that call ends.
+                if store.pool.whenAccessEnds({ self.perform(.refresh) }) { return }
                 action = refresh()
             case .deliver:
                 switch (delivery, sink) {

@@ -14,7 +14,11 @@ public final class Database {
     let handle: OpaquePointer
     let configuration: Store.Configuration
     private var statementCache: [String: Statement] = [:]
+    /// The store's own transaction-control statements, apart from the statements users run.
+    private var controlStatements: [String: Statement] = [:]
     private var savepointDepth = 0
+    /// What SQLite's authorizer lets through now (see ``authorize(_:)``).
+    private var control = Control()
     /// The writer's change capture: told when a savepoint or transaction rolls back.
     var changeCapture: ChangeCapture?
     /// The writer's change log, once installed.
@@ -36,10 +40,18 @@ public final class Database {
         self.configuration = configuration
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, Int32(clamping: Int(configuration.busyTimeout * 1000)))
+        // A double-quoted name is a name, never a string literal: a misspelt column is an error.
+        ripple_db_config_flag(handle, SQLITE_DBCONFIG_DQS_DML, 0)
+        ripple_db_config_flag(handle, SQLITE_DBCONFIG_DQS_DDL, 0)
+        sqlite3_set_authorizer(handle, { context, action, _, _, _, _ in
+            guard let context else { return SQLITE_OK }
+            return Unmanaged<Database>.fromOpaque(context).takeUnretainedValue().authorize(action)
+        }, Unmanaged.passUnretained(self).toOpaque())
     }
 
     deinit {
         statementCache.removeAll()
+        controlStatements.removeAll()
         sqlite3_close_v2(handle)
     }
 
@@ -48,7 +60,10 @@ public final class Database {
     /// A prepared statement for `sql`, reused across calls on this connection.
     public func cachedStatement(_ sql: String) throws(DatabaseError) -> Statement {
         if let statement = statementCache[sql] { return statement }
+        control.allowedMaintenance = false
         let statement = try Statement(database: self, sql: sql, persistent: true)
+        // Allowed only where it was prepared (writeWithoutTransaction): never reused elsewhere.
+        if control.allowedMaintenance { return statement }
         statementCache[sql] = statement
         return statement
     }
@@ -73,6 +88,7 @@ public final class Database {
         if code != SQLITE_OK {
             let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(code))
             sqlite3_free(message)
+            if code == SQLITE_AUTH, let refusal = refusal(sql: sql) { throw refusal }
             throw DatabaseError(code: .init(rawValue: code), extendedCode: .init(rawValue: sqlite3_extended_errcode(handle)),
                                 message: text, sql: sql)
         }
@@ -138,13 +154,13 @@ public final class Database {
     /// Inside a transaction, opens a savepoint instead, so transactions nest.
     public func transaction<T>(_ kind: TransactionKind = .deferred, _ body: () throws -> T) throws -> T {
         if isInTransaction { return try savepoint(body) }
-        try execute("BEGIN \(kind.rawValue) TRANSACTION")
+        try run(control: "BEGIN \(kind.rawValue) TRANSACTION")
         do {
             let result = try body()
-            try execute("COMMIT TRANSACTION")
+            try run(control: "COMMIT TRANSACTION")
             return result
         } catch {
-            if isInTransaction { try? executeScript("ROLLBACK TRANSACTION") }
+            if isInTransaction { try? run(control: "ROLLBACK TRANSACTION") }
             changeCapture?.reset()
             throw error
         }
@@ -156,17 +172,98 @@ public final class Database {
         savepointDepth += 1
         let name = "ripple_savepoint_\(savepointDepth)"
         defer { savepointDepth -= 1 }
-        try executeScript("SAVEPOINT \(name)")
+        try run(control: "SAVEPOINT \(name)")
         let mark = changeCapture?.mark
         do {
             let result = try body()
-            try executeScript("RELEASE SAVEPOINT \(name)")
+            try run(control: "RELEASE SAVEPOINT \(name)")
             return result
         } catch {
-            try? executeScript("ROLLBACK TO SAVEPOINT \(name); RELEASE SAVEPOINT \(name)")
+            try? run(control: "ROLLBACK TO SAVEPOINT \(name)")
+            try? run(control: "RELEASE SAVEPOINT \(name)")
             if let mark { changeCapture?.rollback(to: mark) }
             throw error
         }
+    }
+
+    // MARK: What the store allows
+
+    /// What the authorizer lets through: transaction control, `ATTACH` and `DETACH` only from the
+    /// store itself and inside ``Store/writeWithoutTransaction(_:)`` (where `VACUUM`, which runs
+    /// them internally, belongs).
+    private struct Control {
+        /// The store is running one of its own transaction-control statements.
+        var isOwn = false
+        /// Inside `writeWithoutTransaction`: everything is allowed.
+        var allowsMaintenance = false
+        /// The last statement prepared needed `allowsMaintenance`.
+        var allowedMaintenance = false
+        /// The last action refused.
+        var refused: Int32?
+    }
+
+    /// SQLite's authorizer: asked for each action of each statement as it is prepared.
+    private func authorize(_ action: Int32) -> Int32 {
+        switch action {
+        case SQLITE_TRANSACTION, SQLITE_SAVEPOINT, SQLITE_ATTACH, SQLITE_DETACH:
+            if control.isOwn { return SQLITE_OK }
+            if control.allowsMaintenance {
+                control.allowedMaintenance = true
+                return SQLITE_OK
+            }
+            control.refused = action
+            return SQLITE_DENY
+        default:
+            return SQLITE_OK
+        }
+    }
+
+    /// The error for a statement the authorizer refused, saying what the store allows instead.
+    func refusal(sql: String) -> DatabaseError? {
+        guard let action = control.refused else { return nil }
+        control.refused = nil
+        let message: String
+        if action == SQLITE_ATTACH || action == SQLITE_DETACH {
+            message = "Ripple refuses ATTACH and DETACH in write and read closures and migrations: run them in "
+                + "Store.writeWithoutTransaction, outside any transaction"
+        } else {
+            message = "Ripple runs the transactions itself, so BEGIN, COMMIT, ROLLBACK, END, SAVEPOINT and RELEASE are refused "
+                + "in write and read closures and migrations: a write commits when its closure returns and rolls back when "
+                + "it throws; nest with Database.transaction or Database.savepoint"
+        }
+        return DatabaseError(code: .authorization, message: message, sql: sql)
+    }
+
+    /// Runs one of the store's own transaction-control statements (prepared once, kept apart
+    /// from the users' statements, and let through by the authorizer, also when SQLite prepares
+    /// it again).
+    private func run(control sql: String) throws(DatabaseError) {
+        control.isOwn = true
+        defer { control.isOwn = false }
+        let statement: Statement
+        if let cached = controlStatements[sql] {
+            statement = cached
+        } else {
+            statement = try Statement(database: self, sql: sql, persistent: true)
+            controlStatements[sql] = statement
+        }
+        defer { statement.reset() }
+        while try statement.step() {}
+    }
+
+    /// Runs `body` with transaction control, `ATTACH` and `DETACH` allowed
+    /// (``Store/writeWithoutTransaction(_:)``).
+    func allowingMaintenance<T>(_ body: () throws -> T) rethrows -> T {
+        control.allowsMaintenance = true
+        defer { control.allowsMaintenance = false }
+        return try body()
+    }
+
+    /// Runs `body` with the connection refusing to write (a read nested in a write).
+    func readingOnly<T>(_ body: () throws -> T) throws -> T {
+        try execute("PRAGMA query_only = ON")
+        defer { try? execute("PRAGMA query_only = OFF") }
+        return try body()
     }
 }
 

@@ -67,6 +67,9 @@ public struct DatabaseError: Error, CustomStringConvertible, Sendable {
         public static let misuse = ResultCode(rawValue: SQLITE_MISUSE)
         public static let range = ResultCode(rawValue: SQLITE_RANGE)
         public static let notADatabase = ResultCode(rawValue: SQLITE_NOTADB)
+        /// A statement the store does not allow where it ran (`SQLITE_AUTH`): transaction control
+        /// (`BEGIN`, `COMMIT`, `SAVEPOINT`, …) or `ATTACH`/`DETACH` inside a write, a read or a migration.
+        public static let authorization = ResultCode(rawValue: SQLITE_AUTH)
 
         /// The primary code of an extended code.
         public var primary: ResultCode { ResultCode(rawValue: rawValue & 0xFF) }

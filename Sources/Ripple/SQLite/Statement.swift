@@ -26,6 +26,7 @@ public final class Statement {
             return (code, !rest.allSatisfy { $0.isWhitespace || $0 == ";" })
         }
         guard code == SQLITE_OK, let handle else {
+            if code == SQLITE_AUTH, let refusal = database.refusal(sql: sql) { throw refusal }
             throw DatabaseError.fromConnection(database.handle, code: code, sql: sql)
         }
         if hasMoreSQL {
@@ -139,6 +140,7 @@ public final class Statement {
         let code = sqlite3_step(handle)
         if code == SQLITE_ROW { return true }
         if code == SQLITE_DONE { return false }
+        if code == SQLITE_AUTH, let refusal = database.refusal(sql: sql) { throw refusal }
         throw DatabaseError.fromConnection(database.handle, code: code, sql: sql,
                                            arguments: arguments,
                                            showsArguments: database.configuration.publicStatementArguments)

@@ -6,10 +6,44 @@ import Foundation
 /// In WAL mode readers never block the writer nor each other; each read transaction sees the
 /// database as of its first read. An in-memory database has no separate readers: reads use the
 /// writer connection (still one caller at a time).
+///
+/// The pool remembers which connection each thread holds (its ``Access``), so that a store call
+/// made inside another never waits for a second connection while holding the first: the store
+/// runs it on the held connection, or refuses it. No thread ever holds two connections of one
+/// pool, so no two threads can wait on each other.
 final class ConnectionPool: Sendable {
+    /// What a thread inside a store call holds.
+    enum Access {
+        /// The writer, in a write transaction.
+        case writing(Database)
+        /// The writer, in a read nested in a write (it sees the write's changes, cannot write).
+        case readingInWrite(Database)
+        /// A reader (or, for an in-memory store, the writer) in a read transaction.
+        case reading(Database)
+
+        /// Whether the thread is inside a write (reading in it or not).
+        var isWrite: Bool {
+            if case .reading = self { return false }
+            return true
+        }
+
+        var database: Database {
+            switch self {
+            case .writing(let db), .readingInWrite(let db), .reading(let db): db
+            }
+        }
+    }
+
+    /// A thread's access, and what waits for it to end.
+    private struct Lease {
+        var access: Access
+        var whenDone: [() -> Void] = []
+    }
+
     private let writer: Locked<Database>
-    /// The thread inside `withWriter`, to catch a re-entrant call instead of deadlocking.
-    private let writerThread = Locked<pthread_t?>(nil)
+    /// The access of each thread inside a store call, by thread. A thread's entry is only added
+    /// and removed by that thread, so it cannot be stale while that thread asks.
+    private let leases = Locked<[pthread_t: Lease]>([:])
     private let readers: Locked<ReaderState>
     private let readerAvailable = NSCondition()
     private let openReader: @Sendable () throws -> Database
@@ -41,27 +75,81 @@ final class ConnectionPool: Sendable {
         readers.withLock { $0.idle.removeAll() }
     }
 
-    /// Runs `body` with the writer connection, serialized with every other writer call.
-    /// Traps when called again from inside `body` on the same thread (it would deadlock).
-    func withWriter<T>(_ body: (Database) throws -> T) rethrows -> T {
+    // MARK: Access
+
+    /// What the calling thread holds, when it is inside a store call on this pool.
+    var currentAccess: Access? {
         let thread = pthread_self()
-        if writerThread.withLock({ $0.map { pthread_equal($0, thread) != 0 } ?? false }) {
-            preconditionFailure("Ripple: Store.write was called inside a write on the same store; "
-                                + "use the Database given to the outer closure (nested transactions are savepoints)")
+        return leases.withLock { $0[thread]?.access }
+    }
+
+    /// Runs `body` with the calling thread's access changed to `access` (a read nested in a write).
+    func withAccess<T>(_ access: Access, _ body: () throws -> T) rethrows -> T {
+        let thread = pthread_self()
+        let previous = leases.withLock { leases in
+            defer { leases[thread]?.access = access }
+            return leases[thread]?.access
         }
-        return try writer.withLock { db in
-            writerThread.withLock { $0 = thread }
-            defer { writerThread.withLock { $0 = nil } }
-            return try body(db)
+        defer { leases.withLock { $0[thread]?.access = previous ?? access } }
+        return try body()
+    }
+
+    /// Runs `action` on this thread once its current store call ends (after its connection is
+    /// released), and returns `true`; returns `false`, doing nothing, outside a store call.
+    func whenAccessEnds(_ action: @escaping () -> Void) -> Bool {
+        let thread = pthread_self()
+        return leases.withLock { leases in
+            guard leases[thread] != nil else { return false }
+            leases[thread]!.whenDone.append(action)
+            return true
         }
     }
 
-    /// Runs `body` with a reader connection of its own for the duration of the call.
+    /// Records `access` for the calling thread while `body` runs; hands back what waited for it
+    /// in `whenDone`, for the caller to run once the connection is released.
+    private func lease<T>(_ access: Access, whenDone: inout [() -> Void], _ body: () throws -> T) rethrows -> T {
+        let thread = pthread_self()
+        leases.withLock { $0[thread] = Lease(access: access) }
+        defer { whenDone = leases.withLock { $0.removeValue(forKey: thread)?.whenDone ?? [] } }
+        return try body()
+    }
+
+    // MARK: Connections
+
+    /// Runs `body` with the writer connection, serialized with every other writer call.
+    ///
+    /// Throws ``StoreError/Kind/nesting`` when the calling thread is already inside a store
+    /// call on this pool (it would wait for itself): the store runs nested calls on the
+    /// connection the thread holds.
+    func withWriter<T>(_ body: (Database) throws -> T) throws -> T {
+        if let access = currentAccess { throw Self.nestingError(access) }
+        var whenDone: [() -> Void] = []
+        defer { for action in whenDone { action() } }
+        return try writer.withLock { db in try lease(.writing(db), whenDone: &whenDone) { try body(db) } }
+    }
+
+    /// Runs `body` with a reader connection of its own for the duration of the call (see
+    /// ``withWriter(_:)`` for nested calls).
     func withReader<T>(_ body: (Database) throws -> T) throws -> T {
-        if sharesWriter { return try withWriter(body) }
+        if let access = currentAccess { throw Self.nestingError(access) }
+        var whenDone: [() -> Void] = []
+        defer { for action in whenDone { action() } }
+        if sharesWriter {
+            return try writer.withLock { db in try lease(.reading(db), whenDone: &whenDone) { try body(db) } }
+        }
         let reader = try checkOutReader()
-        defer { checkIn(reader) }
-        return try body(reader)
+        defer { checkIn(reader) }   // before what waited for this read runs (it may read)
+        return try lease(.reading(reader), whenDone: &whenDone) { try body(reader) }
+    }
+
+    /// The error for a connection asked for by a thread that already holds `access`.
+    static func nestingError(_ access: Access) -> StoreError {
+        switch access {
+        case .writing, .readingInWrite:
+            StoreError(.nesting, "this thread is inside a write on this store, which holds the writer connection")
+        case .reading:
+            StoreError(.nesting, "this thread is inside a read on this store, which holds a reader connection")
+        }
     }
 
     /// An idle reader, or the right to open one (counted in `opened`), waiting while neither.

@@ -8,11 +8,17 @@ extension Store {
     /// try store.migrate(migrator)
     /// ```
     ///
-    /// Throws ``StoreError`` of kind ``StoreError/Kind/migration`` (see ``Migrator``). Do not call
-    /// it from inside ``write(_:)``: the writer connection is in use there.
+    /// Throws ``StoreError`` of kind ``StoreError/Kind/migration`` (see ``Migrator``); of kind
+    /// ``StoreError/Kind/nesting`` inside a ``write(_:)`` or ``read(_:)`` (each migration commits
+    /// on its own); of kind ``StoreError/Kind/fileMoved`` when the file was deleted or replaced.
     ///
     /// Applied migrations take a version together, so live queries re-read.
     public func migrate(_ migrator: Migrator) throws(StoreError) {
+        if let access = pool.currentAccess {
+            throw StoreError(.nesting, "migrate was called inside a \(access.isWrite ? "write" : "read"): each migration "
+                             + "commits in a transaction of its own, so migrations cannot run inside one. Migrate outside")
+        }
+        try checkFile()
         var summary: CommitSummary?
         var failure: StoreError?
         try runOnWriter { db throws(StoreError) in
@@ -45,8 +51,12 @@ extension Store {
     /// Runs `body` on the writer connection, keeping the type of its error.
     func runOnWriter(_ body: (Database) throws(StoreError) -> Void) throws(StoreError) {
         var failure: StoreError?
-        pool.withWriter { db in
-            do throws(StoreError) { try body(db) } catch { failure = error }
+        do {
+            try pool.withWriter { db in
+                do throws(StoreError) { try body(db) } catch { failure = error }
+            }
+        } catch {
+            throw error as? StoreError ?? StoreError(.migration, "\(error)")
         }
         if let failure { throw failure }
     }

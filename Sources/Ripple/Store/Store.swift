@@ -22,9 +22,14 @@ public final class Store: Sendable {
         public var publicStatementArguments = false
         /// How long the change log keeps the changes of past versions. Default: the newest 10,000 versions.
         public var changeLogRetention: ChangeLogRetention = .versions(10_000)
-        /// How many bytes of the database file each connection maps into memory, so that reads
-        /// copy no pages through system calls (SQLite's `mmap_size`); 0 turns it off. Default 256 MiB.
-        public var memoryMapSize = 256 << 20
+        /// How many bytes of the database file each connection maps into memory (SQLite's
+        /// `mmap_size`). Default 0: off.
+        ///
+        /// Mapping saves reads a copy of each page through a system call (a few percent on large
+        /// scans). The risk is the process's life: when another program truncates the file while
+        /// it is mapped, touching a page past the new end kills the process (`SIGBUS`) instead of
+        /// returning an error. Turn it on only for a file no other program writes.
+        public var memoryMapSize = 0
         /// While live queries are open, how often the store looks for commits made by other
         /// processes (see ``Store/noticeExternalWrites()``), in seconds; `nil` never looks.
         /// Default 0.25.
@@ -51,11 +56,18 @@ public final class Store: Sendable {
     let observation: ObservationCenter
     /// For tests: runs when ``noticeExternalWrites()`` saw a foreign commit, before it locks.
     let noticeGate = Locked<(@Sendable () -> Void)?>(nil)
+    /// The file the store opened at ``path`` (`nil` in memory), to tell when it is gone.
+    let openedFile: FileIdentity?
+    /// Whether the live queries were told that the file is gone.
+    let fileLoss = Locked(false)
 
     /// Opens (creating if needed) the database file at `path` and brings its schema up to date.
     ///
-    /// Throws ``StoreError`` with kind ``StoreError/Kind/unusableFile`` when the file is not a
-    /// database or is corrupt, and a ``DatabaseError`` when it cannot be opened.
+    /// Throws ``StoreError`` with kind ``StoreError/Kind/unusableFile`` when the file cannot be
+    /// opened (the message says why: a missing directory, a directory at `path`, a permission),
+    /// is not a database or is corrupt; with kind ``StoreError/Kind/fileMoved`` when another
+    /// store of this process has open a file that was at `path` and was deleted or replaced
+    /// (opening would start a different database beside it: release that store first).
     public convenience init(path: String, configuration: Configuration = Configuration()) throws {
         try self.init(location: path, configuration: configuration)
     }
@@ -70,7 +82,13 @@ public final class Store: Sendable {
         self.configuration = configuration
         let readOnly = configuration.readOnly
         let openPath = location.map { readOnly ? "file:\(Self.uriEscaped($0))?mode=ro" : $0 } ?? ":memory:"
-        let writer = try Database(path: openPath, readOnly: readOnly, configuration: configuration)
+        if let location, OpenStoreFiles.hasLostFile(at: location) {
+            throw StoreError(.fileMoved, "another Store in this process has open the database file that was at \(location), "
+                             + "which was deleted or replaced since: opening the path now would start a different database "
+                             + "beside it. Release that store first")
+        }
+        let writer = try Self.open(openPath, file: location, readOnly: readOnly, configuration: configuration)
+        self.openedFile = location.flatMap { FileIdentity(path: $0) }
         do {
             // The first statement reads the file header: a corrupt file or one that is not a
             // database fails here, before anything is written.
@@ -110,6 +128,18 @@ public final class Store: Sendable {
             }
             throw schemaFailure
         }
+        if let location, let openedFile { OpenStoreFiles.register(self, path: location, identity: openedFile) }
+    }
+
+    /// Opens the writer; a file that cannot be opened gets an error saying why.
+    private static func open(_ openPath: String, file: String?, readOnly: Bool,
+                             configuration: Configuration) throws -> Database {
+        do {
+            return try Database(path: openPath, readOnly: readOnly, configuration: configuration)
+        } catch {
+            guard let file, error.code == .cannotOpen else { throw error }
+            throw openFailure(path: file, readOnly: readOnly, error: error)
+        }
     }
 
     /// Switches the file to WAL mode. The switch needs a moment of exclusive access and does not
@@ -142,20 +172,43 @@ public final class Store: Sendable {
     /// Runs `body` in a write transaction on the writer connection (one writer at a time):
     /// committed when `body` returns, rolled back entirely when it throws.
     ///
-    /// Nested calls to ``Database/transaction(_:_:)`` inside `body` open savepoints.
-    ///
     /// A transaction that changes rows gets the next version number, and the rows it changed are
     /// logged in the same transaction (see ``changes(after:upTo:)``).
     ///
-    /// Calling `write` from inside a `write` closure is a programming error and traps: use the
-    /// ``Database`` the outer closure received (nested transactions become savepoints).
+    /// **Store calls inside a write join it.** A `write` (or a collection's write) called by the
+    /// same thread inside `body` runs in a savepoint of this transaction: undone alone when it
+    /// throws, committed with the rest. A `read` (or a collection's read, ``currentVersion()``)
+    /// sees this transaction's uncommitted changes. A live query subscribed inside `body` reads
+    /// its first result once the write ends. Calls that commit on their own (``migrate(_:)``,
+    /// ``writeWithoutTransaction(_:)``) and history throw ``StoreError/Kind/nesting``.
+    ///
+    /// Ripple runs the transaction: SQL that would end or nest it (`BEGIN`, `COMMIT`, `ROLLBACK`,
+    /// `SAVEPOINT`, `RELEASE`, `ATTACH`, `DETACH`) is refused before it runs with a
+    /// ``DatabaseError`` whose code is ``DatabaseError/ResultCode/authorization``. Nest with
+    /// ``Database/transaction(_:_:)`` or ``Database/savepoint(_:)``.
+    ///
+    /// - Throws: what `body` throws (nothing is committed); ``StoreError/Kind/nesting`` when
+    ///   called inside a ``read(_:)``; ``StoreError/Kind/fileMoved`` when the database file was
+    ///   deleted or replaced (nothing is committed).
     public func write<T>(_ body: (Database) throws -> T) throws -> T {
+        switch pool.currentAccess {
+        case .writing(let db)?:
+            return try db.savepoint { try body(db) }
+        case .reading?, .readingInWrite?:
+            throw StoreError(.nesting, "store.write was called inside a read: a read sees one committed state and "
+                             + "cannot change it. Do the reading and the writing in one store.write (its reads see its writes)")
+        case nil:
+            break
+        }
         var summary: CommitSummary?
         let result = try pool.withWriter { db in
             let log = try changeLog(of: db)
             return try db.transaction(.immediate) {
                 try log?.begin(db)
                 let result = try body(db)
+                // The last moment to refuse: committing to a file no longer at `path` would
+                // acknowledge a write that is lost when the store closes.
+                try checkFile()
                 summary = try log?.record(db)
                 if summary != nil {
                     observation.evaluateFilters(of: &summary!, in: db)
@@ -176,7 +229,18 @@ public final class Store: Sendable {
     /// call it directly when you know another process wrote (or in tests, to be deterministic).
     /// A foreign commit made without Ripple (so without a version) is given the next version;
     /// a read-only store only notices foreign commits that took a version.
+    ///
+    /// Inside a write it does nothing (no other connection can commit while the write holds the
+    /// write lock, and the write notices earlier commits itself); inside a read it throws
+    /// ``StoreError/Kind/nesting``. Throws ``StoreError/Kind/fileMoved`` (and ends every live
+    /// query with it) when the database file was deleted or replaced.
     public func noticeExternalWrites() throws {
+        switch pool.currentAccess {
+        case .writing?, .readingInWrite?: return
+        case .reading?: throw StoreError(.nesting, "noticeExternalWrites() was called inside a read: call it outside")
+        case nil: break
+        }
+        try checkFile()
         let summary = try pool.withWriter { db -> CommitSummary? in
             guard let log = try changeLog(of: db) else { return nil }
             let gate = noticeGate.withLock { $0 }
@@ -198,9 +262,24 @@ public final class Store: Sendable {
 
     /// Runs `body` in a read transaction on a reader connection: every read inside sees the same
     /// committed state, whatever the writer commits meanwhile.
+    ///
+    /// A `read` called by the same thread inside a read runs in it (same connection, same
+    /// state); inside a ``write(_:)`` it runs in the write and sees its uncommitted changes.
+    /// Either way `body` cannot write: a write inside a read throws ``StoreError/Kind/nesting``.
+    ///
+    /// - Throws: what `body` throws; ``StoreError/Kind/fileMoved`` when the database file was
+    ///   deleted or replaced.
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
-        try pool.withReader { db in
-            try db.transaction(.deferred) { try body(db) }
+        switch pool.currentAccess {
+        case .reading(let db)?, .readingInWrite(let db)?:
+            return try body(db)
+        case .writing(let db)?:
+            return try pool.withAccess(.readingInWrite(db)) { try db.readingOnly { try body(db) } }
+        case nil:
+            try checkFile()
+            return try pool.withReader { db in
+                try db.transaction(.deferred) { try body(db) }
+            }
         }
     }
 
@@ -209,12 +288,33 @@ public final class Store: Sendable {
     ///
     /// Rows changed by its statements are versioned and logged together, in a transaction of
     /// their own right after `body` returns (or throws), so live queries hear of them.
+    ///
+    /// It is the one place where `VACUUM`, `ATTACH`, `DETACH` and transactions of your own
+    /// (`BEGIN` … `COMMIT`) may run. A transaction still open when `body` returns is rolled back,
+    /// and the call throws.
+    ///
+    /// - Throws: what `body` throws; ``StoreError/Kind/nesting`` inside a write or a read (it
+    ///   cannot run outside their transaction); ``StoreError/Kind/fileMoved`` when the database
+    ///   file was deleted or replaced.
     public func writeWithoutTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+        if let access = pool.currentAccess {
+            throw StoreError(.nesting, "writeWithoutTransaction was called inside a "
+                             + (access.isWrite ? "write" : "read") + ": it runs outside any transaction, so it cannot run inside one")
+        }
+        try checkFile()
         var summary: CommitSummary?
         let result = try pool.withWriter { db in
             let log = try changeLog(of: db)
             try log?.begin(db)
-            let outcome = Result { try body(db) }
+            var outcome = Result { try db.allowingMaintenance { try body(db) } }
+            if db.isInTransaction {
+                try? db.allowingMaintenance { try db.executeScript("ROLLBACK") }
+                log?.capture.reset()
+                if case .success = outcome {
+                    outcome = .failure(StoreError(.invalidQuery, "writeWithoutTransaction: body left a transaction open; "
+                                                  + "it was rolled back (end your transactions with COMMIT)"))
+                }
+            }
             if let log, !log.capture.isEmpty {
                 summary = try db.transaction(.immediate) { try log.record(db) }
             } else if let log, !configuration.readOnly {

@@ -15,6 +15,12 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         public static let invalidQuery = Kind(name: "invalid query")
         /// The database file cannot be used (corrupt, not a database, unreadable).
         public static let unusableFile = Kind(name: "unusable file")
+        /// The database file was deleted, moved or replaced while the store had it open: what
+        /// the store would write or read is no longer the file at its path.
+        public static let fileMoved = Kind(name: "file moved")
+        /// The call cannot run where it was made: a write inside a read, or a migration or
+        /// ``Store/writeWithoutTransaction(_:)`` (which commit on their own) inside a write or a read.
+        public static let nesting = Kind(name: "nesting")
         public var description: String { name }
     }
 
