@@ -1,0 +1,92 @@
+import Foundation
+@testable import Ripple
+import Testing
+
+/// Misuse and bad input that must end in a short, precise error rather than a trap or a
+/// description tens of kilobytes long.
+@Suite struct MisuseErrorTests {
+    let directory: TemporaryDirectory
+    init() throws { directory = try TemporaryDirectory() }
+
+    /// `SELECT * FROM items WHERE missing = 0 OR missing = 1 OR …` with `terms` terms: tens of
+    /// kilobytes of SQL naming a column the table does not have. With 2,000 terms SQLite refuses
+    /// it first for its depth ("Expression tree is too large"): either way, it fails.
+    static func hugeOr(terms: Int) -> String {
+        "SELECT * FROM items WHERE " + (0..<terms).map { "missing = \($0)" }.joined(separator: " OR ")
+    }
+
+    // MARK: Descriptions
+
+    @Test func aHugeFailingStatementHasAShortDescriptionAndKeepsItsWholeSQL() throws {
+        let store = try Store(path: directory.path("huge.sqlite"))
+        try store.write { try $0.execute("CREATE TABLE items(id INTEGER PRIMARY KEY)") }
+        let sql = Self.hugeOr(terms: 2_000)
+        #expect(sql.utf8.count > 20_000)
+        let error = #expect(throws: DatabaseError.self) { try store.read { try $0.fetchAll(sql) } }
+        let keepsTheSQL = error?.sql == sql
+        #expect(keepsTheSQL)
+        // (Booleans, not the description itself, in the expectations: a failure must not print it.)
+        let description = error?.description ?? ""
+        let length = description.utf8.count
+        #expect(length < 1_024)
+        let namesTheFailure = description.contains(error?.message ?? "?")
+        let showsTheStart = description.contains("while executing `SELECT * FROM items WHERE missing = 0 OR missing = 1")
+        let marksTheCut = description.contains("… (\(sql.count) characters)")
+        #expect(namesTheFailure && showsTheStart && marksTheCut)
+    }
+
+    @Test func aHugeFailingMigrationHasAShortStoreErrorDescription() throws {
+        let store = try Store(path: directory.path("huge-migration.sqlite"))
+        try store.write { try $0.execute("CREATE TABLE items(id INTEGER PRIMARY KEY)") }
+        let sql = "CREATE VIEW everything AS " + Self.hugeOr(terms: 2_000)
+        var migrator = Migrator(domain: "app")
+        migrator.register(name: "0001_huge_view", sql: sql)
+        let error = #expect(throws: StoreError.self) { try migrator.migrate(store) }
+        #expect(error?.kind == .migration)
+        let keepsTheSQL = error?.underlying?.sql == sql
+        #expect(keepsTheSQL)
+        let description = error?.description ?? ""
+        let length = description.utf8.count
+        #expect(length < 1_024)
+        let namesTheMigration = description.contains("0001_huge_view")
+        let namesTheFailure = description.contains(error?.underlying?.message ?? "?")
+        #expect(namesTheMigration && namesTheFailure)
+    }
+
+    @Test func shortSQLIsDescribedWhole() {
+        let sql = "INSERT INTO items(id) VALUES (1)"
+        let error = DatabaseError(code: .constraint, message: "UNIQUE constraint failed: items.id", sql: sql)
+        #expect(error.description.hasSuffix("while executing `\(sql)`"))
+        #expect(!error.description.contains("characters)"))
+    }
+
+    @Test func theSQLIsCutBetweenCharactersNeverInsideOne() throws {
+        // Decomposed "é" (e + U+0301) and a family emoji (several scalars joined) straddle the cut
+        // wherever it falls near the start: a cut by bytes or scalars would split one of them.
+        let sql = String(repeating: "e\u{301}👩‍👩‍👧", count: 400)
+        let error = DatabaseError(code: .error, message: "syntax error", sql: sql)
+        let description = error.description
+        let shown = try #require(description.firstRange(of: "`").map { description[$0.upperBound...] })
+        let cut = try #require(shown.firstRange(of: "… (")).lowerBound
+        let prefix = shown[..<cut]
+        #expect(!prefix.isEmpty)
+        #expect(prefix.count < 400)
+        let wholeCharacters = sql.starts(with: prefix)
+        #expect(wholeCharacters, "the shown SQL is a prefix of the SQL's characters")
+        #expect(prefix.unicodeScalars.last == "\u{301}" || prefix.unicodeScalars.last == "👧")
+        let marksTheCut = description.hasSuffix("… (\(sql.count) characters)`")
+        #expect(marksTheCut)
+    }
+
+    @Test func shownArgumentsAreCappedToo() {
+        let arguments = (0..<2_000).map { SQLValue.integer(Int64($0)) }
+        let error = DatabaseError(code: .error, message: "no such column: missing", sql: Self.hugeOr(terms: 2_000),
+                                  arguments: arguments, showsArguments: true)
+        let length = error.description.utf8.count
+        #expect(length < 1_024)
+        let showsTheFirst = error.description.contains("with arguments [0, 1, 2")
+        let countsThemAll = error.description.contains("(2000 arguments)")
+        #expect(showsTheFirst && countsThemAll)
+        #expect(error.arguments.count == 2_000)
+    }
+}
