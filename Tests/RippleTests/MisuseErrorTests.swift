@@ -1,5 +1,6 @@
 import Foundation
 @testable import Ripple
+import RippleTesting
 import Testing
 
 /// Misuse and bad input that must end in a short, precise error rather than a trap or a
@@ -88,5 +89,63 @@ import Testing
         let countsThemAll = error.description.contains("(2000 arguments)")
         #expect(showsTheFirst && countsThemAll)
         #expect(error.arguments.count == 2_000)
+    }
+
+    // MARK: ripple history
+
+    /// Runs the built `ripple` executable with `arguments`: its exit status, standard output and
+    /// standard error.
+    func ripple(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+        let executable = try #require(RippleExecutable.url(),
+                                      "the `ripple` executable is not built: run `swift build --build-tests` first")
+        let output = directory.path("stdout-\(UUID().uuidString).txt")
+        let errors = directory.path("stderr-\(UUID().uuidString).txt")
+        try #require(FileManager.default.createFile(atPath: output, contents: nil))
+        try #require(FileManager.default.createFile(atPath: errors, contents: nil))
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
+        try process.run()
+        process.waitUntilExit()
+        return (process.terminationStatus, try String(contentsOfFile: output, encoding: .utf8),
+                try String(contentsOfFile: errors, encoding: .utf8))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func historyTakesNegativeVersionsSpacedAsWellAsWithEquals() throws {
+        let path = directory.path("history.sqlite")
+        let current: Int64
+        do {
+            let store = try Store(path: path)
+            try store.write { try $0.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT)") }
+            for name in ["a", "b", "c"] {
+                try store.write { try $0.execute("INSERT INTO items(name) VALUES (?)", [name]) }
+            }
+            current = try store.currentVersion()
+        }
+        let command = ["history", path, "--table", "items"]
+
+        // Negative versions reach the store, which refuses them by name (they are older than any
+        // change log), whichever way they are spelled; before, the parser took `-3` for an option
+        // and answered "Missing value for '--from <from>'".
+        let spaced = try ripple(command + ["--from", "-3", "--to", "-1"])
+        let joined = try ripple(command + ["--from=-3", "--to=-1"])
+        #expect(spaced.status == joined.status)
+        #expect(spaced.output == joined.output)
+        #expect(spaced.errors == joined.errors)
+        #expect(spaced.status == 1)
+        #expect(spaced.errors.contains("version -3 is older than the change log keeps"), "\(spaced.errors)")
+        #expect(!spaced.errors.contains("Missing value"), "\(spaced.errors)")
+
+        // Ordinary versions read the same either way, and succeed.
+        let from = String(current - 2), to = String(current)
+        let plain = try ripple(command + ["--from", from, "--to", to])
+        let equals = try ripple(command + ["--from=\(from)", "--to=\(to)"])
+        #expect(plain.status == 0, "\(plain.errors)")
+        #expect(plain.output == equals.output && plain.status == equals.status)
+        #expect(plain.output.hasPrefix("version \(from) (start): 1 rows"), "\(plain.output)")
+        #expect(plain.output.contains("version \(to): 0 deleted, 1 inserted"), "\(plain.output)")
     }
 }
