@@ -16,6 +16,85 @@ import Testing
         "SELECT * FROM items WHERE " + (0..<terms).map { "missing = \($0)" }.joined(separator: " OR ")
     }
 
+    // MARK: Migrator misuse (each of these was a precondition failure: the process trapped)
+
+    @Test func registeringAMigrationNameTwiceThrowsNamingItAndItsDomain() throws {
+        var migrator = try Migrator(domain: "app")
+        try migrator.register(name: "0001_create", sql: "CREATE TABLE a(x)")
+        let twice = #expect(throws: StoreError.self) { try migrator.register(name: "0001_create", sql: "CREATE TABLE b(x)") }
+        #expect(twice?.kind == .migration)
+        #expect(twice?.message.contains("migration \"0001_create\" is registered twice in domain \"app\"") == true, "\(String(describing: twice))")
+        let closure = #expect(throws: StoreError.self) { try migrator.register(name: "0001_create") { _ in } }
+        #expect(closure?.kind == .migration)
+        #expect(closure?.message.contains("\"0001_create\"") == true)
+        #expect(migrator.migrations.map(\.name) == ["0001_create"], "a refused migration is not registered")
+    }
+
+    @Test func anEmptyMigrationNameThrows() throws {
+        var migrator = try Migrator(domain: "app")
+        let sql = #expect(throws: StoreError.self) { try migrator.register(name: "", sql: "CREATE TABLE a(x)") }
+        #expect(sql?.kind == .migration)
+        #expect(sql?.message.contains("empty") == true && sql?.message.contains("\"app\"") == true, "\(String(describing: sql))")
+        let closure = #expect(throws: StoreError.self) { try migrator.register(name: "") { _ in } }
+        #expect(closure?.kind == .migration)
+        #expect(migrator.migrations.isEmpty)
+    }
+
+    @Test func theStoresReservedDomainIsRefused() throws {
+        let error = #expect(throws: StoreError.self) { try Migrator(domain: "ripple") }
+        #expect(error?.kind == .migration)
+        #expect(error?.message.contains("\"ripple\" is reserved") == true, "\(String(describing: error))")
+        let url = directory.url.appendingPathComponent("migrations")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        let fromFiles = #expect(throws: StoreError.self) { try Migrator(domain: "ripple", directory: url) }
+        #expect(fromFiles?.message == error?.message)
+    }
+
+    @Test func anEmptyDomainIsRefused() {
+        let error = #expect(throws: StoreError.self) { try Migrator(domain: "") }
+        #expect(error?.kind == .migration)
+        #expect(error?.message.contains("domain") == true && error?.message.contains("empty") == true, "\(String(describing: error))")
+    }
+
+    @Test func migratingWhileTheWriterIsInsideATransactionThrows() throws {
+        let store = try Store(path: directory.path("open-transaction.sqlite"))
+        var migrator = try Migrator(domain: "app")
+        try migrator.register(name: "0001_create", sql: "CREATE TABLE a(x)")
+        // A BEGIN without its COMMIT leaves the writer connection inside a transaction.
+        try store.writeWithoutTransaction { try $0.execute("BEGIN") }
+        let error = #expect(throws: StoreError.self) { try store.migrate(migrator) }
+        #expect(error?.kind == .migration)
+        #expect(error?.message.contains("domain \"app\"") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("transactions of their own") == true, "\(String(describing: error))")
+        try store.writeWithoutTransaction { try $0.execute("ROLLBACK") }
+        #expect(try migrator.pendingMigrations(in: store) == ["0001_create"])
+        // Once the transaction is over, the same migrator applies.
+        try store.migrate(migrator)
+        #expect(try migrator.appliedMigrations(in: store) == ["0001_create"])
+    }
+
+    // MARK: LiveQueryGroup misuse
+
+    @Test func anEmptyLiveQueryGroupThrows() {
+        let error = #expect(throws: StoreError.self) { try LiveQueryGroup<Row>([]) }
+        #expect(error?.kind == .invalidQuery)
+        #expect(error?.message.contains("at least one query") == true, "\(String(describing: error))")
+    }
+
+    @Test func aLiveQueryGroupOverTwoStoresThrows() throws {
+        let first = try Store(path: directory.path("first.sqlite"))
+        let second = try Store(path: directory.path("second.sqlite"))
+        let query = "SELECT name FROM sqlite_schema"
+        let queries = [first.liveQuery(sql: query, identity: "name"), first.liveQuery(sql: query, identity: "name"),
+                       second.liveQuery(sql: query, identity: "name")]
+        let error = #expect(throws: StoreError.self) { try LiveQueryGroup(queries) }
+        #expect(error?.kind == .invalidQuery)
+        let namesBoth = error?.message.contains("first.sqlite") == true && error?.message.contains("second.sqlite") == true
+        #expect(namesBoth, "\(String(describing: error))")
+        #expect(error?.message.contains("query 3") == true, "\(String(describing: error))")
+        #expect(try LiveQueryGroup(Array(queries.prefix(2))).queries.count == 2)
+    }
+
     // MARK: Descriptions
 
     @Test func aHugeFailingStatementHasAShortDescriptionAndKeepsItsWholeSQL() throws {
@@ -40,8 +119,8 @@ import Testing
         let store = try Store(path: directory.path("huge-migration.sqlite"))
         try store.write { try $0.execute("CREATE TABLE items(id INTEGER PRIMARY KEY)") }
         let sql = "CREATE VIEW everything AS " + Self.hugeOr(terms: 2_000)
-        var migrator = Migrator(domain: "app")
-        migrator.register(name: "0001_huge_view", sql: sql)
+        var migrator = try Migrator(domain: "app")
+        try migrator.register(name: "0001_huge_view", sql: sql)
         let error = #expect(throws: StoreError.self) { try migrator.migrate(store) }
         #expect(error?.kind == .migration)
         let keepsTheSQL = error?.underlying?.sql == sql
