@@ -32,10 +32,14 @@ struct HistoryCommand: ParsableCommand {
     @Option(name: .customLong("order-by"), help: ArgumentHelp("A column to order the result by.", valueName: "column"))
     var orderBy: String?
 
-    @Option(help: "The first version.")
+    // `.unconditional`: the word after --from/--to is its value even when it starts with "-", so
+    // that `--from -3` reaches the store (which refuses a version older than its change log by
+    // name) as `--from=-3` does, instead of being taken for an option.
+    @Option(parsing: .unconditional, help: ArgumentHelp("The first version: 0 (the store before its first change) or later.",
+                                                        valueName: "version"))
     var from: Int64
 
-    @Option(help: "The last version.")
+    @Option(parsing: .unconditional, help: ArgumentHelp("The last version: at most the store's current one.", valueName: "version"))
     var to: Int64
 
     func run() throws {

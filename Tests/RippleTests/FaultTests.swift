@@ -259,8 +259,8 @@ import Testing
         defer { subscription.cancel() }
         let version = try setup.store.currentVersion()
 
-        var migrator = Migrator(domain: "app")
-        migrator.register(name: "0001_half", sql: """
+        var migrator = try Migrator(domain: "app")
+        try migrator.register(name: "0001_half", sql: """
             UPDATE todos SET title = 'migrated';
             INSERT INTO no_such_table VALUES (1)
             """)
@@ -276,8 +276,8 @@ import Testing
 
         // The same in Swift: a closure that writes, then throws.
         struct Halfway: Error {}
-        var closure = Migrator(domain: "code")
-        closure.register(name: "0001_half") { db in
+        var closure = try Migrator(domain: "code")
+        try closure.register(name: "0001_half") { db in
             try db.execute("CREATE TABLE created_halfway(x)")
             try db.execute("UPDATE todos SET title = 'migrated'")
             throw Halfway()
@@ -291,8 +291,8 @@ import Testing
 
         // The store is usable, and a corrected migration applies.
         try setup.todos.insert(Todo.make(40))
-        var fixed = Migrator(domain: "app")
-        fixed.register(name: "0001_half", sql: "UPDATE todos SET title = 'migrated'")
+        var fixed = try Migrator(domain: "app")
+        try fixed.register(name: "0001_half", sql: "UPDATE todos SET title = 'migrated'")
         try setup.store.migrate(fixed)
         #expect(try setup.todos.fetchAll().allSatisfy { $0.title == "migrated" })
         #expect(try setup.store.currentVersion() == version + 2)
@@ -307,9 +307,9 @@ import Testing
         defer { subscription.cancel() }
         let version = try setup.store.currentVersion()
 
-        var migrator = Migrator(domain: "app")
-        migrator.register(name: "0001_rename", sql: "UPDATE todos SET title = 'renamed'")
-        migrator.register(name: "0002_broken", sql: "INSERT INTO no_such_table VALUES (1)")
+        var migrator = try Migrator(domain: "app")
+        try migrator.register(name: "0001_rename", sql: "UPDATE todos SET title = 'renamed'")
+        try migrator.register(name: "0002_broken", sql: "INSERT INTO no_such_table VALUES (1)")
         #expect(throws: StoreError.self) { try setup.store.migrate(migrator) }
         // 0001 is applied (each migration commits on its own), 0002 is not.
         #expect(try migrator.appliedMigrations(in: setup.store) == ["0001_rename"])

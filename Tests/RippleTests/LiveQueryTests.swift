@@ -372,7 +372,7 @@ import Testing
     @Test func aGroupDeliversOneEventPerCommitAtOneVersion() throws {
         var seeded = (0..<4).map { Todo.make($0, done: $0 % 2 == 1) }
         try todos.insert(contentsOf: seeded)
-        let group = LiveQueryGroup([
+        let group = try LiveQueryGroup([
             try todos.filter(Column("done") == false).order(by: Column("rank")).live(),
             try todos.filter(Column("done") == true).order(by: Column("rank")).live(),
         ])

@@ -132,14 +132,14 @@ import Testing
 
     @Test func eachMigrationRunsInItsOwnTransaction() throws {
         let store = try Store(path: directory.path("transactions.sqlite"))
-        var migrator = Migrator(domain: "app")
-        migrator.register(name: "0001_create", sql: "CREATE TABLE items(id INTEGER PRIMARY KEY)")
-        migrator.register(name: "0002_check") { db in
+        var migrator = try Migrator(domain: "app")
+        try migrator.register(name: "0001_create", sql: "CREATE TABLE items(id INTEGER PRIMARY KEY)")
+        try migrator.register(name: "0002_check") { db in
             // Inside a transaction, and the previous migration is already there.
             guard db.isInTransaction else { throw StoreError(.migration, "not in a transaction") }
             try db.execute("INSERT INTO items(id) VALUES (1)")
         }
-        migrator.register(name: "0003_fails", sql: "INSERT INTO items(id) VALUES (2); INSERT INTO items(id) VALUES (1);")
+        try migrator.register(name: "0003_fails", sql: "INSERT INTO items(id) VALUES (2); INSERT INTO items(id) VALUES (1);")
         let error = #expect(throws: StoreError.self) { try migrator.migrate(store) }
         #expect(error?.message.contains("0003_fails") == true)
         #expect(error?.underlying?.code == .constraint)
@@ -206,14 +206,14 @@ import Testing
 
     @Test func anAppliedMigrationNoLongerRegisteredIsAnError() throws {
         let store = try Store(path: directory.path("removed.sqlite"))
-        var migrator = Migrator(domain: "app")
-        migrator.register(name: "0001_a", sql: "CREATE TABLE a(x)")
-        migrator.register(name: "0002_b", sql: "CREATE TABLE b(x)")
+        var migrator = try Migrator(domain: "app")
+        try migrator.register(name: "0001_a", sql: "CREATE TABLE a(x)")
+        try migrator.register(name: "0002_b", sql: "CREATE TABLE b(x)")
         try migrator.migrate(store)
 
-        var shorter = Migrator(domain: "app")
-        shorter.register(name: "0001_a", sql: "CREATE TABLE a(x)")
-        shorter.register(name: "0003_c", sql: "CREATE TABLE c(x)")
+        var shorter = try Migrator(domain: "app")
+        try shorter.register(name: "0001_a", sql: "CREATE TABLE a(x)")
+        try shorter.register(name: "0003_c", sql: "CREATE TABLE c(x)")
         let error = #expect(throws: StoreError.self) { try shorter.migrate(store) }
         #expect(error?.message.contains("0002_b") == true)
         #expect(error?.message.contains("not registered") == true)
@@ -242,9 +242,9 @@ import Testing
 
     @Test func closureMigrationsMixWithSQLAndAreChecksummedByName() throws {
         let store = try Store(path: directory.path("closures.sqlite"))
-        var migrator = Migrator(domain: "app")
-        migrator.register(name: "0001_create", sql: "CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT)")
-        migrator.register(name: "0002_seed") { db in
+        var migrator = try Migrator(domain: "app")
+        try migrator.register(name: "0001_create", sql: "CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT)")
+        try migrator.register(name: "0002_seed") { db in
             for body in ["one", "two", "three"] { try db.execute("INSERT INTO notes(body) VALUES (?)", [body]) }
         }
         try migrator.migrate(store)
@@ -256,7 +256,7 @@ import Testing
         // A closure that fails rolls back what it did, and the error says which migration.
         struct Refused: Error {}
         var more = migrator
-        more.register(name: "0003_refuse") { db in
+        try more.register(name: "0003_refuse") { db in
             try db.execute("DELETE FROM notes")
             throw Refused()
         }
@@ -267,8 +267,8 @@ import Testing
 
     @Test func aMigrationThatEndsItsTransactionIsAnError() throws {
         let store = try Store(path: directory.path("commit.sqlite"))
-        var migrator = Migrator(domain: "app")
-        migrator.register(name: "0001_commits", sql: "CREATE TABLE a(x); COMMIT;")
+        var migrator = try Migrator(domain: "app")
+        try migrator.register(name: "0001_commits", sql: "CREATE TABLE a(x); COMMIT;")
         let error = #expect(throws: StoreError.self) { try migrator.migrate(store) }
         #expect(error?.underlying?.code == .authorization, "\(String(describing: error))")
         #expect(try migrator.appliedMigrations(in: store).isEmpty)
@@ -276,10 +276,10 @@ import Testing
 
     @Test func domainsAreTrackedApart() throws {
         let path = directory.path("domains.sqlite")
-        var app = Migrator(domain: "app")
-        app.register(name: "0001_init", sql: "CREATE TABLE app_items(x)")
-        var plugin = Migrator(domain: "plugin")
-        plugin.register(name: "0001_init", sql: "CREATE TABLE plugin_items(x)")
+        var app = try Migrator(domain: "app")
+        try app.register(name: "0001_init", sql: "CREATE TABLE app_items(x)")
+        var plugin = try Migrator(domain: "plugin")
+        try plugin.register(name: "0001_init", sql: "CREATE TABLE plugin_items(x)")
         do {
             let store = try Store(path: path)
             try store.migrate(app)

@@ -42,7 +42,7 @@ import Testing
             }
         }
         let sizes = store.liveQuery(sql: "SELECT done, count(*) AS n FROM todos GROUP BY done", identity: "done")
-        let screen = LiveQueryGroup([open, try todos.filter(Column("done") == true).live()])
+        let screen = try LiveQueryGroup([open, try todos.filter(Column("done") == true).live()])
         let sections = Locked<[[Changeset]]>([])
         let sectionsSubscription = screen.subscribe { event in sections.withLock { $0.append(event.members.map(\.changeset)) } }
         let sizesSubscriber = ListViewSubscriber<Row>()

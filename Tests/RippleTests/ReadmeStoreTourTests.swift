@@ -17,8 +17,8 @@ import Testing
         let store = try Store(path: directory.path("todos.sqlite"))   // WAL: one writer, a pool of readers
         let todos = try store.collection("todos", of: Todo.self)       // a table with a column per property
 
-        var migrator = Migrator(domain: "app")                         // or Migrator(domain:directory:) over NNNN_name.sql
-        migrator.register(name: "0001_index_rank", sql: "CREATE INDEX todos_by_rank ON todos(rank)")
+        var migrator = try Migrator(domain: "app")                     // or Migrator(domain:directory:) over NNNN_name.sql
+        try migrator.register(name: "0001_index_rank", sql: "CREATE INDEX todos_by_rank ON todos(rank)")
         try store.migrate(migrator)                                     // each migration once, in its own transaction
 
         let milk = Todo(id: UUID(), title: "Milk", rank: 2, done: false, tags: ["shop"])

@@ -9,7 +9,7 @@ import RippleSchema
 ///
 /// ```swift
 /// var migrator = try Migrator(domain: "app", directory: migrationsURL)  // 0001_create_todos.sql, …
-/// migrator.register(name: "0005_backfill_titles") { db in
+/// try migrator.register(name: "0005_backfill_titles") { db in
 ///     try db.execute("UPDATE todos SET title = ? WHERE title IS NULL", ["Untitled"])
 /// }
 /// try migrator.migrate(store)   // or: try store.migrate(migrator)
@@ -24,6 +24,11 @@ import RippleSchema
 ///
 /// A migration must not contain `BEGIN`, `COMMIT` or `ROLLBACK` (it runs inside a transaction),
 /// nor statements that cannot run in one (`VACUUM`, `PRAGMA journal_mode`).
+///
+/// Misuse throws rather than traps, since domains and names often come from configuration or
+/// files: an empty or reserved domain, an empty name, a name registered twice, migrating while
+/// the writer connection is inside a transaction — each a ``StoreError`` of kind
+/// ``StoreError/Kind/migration`` naming the domain and the migration.
 public struct Migrator: Sendable {
     /// The domain the migrations are recorded under, apart from other domains' migrations.
     public let domain: String
@@ -33,20 +38,30 @@ public struct Migrator: Sendable {
     /// The domain of the store's own schema, reserved.
     static let storeDomain = "ripple"
 
-    /// An empty migrator for `domain` (any name but the store's reserved `"ripple"`).
-    public init(domain: String) {
-        precondition(!domain.isEmpty, "Migrator: the domain must not be empty")
-        precondition(domain != Self.storeDomain, "Migrator: the domain \"\(Self.storeDomain)\" is reserved for the store's own schema")
+    /// An empty migrator for `domain`.
+    ///
+    /// Throws ``StoreError`` of kind ``StoreError/Kind/migration`` when `domain` is empty or is
+    /// the store's reserved `"ripple"`.
+    public init(domain: String) throws(StoreError) {
+        guard !domain.isEmpty else {
+            throw StoreError(.migration, "a migration domain must not be empty: name it after the application or module "
+                             + "whose migrations it holds (\"app\")")
+        }
+        guard domain != Self.storeDomain else {
+            throw StoreError(.migration, "the migration domain \"\(Self.storeDomain)\" is reserved for the store's own schema: "
+                             + "register your migrations in a domain of your own (\"app\")")
+        }
         self.domain = domain
     }
 
     /// A migrator for `domain` with the migrations of the `NNNN_name.sql` files in `directory`,
     /// in numeric order (`0002_…` before `0010_…`). Other files and sub-directories are ignored.
     ///
-    /// Throws ``StoreError`` of kind ``StoreError/Kind/migration`` when the directory cannot be
-    /// read, a `.sql` file's name is not `NNNN_name.sql`, or two files share a number.
+    /// Throws ``StoreError`` of kind ``StoreError/Kind/migration`` when `domain` is empty or
+    /// reserved, the directory cannot be read, a `.sql` file's name is not `NNNN_name.sql`, or
+    /// two files share a number.
     public init(domain: String, directory: URL) throws(StoreError) {
-        self.init(domain: domain)
+        try self.init(domain: domain)
         let urls: [URL]
         do {
             urls = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: [.isDirectoryKey])
@@ -72,23 +87,33 @@ public struct Migrator: Sendable {
     }
 
     /// Registers SQL migration `name` (one or more `;`-separated statements), applied after those
-    /// registered before it. Registering a name twice is a programmer error (a trap).
-    public mutating func register(name: String, sql: String) {
-        append(Migration(name: name, sql: sql))
+    /// registered before it.
+    ///
+    /// Throws ``StoreError`` of kind ``StoreError/Kind/migration`` (and registers nothing) when
+    /// `name` is empty or already registered in this domain.
+    public mutating func register(name: String, sql: String) throws(StoreError) {
+        try append(Migration(name: name, sql: sql))
     }
 
     /// Registers a migration written in Swift: `body` runs inside the migration's transaction.
     ///
     /// Its recorded checksum is that of its name only, so later edits to the closure are not
     /// detected: change a released migration by adding a new one.
-    public mutating func register(name: String, body: @escaping @Sendable (Database) throws -> Void) {
-        append(Migration(name: name, body: body))
+    ///
+    /// Throws as ``register(name:sql:)`` does.
+    public mutating func register(name: String, body: @escaping @Sendable (Database) throws -> Void) throws(StoreError) {
+        try append(Migration(name: name, body: body))
     }
 
-    private mutating func append(_ migration: Migration) {
-        precondition(!migration.name.isEmpty, "Migrator: a migration name must not be empty")
-        precondition(!migrations.contains { $0.name == migration.name },
-                     "Migrator: migration \"\(migration.name)\" is registered twice in domain \"\(domain)\"")
+    private mutating func append(_ migration: Migration) throws(StoreError) {
+        guard !migration.name.isEmpty else {
+            throw StoreError(.migration, "a migration name must not be empty (domain \"\(domain)\"): name it like "
+                             + "0001_create_todos, unique in its domain")
+        }
+        guard !migrations.contains(where: { $0.name == migration.name }) else {
+            throw StoreError(.migration, "migration \"\(migration.name)\" is registered twice in domain \"\(domain)\": "
+                             + "names are recorded in the database, so give each migration a name of its own")
+        }
         migrations.append(migration)
     }
 
@@ -107,7 +132,7 @@ public struct Migrator: Sendable {
             numbered.append((number, name, file.name, file.sql))
         }
         for file in numbered.sorted(by: { $0.number < $1.number }) {
-            append(Migration(name: file.name, fileName: file.fileName, sql: file.sql))
+            try append(Migration(name: file.name, fileName: file.fileName, sql: file.sql))
         }
     }
 
@@ -162,9 +187,14 @@ public struct Migrator: Sendable {
     /// Verifies the applied migrations of this domain, then applies the pending ones, each in its
     /// own transaction. With `checkOnly`, pending migrations are an error instead (a read-only store).
     ///
-    /// `db` must not be in a transaction.
+    /// Throws when `db` is inside a transaction (one begun with `BEGIN` and left open): migrations
+    /// are not applied inside another transaction.
     func migrate(_ db: Database, checkOnly: Bool = false) throws(StoreError) {
-        precondition(!db.isInTransaction, "Migrator: migrations run in transactions of their own, not inside one")
+        guard !db.isInTransaction else {
+            throw StoreError(.migration, "cannot apply the migrations of domain \"\(domain)\": the writer connection is inside "
+                             + "a transaction (a BEGIN without its COMMIT or ROLLBACK?). Migrations run in transactions of "
+                             + "their own, not inside a write or an open transaction: end it first, then migrate")
+        }
         if !checkOnly { try createBookkeepingTable(db) }
         let applied = try applied(db)
         let registered = Dictionary(migrations.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })

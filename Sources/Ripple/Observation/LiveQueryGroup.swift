@@ -6,8 +6,8 @@ import RippleDiff
 /// gives (at most) one event.
 ///
 /// ```swift
-/// let screen = LiveQueryGroup([try todos.filter(Column("done") == false).live(),
-///                              try todos.filter(Column("done") == true).live()])
+/// let screen = try LiveQueryGroup([try todos.filter(Column("done") == false).live(),
+///                                  try todos.filter(Column("done") == true).live()])
 /// let subscription = screen.subscribe { event in
 ///     for (section, member) in event.members.enumerated() { apply(member.changeset, to: section) }
 /// }
@@ -17,10 +17,27 @@ public struct LiveQueryGroup<Element: Sendable>: Sendable {
     public let queries: [LiveQuery<Element>]
 
     /// A group of `queries`, which must all read the same store.
-    public init(_ queries: [LiveQuery<Element>]) {
-        precondition(!queries.isEmpty, "Ripple: a LiveQueryGroup needs at least one query")
-        precondition(queries.allSatisfy { $0.store === queries[0].store },
-                     "Ripple: the queries of a LiveQueryGroup must read the same store")
+    ///
+    /// Throws ``StoreError`` of kind ``StoreError/Kind/invalidQuery`` when `queries` is empty
+    /// (a group has no versions to deliver without a store: when a screen built from data has no
+    /// sections, do not subscribe), or when two of them read different stores (their versions
+    /// cannot be compared, nor read in one transaction).
+    public init(_ queries: [LiveQuery<Element>]) throws(StoreError) {
+        guard let store = queries.first?.store else {
+            throw StoreError(.invalidQuery, "a LiveQueryGroup needs at least one query: with nothing to observe, do not "
+                             + "make a group (it would have no store to take versions from)")
+        }
+        if let other = queries.firstIndex(where: { $0.store !== store }) {
+            let otherStore: String
+            switch (store.path, queries[other].store.path) {
+            case let (path?, otherPath?) where path == otherPath: otherStore = "another Store opened on that file"
+            case (nil, nil): otherStore = "another in-memory store"
+            case (_, let otherPath): otherStore = otherPath ?? "an in-memory store"
+            }
+            throw StoreError(.invalidQuery, "the queries of a LiveQueryGroup must read one store: query 1 reads "
+                             + "\(store.path ?? "an in-memory store"), query \(other + 1) reads \(otherStore); "
+                             + "observe each store's queries in a group of their own")
+        }
         self.queries = queries
     }
 

@@ -33,13 +33,31 @@ public struct DatabaseError: Error, CustomStringConvertible, Sendable {
         self.showsArguments = showsArguments
     }
 
+    /// SQLite's codes and message, then the SQL and (when shown) the arguments, each cut to its
+    /// first 300 characters with its full length noted: a statement of 2,000 terms gives a
+    /// description of a few hundred characters. ``sql`` and ``arguments`` keep the whole.
     public var description: String {
         var text = "SQLite error \(extendedCode.rawValue) (\(code.name)): \(message)"
-        if let sql { text += " — while executing `\(sql)`" }
+        if let sql { text += " — while executing `\(Self.abbreviated(sql))`" }
         if !arguments.isEmpty {
-            text += showsArguments ? " with arguments \(arguments)" : " (\(arguments.count) arguments hidden)"
+            text += showsArguments
+                ? " with arguments \(Self.abbreviated("\(arguments)", length: "\(arguments.count) arguments"))"
+                : " (\(arguments.count) arguments hidden)"
         }
         return text
+    }
+
+    /// How many characters of the SQL, and of the shown arguments, ``description`` includes.
+    static let descriptionLimit = 300
+
+    /// `text` when it has at most `limit` characters; else its first `limit` characters (whole
+    /// grapheme clusters: an emoji or an accented letter is never split), `…`, and its length
+    /// in parentheses: `length`, or `"N characters"`.
+    static func abbreviated(_ text: String, limit: Int = descriptionLimit, length: @autoclosure () -> String? = nil) -> String {
+        guard let cut = text.index(text.startIndex, offsetBy: limit, limitedBy: text.endIndex), cut != text.endIndex else {
+            return text
+        }
+        return "\(text[..<cut])… (\(length() ?? "\(text.count) characters"))"
     }
 
     /// SQLite's result codes, primary and extended.

@@ -3,8 +3,8 @@ extension Store {
     /// transaction, after checking that none of its applied migrations changed.
     ///
     /// ```swift
-    /// var migrator = Migrator(domain: "app")
-    /// migrator.register(name: "0001_create_todos", sql: "CREATE TABLE todos(id TEXT PRIMARY KEY, title TEXT)")
+    /// var migrator = try Migrator(domain: "app")
+    /// try migrator.register(name: "0001_create_todos", sql: "CREATE TABLE todos(id TEXT PRIMARY KEY, title TEXT)")
     /// try store.migrate(migrator)
     /// ```
     ///

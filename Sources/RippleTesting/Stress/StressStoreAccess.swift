@@ -35,17 +35,25 @@ protocol StressLiveSet: Sendable {
 /// query the element came from).
 struct StressLiveQueries<Element: Sendable>: StressLiveSet {
     let queries: [LiveQuery<Element>]
+    /// The queries as one group, when there are several.
+    let group: LiveQueryGroup<Element>?
     let convert: @Sendable (Int, Element) -> StressRow?
+
+    init(queries: [LiveQuery<Element>], convert: @escaping @Sendable (Int, Element) -> StressRow?) throws {
+        self.queries = queries
+        self.group = queries.count == 1 ? nil : try LiveQueryGroup(queries)
+        self.convert = convert
+    }
 
     func subscribe(on delivery: Delivery, onError: @escaping @Sendable (any Error) -> Void,
                    _ onEvent: @escaping @Sendable (StressObservedEvent) -> Void) -> Subscription {
         let convert = self.convert
-        if queries.count == 1 {
+        guard let group else {
             return queries[0].subscribe(on: delivery, onError: onError) { event in
                 onEvent(StressObservedEvent(members: [Self.member(event, 0, convert)]))
             }
         }
-        return LiveQueryGroup(queries).subscribe(on: delivery, onError: onError) { event in
+        return group.subscribe(on: delivery, onError: onError) { event in
             onEvent(StressObservedEvent(members: event.members.enumerated().map { Self.member($1, $0, convert) }))
         }
     }
@@ -54,18 +62,19 @@ struct StressLiveQueries<Element: Sendable>: StressLiveSet {
                  onEnd: @escaping @Sendable ((any Error)?) -> Void) -> Task<Void, Never> {
         let convert = self.convert
         let queries = self.queries
+        let group = self.group
         return Task {
             do {
                 var count = 0
-                if queries.count == 1 {
-                    for try await event in queries[0].events() {
-                        onEvent(StressObservedEvent(members: [Self.member(event, 0, convert)]))
+                if let group {
+                    for try await event in group.events() {
+                        onEvent(StressObservedEvent(members: event.members.enumerated().map { Self.member($1, $0, convert) }))
                         count += 1
                         if count >= limit { break }
                     }
                 } else {
-                    for try await event in LiveQueryGroup(queries).events() {
-                        onEvent(StressObservedEvent(members: event.members.enumerated().map { Self.member($1, $0, convert) }))
+                    for try await event in queries[0].events() {
+                        onEvent(StressObservedEvent(members: [Self.member(event, 0, convert)]))
                         count += 1
                         if count >= limit { break }
                     }
@@ -192,7 +201,7 @@ struct StressTypedCollection<ID: StressKey>: StressCollectionAccess {
     }
 
     func live(_ queries: [StressQuery]) throws -> any StressLiveSet {
-        StressLiveQueries(queries: try queries.map { try recordQuery($0).live() }, convert: { $1.row })
+        try StressLiveQueries(queries: try queries.map { try recordQuery($0).live() }, convert: { $1.row })
     }
 
     func fetchAll(_ query: StressQuery) throws -> [StressRow] {
@@ -239,7 +248,7 @@ final class StressStoreAccess: Sendable {
         if queries[0].form == .collection, let access = collections[queries[0].table] {
             return try access.live(queries)
         }
-        return StressLiveQueries(queries: queries.map { query in
+        return try StressLiveQueries(queries: queries.map { query in
             let (sql, arguments) = query.sql()
             return store.liveQuery(sql: sql, arguments: arguments, identity: query.table.identityColumn)
         }, convert: { [tables = queries.map(\.table)] index, row in tables[index].row(from: row) })
