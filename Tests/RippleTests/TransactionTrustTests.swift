@@ -128,8 +128,8 @@ import Testing
     /// are refused with a typed error, before anything runs.
     @Test func callsThatCommitOnTheirOwnAreRefusedInsideAWriteOrARead() throws {
         for (kind, store) in try stores() {
-            var migrator = Migrator(domain: "app")
-            migrator.register(name: "0001_t", sql: "CREATE TABLE t(x)")
+            var migrator = try Migrator(domain: "app")
+            try migrator.register(name: "0001_t", sql: "CREATE TABLE t(x)")
             let insideWrite = #expect(throws: StoreError.self) { try store.write { _ in try store.migrate(migrator) } }
             let insideRead = #expect(throws: StoreError.self) { try store.read { _ in try store.migrate(migrator) } }
             let raw = #expect(throws: StoreError.self) {
@@ -291,8 +291,8 @@ import Testing
     @Test func aMigrationWithTransactionControlAppliesNothing() throws {
         let store = try Store(path: directory.path("migration.sqlite"))
         for control in ["COMMIT", "ROLLBACK", "BEGIN", "SAVEPOINT s", "RELEASE s", "END TRANSACTION"] {
-            var migrator = Migrator(domain: "app")
-            migrator.register(name: "0001_tables", sql: "CREATE TABLE a(x); \(control); CREATE TABLE b(x);")
+            var migrator = try Migrator(domain: "app")
+            try migrator.register(name: "0001_tables", sql: "CREATE TABLE a(x); \(control); CREATE TABLE b(x);")
             let error = #expect(throws: StoreError.self) { try store.migrate(migrator) }
             #expect(error?.kind == .migration, "\(control)")
             #expect(error?.underlying?.code == .authorization, "\(control): \(String(describing: error))")
@@ -300,8 +300,8 @@ import Testing
             #expect(tables == 0, "\(control): nothing applied")
             #expect(try migrator.appliedMigrations(in: store).isEmpty, "\(control)")
         }
-        var fixed = Migrator(domain: "app")
-        fixed.register(name: "0001_tables", sql: "CREATE TABLE a(x); CREATE TABLE b(x);")
+        var fixed = try Migrator(domain: "app")
+        try fixed.register(name: "0001_tables", sql: "CREATE TABLE a(x); CREATE TABLE b(x);")
         try store.migrate(fixed)
         #expect(try fixed.appliedMigrations(in: store) == ["0001_tables"])
     }
