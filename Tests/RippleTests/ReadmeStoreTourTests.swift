@@ -35,7 +35,12 @@ import Testing
             try db.execute("UPDATE todos SET done = 1 WHERE rank < ?", [3])
         }
         #expect(try todos.fetch(id: milk.id)?.done == true)
-        #expect(try store.currentVersion() == 5)                        // every committed write (rows or schema) gets a version
+        let remaining = try store.write { _ in                          // store calls inside a write join it:
+            try todos.insert(Todo(id: UUID(), title: "Bread", rank: 4, done: false, tags: []))
+            return try todos.filter(Column("done") == false).count()    // reads see the write's own changes
+        }
+        #expect(remaining == 1)
+        #expect(try store.currentVersion() == 6)                        // every committed write (rows or schema) gets a version
         #expect(try store.changes(after: 4).first?.rowKeys.count == 2)  // …and the rows it changed are logged
     }
 }

@@ -95,7 +95,7 @@ extension Store {
             try statement.bind(arguments)
             let names = (0..<statement.columnCount).map(statement.columnName)
             guard let key = names.firstIndex(of: identity) else {
-                throw StoreError(.invalidQuery, "no column \"\(identity)\" in the result of \(sql) "
+                throw StoreError(.invalidQuery, "no column \"\(identity)\" in the result of \(DatabaseError.abbreviated(sql)) "
                                  + "(columns: \(names.joined(separator: ", ")))")
             }
             let decoder = RowDecoder(statement: statement, recordType: Record.self)

@@ -142,7 +142,7 @@ struct SnapshotReader {
     static func rows(of statement: Statement, identity: String, sql: String) throws -> Snapshot<Row> {
         let columns = Row.Columns((0..<statement.columnCount).map(statement.columnName))
         guard let key = columns.indexByName[identity] else {
-            throw StoreError(.invalidQuery, "no column \"\(identity)\" in the result of \(sql) "
+            throw StoreError(.invalidQuery, "no column \"\(identity)\" in the result of \(DatabaseError.abbreviated(sql)) "
                              + "(columns: \(columns.names.joined(separator: ", ")))")
         }
         let width = Int32(columns.names.count)
