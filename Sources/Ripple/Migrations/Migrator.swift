@@ -22,8 +22,10 @@ import RippleSchema
 ///   together with its bookkeeping row in one `BEGIN IMMEDIATE` transaction. A failing one is
 ///   rolled back entirely and stops the run; those before it stay applied.
 ///
-/// A migration must not contain `BEGIN`, `COMMIT` or `ROLLBACK` (it runs inside a transaction),
-/// nor statements that cannot run in one (`VACUUM`, `PRAGMA journal_mode`).
+/// A migration runs inside its transaction: transaction control and `ATTACH`/`DETACH` in it are
+/// refused before they run (a ``DatabaseError`` with code ``DatabaseError/ResultCode/authorization``),
+/// and statements that cannot run in a transaction (`VACUUM`, `PRAGMA journal_mode`) fail; either
+/// way nothing of the migration is applied.
 ///
 /// Misuse throws rather than traps, since domains and names often come from configuration or
 /// files: an empty or reserved domain, an empty name, a name registered twice, migrating while
