@@ -37,7 +37,8 @@ let package = Package(
         ], path: "Sources/ripple"),
         .testTarget(name: "RippleDiffTests", dependencies: ["RippleDiff", "RippleTesting"]),
         .testTarget(name: "RippleTestingTests", dependencies: ["Ripple", "RippleDiff", "RippleTesting"]),
-        .testTarget(name: "RippleTests", dependencies: ["Ripple", "RippleTesting"]),
+        // Fixtures: store files written by earlier versions, which today's code must open.
+        .testTarget(name: "RippleTests", dependencies: ["Ripple", "RippleTesting"], resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]
 )
