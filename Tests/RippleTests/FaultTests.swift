@@ -67,7 +67,7 @@ import Testing
         let raw = try #require(throws: DatabaseError.self) {
             try setup.store.write { db in
                 try db.execute("UPDATE todos SET title = 'changed'")
-                try db.execute("INSERT INTO todos(id, title, rank, done, tags) SELECT value, zeroblob(4000), 1, 0, '[]' "
+                try db.execute("INSERT INTO todos(id, title, rank, done, tags) SELECT value, hex(zeroblob(2000)), 1, 0, '[]' "
                                + "FROM json_each(?)", [JSONText.array((0..<500).map { _ in UUID().uuidString })])
             }
         }

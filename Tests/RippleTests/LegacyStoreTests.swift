@@ -94,6 +94,23 @@ import Testing
         #expect(try todos.order(by: Column("id")).fetchAll() == Self.states().last)
     }
 
+    struct RankIsText: Codable, Sendable, Identifiable {
+        var id: Int
+        var title: String
+        var rank: String
+        var done: Bool
+        var note: String?
+        var payload: Data
+    }
+
+    /// A table made before tables were typed is compared with the record type too.
+    @Test func theLegacyTableIsComparedWithTheType() throws {
+        let directory = try TemporaryDirectory()
+        let store = try Self.openCopy(in: directory)
+        let error = #expect(throws: StoreError.self) { try store.collection("todos", of: RankIsText.self) }
+        #expect(error?.kind == .schemaMismatch)
+    }
+
     @Test func theLegacyHistoryTravelsBackExactly() throws {
         let directory = try TemporaryDirectory()
         let store = try Self.openCopy(in: directory)

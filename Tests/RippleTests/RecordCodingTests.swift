@@ -165,6 +165,8 @@ import Testing
 
     @Test func aDecodingMismatchNamesTheColumnAndTheExpectedType() throws {
         let store = try Store(path: directory.path("mismatch.sqlite"))
+        // A table made by hand without types (a collection's own table would refuse these values).
+        try store.write { db in try db.execute("CREATE TABLE todos (id PRIMARY KEY, title, rank, done, tags, due)") }
         let todos = try store.collection("todos", of: Todo.self)
         let todo = Todo(id: UUID(), title: "Buy milk", rank: 3, done: false, tags: ["home"], due: nil)
         try todos.insert(todo)

@@ -48,12 +48,14 @@ final class CollectionSchema: Sendable {
         countSQL = "SELECT count(*) FROM \(quotedTable)"
     }
 
-    /// `CREATE TABLE IF NOT EXISTS` for probed columns.
+    /// `CREATE TABLE IF NOT EXISTS … STRICT` for probed columns: each column declares its type
+    /// and, unless its property is optional, `NOT NULL`, so that SQLite refuses a value of
+    /// another type or a NULL from any writer.
     static func createTableSQL(table: String, columns: [SchemaProbe.Column], primaryKey: String) -> String {
         let definitions = columns.map { column in
             "\(SQLIdentifier.quoted(column.name)) \(column.affinity.declaredType)"
-                + (column.name == primaryKey ? " PRIMARY KEY NOT NULL" : "")
+                + (column.name == primaryKey ? " PRIMARY KEY NOT NULL" : column.isOptional ? "" : " NOT NULL")
         }
-        return "CREATE TABLE IF NOT EXISTS \(SQLIdentifier.quoted(table)) (\(definitions.joined(separator: ", ")))"
+        return "CREATE TABLE IF NOT EXISTS \(SQLIdentifier.quoted(table)) (\(definitions.joined(separator: ", "))) STRICT"
     }
 }

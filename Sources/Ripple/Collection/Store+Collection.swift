@@ -20,8 +20,18 @@ extension Store {
     /// `URL`, and values that encode as one string (enums with `String` raw values) → `TEXT`;
     /// `Data` and `[UInt8]` → `BLOB`; arrays, structs and dictionaries → `TEXT` holding JSON.
     /// The columns are found by decoding a `Record` from placeholder values (see the error
-    /// message if a property type refuses them). An existing table is adopted as it is: its
-    /// columns must cover the record's keys.
+    /// message if a property type refuses them).
+    ///
+    /// **The table says what the type says.** A new table is `STRICT`, each column declares its
+    /// type, and every column of a non-optional property is `NOT NULL`: SQLite refuses a value of
+    /// another type, or a NULL, from any writer (the `sqlite3` shell too). An existing table is
+    /// compared with the type (see the rules of ``StoreError/Kind/schemaMismatch``): a new
+    /// optional property (or one decoded with `decodeIfPresent`) is added as a column, a logged,
+    /// versioned schema change; any other difference throws, naming the property, the column,
+    /// what differs and the SQL migration that fixes it, and changes nothing. Tables created
+    /// before Ripple declared `STRICT` and `NOT NULL` are used as they are (compared on types,
+    /// columns and keys, not on nullability); a type that cannot be probed adopts an existing
+    /// table without comparing.
     ///
     /// - Parameters:
     ///   - name: The table's name (quoted in SQL; must not be empty, hold control characters,
@@ -29,20 +39,27 @@ extension Store {
     ///   - primaryKey: The column holding `Record.id`; `"id"` unless the identity is computed
     ///     from another stored property (`var id: String { code }` with `primaryKey: "code"`).
     /// - Throws: ``StoreError`` with kind ``StoreError/Kind/invalidQuery`` for a bad name or a
-    ///   missing primary-key column, ``StoreError/Kind/encoding`` when the record's columns
-    ///   cannot be derived, ``DatabaseError`` when SQLite fails.
+    ///   missing primary-key column, ``StoreError/Kind/schemaMismatch`` when the type and an
+    ///   existing table differ, ``StoreError/Kind/encoding`` when the record's columns cannot be
+    ///   derived for a new table, ``DatabaseError`` when SQLite fails.
     public func collection<Record: Codable & Sendable & Identifiable>(
         _ name: String, of type: Record.Type = Record.self, primaryKey: String = "id"
     ) throws -> RecordCollection<Record> where Record.ID: Encodable {
         try SQLIdentifier.validate(name, as: "table", isTable: true)
         try SQLIdentifier.validate(primaryKey, as: "primary key column")
+        let probe = Result { () throws(StoreError) in try SchemaProbe.columns(of: Record.self) }
         let columns: [String]
-        if let existing = try read({ db in try Self.existingColumns(of: name, in: db) }) {
-            columns = existing
+        if let shape = try read({ db in try TableShape.read(name, in: db) }), let probed = try? probe.get() {
+            let additions = try TableCheck.compare(recordType: "\(Record.self)", probed: probed, table: name, shape: shape,
+                                                   primaryKey: primaryKey)
+            if !additions.isEmpty { try addColumns(additions, to: name) }
+            columns = probed.map(\.name)
+        } else if let shape = try read({ db in try TableShape.read(name, in: db) }) {
+            columns = shape.columns.map(\.name)   // not probed: adopted as it is
         } else {
             columns = try write { db in
-                if let existing = try Self.existingColumns(of: name, in: db) { return existing }
-                let probed = try SchemaProbe.columns(of: Record.self)
+                if let existing = try TableShape.read(name, in: db) { return existing.columns.map(\.name) }
+                let probed = try probe.get()
                 for column in probed { try SQLIdentifier.validate(column.name, as: "column") }
                 guard probed.contains(where: { $0.name == primaryKey }) else {
                     throw StoreError(.invalidQuery, "\(Record.self) has no property \"\(primaryKey)\" for the primary key "
@@ -59,13 +76,17 @@ extension Store {
         return RecordCollection(store: self, schema: CollectionSchema(table: name, columns: columns, primaryKey: primaryKey))
     }
 
-    /// The columns of table `name` in order, or `nil` when there is no such table.
-    private static func existingColumns(of table: String, in db: Database) throws -> [String]? {
-        let rows = try db.fetchAll("SELECT name FROM pragma_table_info(?) ORDER BY cid", [table])
-        let names = rows.compactMap { row -> String? in
-            if case .text(let name) = row.values[0] { name } else { nil }
+    /// Adds columns for new optional properties, in one write (a versioned schema change);
+    /// columns another connection added meanwhile are skipped.
+    private func addColumns(_ additions: [SchemaProbe.Column], to table: String) throws {
+        try write { db in
+            let existing = Set(try TableShape.read(table, in: db)?.columns.map(\.name) ?? [])
+            for column in additions where !existing.contains(column.name) {
+                try SQLIdentifier.validate(column.name, as: "column")
+                try db.execute("ALTER TABLE \(SQLIdentifier.quoted(table)) ADD COLUMN "
+                               + "\(SQLIdentifier.quoted(column.name)) \(column.affinity.declaredType)")
+            }
         }
-        return names.isEmpty ? nil : names
     }
 }
 

@@ -14,10 +14,19 @@ final class SchemaProbe: Decoder {
     struct Column {
         var name: String
         var affinity: ColumnAffinity
+        /// Whether the type may leave the value out (an optional, or a key decoded with
+        /// `decodeIfPresent`): the column takes NULL.
+        var isOptional = false
+        /// The property's Swift type, for messages.
+        var typeName = ""
+        /// The value a placeholder of the type stores (what a new column's default can be).
+        var placeholder: SQLValue = .null
     }
 
     private(set) var columns: [Column] = []
     private var seen: Set<String> = []
+    /// Set while a key is decoded with `decodeIfPresent`.
+    var decodingOptional = false
     let recordType: Any.Type
 
     var codingPath: [any CodingKey] { [] }
@@ -42,9 +51,13 @@ final class SchemaProbe: Decoder {
         return probe.columns
     }
 
-    func record(_ key: some CodingKey, _ affinity: ColumnAffinity) {
+    func record<T>(_ key: some CodingKey, _ affinity: ColumnAffinity, _ type: T.Type, placeholder: SQLValue,
+                   optional: Bool = false) {
         let name = key.stringValue
-        if seen.insert(name).inserted { columns.append(Column(name: name, affinity: affinity)) }
+        if seen.insert(name).inserted {
+            columns.append(Column(name: name, affinity: affinity, isOptional: optional || decodingOptional,
+                                  typeName: "\(T.self)", placeholder: placeholder))
+        }
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
@@ -62,8 +75,10 @@ final class SchemaProbe: Decoder {
     /// A valid instance of a property's type, and the affinity of its column.
     func placeholder<T: Decodable>(_ type: T.Type, for key: some CodingKey) throws -> T {
         if let primitive = ColumnPrimitive(T.self) {
-            record(key, primitive.affinity)
-            return primitive.placeholder(as: T.self)
+            let value = primitive.placeholder(as: T.self)
+            let stored = (value as? any Encodable).flatMap { try? ColumnValueEncoder().encode(value: $0) } ?? .null
+            record(key, primitive.affinity, T.self, placeholder: stored)
+            return value
         }
         let value: T
         do {
@@ -75,12 +90,17 @@ final class SchemaProbe: Decoder {
         }
         // The column's type is what the row encoder will store for this value.
         let affinity: ColumnAffinity
+        var stored = SQLValue.null
         if let encodable = value as? any Encodable, let single = try? ColumnValueEncoder().encode(value: encodable) {
             affinity = ColumnAffinity(single)
+            stored = single
         } else {
             affinity = .json
+            if let encodable = value as? any Encodable, let json = try? JSONEncoder().encode(encodable) {
+                stored = .text(String(decoding: json, as: UTF8.self))
+            }
         }
-        record(key, affinity)
+        record(key, affinity, T.self, placeholder: stored, optional: T.self is any OptionalValue.Type)
         return value
     }
 }
@@ -92,17 +112,51 @@ private struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoc
     func contains(_ key: Key) -> Bool { true }
 
     func decodeNil(forKey key: Key) throws -> Bool { false }
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { probe.record(key, .integer); return false }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { probe.record(key, .text); return "" }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { probe.record(key, .real); return 0 }
-    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { probe.record(key, .real); return 0 }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
+        probe.record(key, .integer, type, placeholder: .integer(0))
+        return false
+    }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String {
+        probe.record(key, .text, type, placeholder: .text(""))
+        return ""
+    }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
+        probe.record(key, .real, type, placeholder: .real(0))
+        return 0
+    }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
+        probe.record(key, .real, type, placeholder: .real(0))
+        return 0
+    }
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         if let integer = T.self as? any (FixedWidthInteger & Decodable).Type {
-            probe.record(key, .integer)
+            probe.record(key, .integer, type, placeholder: .integer(0))
             return integer.zero as! T
         }
         return try probe.placeholder(T.self, for: key)
     }
+
+    // Every `decodeIfPresent` marks its column optional, then probes as `decode` does.
+    private func optional<T>(_ decode: () throws -> T) rethrows -> T? {
+        probe.decodingOptional = true
+        defer { probe.decodingOptional = false }
+        return try decode()
+    }
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try optional { try decode(type, forKey: key) } }
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try optional { try decode(type, forKey: key) } }
+    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? { try optional { try decode(type, forKey: key) } }
+    func decodeIfPresent(_ type: Float.Type, forKey key: Key) throws -> Float? { try optional { try decode(type, forKey: key) } }
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try optional { try decode(type, forKey: key) } }
+    func decodeIfPresent(_ type: Int8.Type, forKey key: Key) throws -> Int8? { try optional { try decode(type, forKey: key) } }
+    func decodeIfPresent(_ type: Int16.Type, forKey key: Key) throws -> Int16? { try optional { try decode(type, forKey: key) } }
+    func decodeIfPresent(_ type: Int32.Type, forKey key: Key) throws -> Int32? { try optional { try decode(type, forKey: key) } }
+    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try optional { try decode(type, forKey: key) } }
+    func decodeIfPresent(_ type: UInt.Type, forKey key: Key) throws -> UInt? { try optional { try decode(type, forKey: key) } }
+    func decodeIfPresent(_ type: UInt8.Type, forKey key: Key) throws -> UInt8? { try optional { try decode(type, forKey: key) } }
+    func decodeIfPresent(_ type: UInt16.Type, forKey key: Key) throws -> UInt16? { try optional { try decode(type, forKey: key) } }
+    func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? { try optional { try decode(type, forKey: key) } }
+    func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try optional { try decode(type, forKey: key) } }
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? { try optional { try decode(type, forKey: key) } }
 
     func nestedContainer<Nested: CodingKey>(keyedBy type: Nested.Type, forKey key: Key) throws -> KeyedDecodingContainer<Nested> {
         throw unsupported(key)
@@ -196,3 +250,7 @@ private struct PlaceholderKeyedContainer<Key: CodingKey>: KeyedDecodingContainer
     func superDecoder() throws -> any Decoder { PlaceholderDecoder() }
     func superDecoder(forKey key: Key) throws -> any Decoder { PlaceholderDecoder() }
 }
+
+/// Tells an `Optional` type apart from others at run time (a property decoded with `decode(T?.self)`).
+protocol OptionalValue {}
+extension Optional: OptionalValue {}

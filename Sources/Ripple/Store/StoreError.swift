@@ -15,6 +15,10 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         public static let invalidQuery = Kind(name: "invalid query")
         /// The database file cannot be used (corrupt, not a database, unreadable).
         public static let unusableFile = Kind(name: "unusable file")
+        /// A record type and the table of its collection disagree (a property's type, its
+        /// optionality, a property or column that only one of them has): the message names the
+        /// property and the column, says what differs, and gives the SQL migration that fixes it.
+        public static let schemaMismatch = Kind(name: "schema mismatch")
         /// The database file was deleted, moved or replaced while the store had it open: what
         /// the store would write or read is no longer the file at its path.
         public static let fileMoved = Kind(name: "file moved")

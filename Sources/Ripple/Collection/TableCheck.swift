@@ -1,0 +1,168 @@
+import Foundation
+
+/// An existing table as SQLite declares it: what ``Store/collection(_:of:primaryKey:)`` compares
+/// a record type with.
+struct TableShape {
+    struct Column {
+        var name: String
+        /// The declared type, upper-cased (`""` when none).
+        var declaredType: String
+        var notNull: Bool
+        var hasDefault: Bool
+        /// 1-based position in the primary key, 0 when not part of it.
+        var primaryKeyPosition: Int
+    }
+
+    var columns: [Column]
+    /// Whether the table is `STRICT`: SQLite enforces its declared types (tables made by Ripple
+    /// since types were enforced; older ones are not).
+    var isStrict: Bool
+
+    /// The shape of `table`, or `nil` when there is no such table.
+    static func read(_ table: String, in db: Database) throws -> TableShape? {
+        let rows = try db.fetchAll("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?) ORDER BY cid", [table])
+        guard !rows.isEmpty else { return nil }
+        let columns = try rows.map { row in
+            Column(name: try row.value("name"), declaredType: ((try? row.value("type", as: String.self)) ?? "").uppercased(),
+                   notNull: try row.value("notnull", as: Int.self) != 0, hasDefault: row["dflt_value"] != .null,
+                   primaryKeyPosition: try row.value("pk"))
+        }
+        let strict = try db.fetchValue("SELECT strict FROM pragma_table_list(?) WHERE schema = 'main'", [table], as: Int.self)
+        return TableShape(columns: columns, isStrict: strict == 1)
+    }
+
+    /// SQLite's affinity of a declared type (its rules, in its order), or `nil` for `ANY` or no
+    /// type, which hold any value.
+    static func affinity(of declaredType: String) -> String? {
+        if declaredType.isEmpty || declaredType == "ANY" { return nil }
+        if declaredType.contains("INT") { return "INTEGER" }
+        if declaredType.contains("CHAR") || declaredType.contains("CLOB") || declaredType.contains("TEXT") { return "TEXT" }
+        if declaredType.contains("BLOB") { return nil }
+        if declaredType.contains("REAL") || declaredType.contains("FLOA") || declaredType.contains("DOUB") { return "REAL" }
+        return "NUMERIC"
+    }
+}
+
+/// Compares a record type with the table of its collection.
+///
+/// The rule: the table must say what the type says. Additive, safe changes — a property the table
+/// has no column for, which the type may leave out (optional, or decoded with `decodeIfPresent`) —
+/// are returned, for the caller to add as a versioned schema change. Anything else is a
+/// ``StoreError/Kind/schemaMismatch`` naming each property and column that differ, what differs,
+/// and the SQL migration that fixes it:
+/// * a property stored as another type than its column's declared type;
+/// * an optional property over a `NOT NULL` column (nil could not be stored), or a required one
+///   over a column of a `STRICT` table that takes NULL (rows may hold NULL);
+/// * a required property the table has no column for (existing rows have no value);
+/// * a column the type has no property for that must hold a value (`NOT NULL` without a
+///   default): inserts could not fill it. (One that may be NULL or has a default is left so by
+///   inserts and kept by updates.)
+/// * a primary key other than the collection's.
+///
+/// Tables made before Ripple enforced types (not `STRICT`, no `NOT NULL`) are compared on types,
+/// columns and keys; their nullability is not known, so it is not checked.
+enum TableCheck {
+    static func compare(recordType: String, probed: [SchemaProbe.Column], table: String, shape: TableShape,
+                        primaryKey: String) throws(StoreError) -> [SchemaProbe.Column] {
+        let quotedTable = SQLIdentifier.quoted(table)
+        let columns = Dictionary(shape.columns.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let properties = Set(probed.map(\.name))
+        var additions: [SchemaProbe.Column] = []
+        var problems: [(what: String, migration: String?)] = []
+
+        for property in probed {
+            let quoted = SQLIdentifier.quoted(property.name)
+            let type = property.affinity.declaredType
+            guard let column = columns[property.name] else {
+                if property.isOptional {
+                    additions.append(property)
+                } else {
+                    problems.append((
+                        "property \(quoted) (\(property.typeName)) has no column in table \(quotedTable), and the rows "
+                            + "stored so far have no value for it. Make it optional (\(property.typeName)?, or decode it "
+                            + "with decodeIfPresent and a default), or add the column with a value for those rows:",
+                        "ALTER TABLE \(quotedTable) ADD COLUMN \(quoted) \(type) NOT NULL DEFAULT \(literal(property.placeholder));"))
+                }
+                continue
+            }
+            if property.name == primaryKey { continue }
+            if let declared = TableShape.affinity(of: column.declaredType), !accepts(declared, property.affinity) {
+                problems.append((
+                    "property \(quoted) is \(property.typeName), stored as \(type), but column \(quoted) is declared "
+                        + "\(column.declaredType): its rows hold values the type cannot read. Convert the column:",
+                    rebuild(table, property, conversion: "CAST(\(SQLIdentifier.quoted(property.name + "_before")) AS \(type))")))
+            } else if property.isOptional && column.notNull {
+                problems.append((
+                    "property \(quoted) is optional (\(property.typeName)), but column \(quoted) is NOT NULL: nil could not "
+                        + "be stored. Make the property required, or let the column take NULL:",
+                    rebuild(table, property, conversion: SQLIdentifier.quoted(property.name + "_before"))))
+            } else if !property.isOptional && !column.notNull && shape.isStrict {
+                problems.append((
+                    "property \(quoted) is required (\(property.typeName)), but column \(quoted) takes NULL: rows may hold "
+                        + "NULL, which the type cannot read. Make the property optional (\(property.typeName)?), or fill "
+                        + "the NULLs and make the column NOT NULL:",
+                    rebuild(table, property, conversion: "coalesce(\(SQLIdentifier.quoted(property.name + "_before")), "
+                            + "\(literal(property.placeholder)))")))
+            }
+        }
+        for column in shape.columns where !properties.contains(column.name) {
+            if (!column.notNull || column.hasDefault) && column.primaryKeyPosition == 0 { continue }
+            let quoted = SQLIdentifier.quoted(column.name)
+            problems.append((
+                "column \(quoted) of table \(quotedTable) has no property in \(recordType): inserts could not fill it. "
+                    + "Add the property back (optional if it may be absent), or drop the column (first drop any index on it):",
+                "ALTER TABLE \(quotedTable) DROP COLUMN \(quoted);"))
+        }
+        let key = shape.columns.filter { $0.primaryKeyPosition > 0 }.map(\.name)
+        if !key.isEmpty && key != [primaryKey] {
+            problems.append(("the primary key of table \(quotedTable) is (\(key.map(SQLIdentifier.quoted).joined(separator: ", "))), "
+                             + "not the collection's \(SQLIdentifier.quoted(primaryKey)): pass primaryKey: to collection(_:of:), "
+                             + "or open the table with raw SQL", nil))
+        }
+        guard problems.isEmpty else {
+            var message = "\(recordType) does not match table \(quotedTable) (nothing was changed):"
+            for problem in problems {
+                message += "\n  • " + problem.what
+                if let migration = problem.migration { message += "\n    " + migration }
+            }
+            message += "\nRun the migration with Store.migrate (a Migrator of your domain), then open the collection again."
+            throw StoreError(.schemaMismatch, message)
+        }
+        return additions
+    }
+
+    /// Whether a column of SQLite affinity `declared` holds what the type stores as `affinity`.
+    private static func accepts(_ declared: String, _ affinity: ColumnAffinity) -> Bool {
+        switch affinity {
+        case .integer: declared == "INTEGER" || declared == "NUMERIC"
+        case .real: declared == "REAL" || declared == "NUMERIC"
+        case .text, .json: declared == "TEXT"
+        case .blob: false
+        }
+    }
+
+    /// The SQL that replaces column `property.name` by one that says what the type says, keeping
+    /// its values through `conversion` (of the old column, renamed `<name>_before`).
+    private static func rebuild(_ table: String, _ property: SchemaProbe.Column, conversion: String) -> String {
+        let quotedTable = SQLIdentifier.quoted(table)
+        let column = SQLIdentifier.quoted(property.name)
+        let before = SQLIdentifier.quoted(property.name + "_before")
+        let definition = property.affinity.declaredType
+            + (property.isOptional ? "" : " NOT NULL DEFAULT \(literal(property.placeholder))")
+        return "ALTER TABLE \(quotedTable) RENAME COLUMN \(column) TO \(before); "
+            + "ALTER TABLE \(quotedTable) ADD COLUMN \(column) \(definition); "
+            + "UPDATE \(quotedTable) SET \(column) = \(conversion); "
+            + "ALTER TABLE \(quotedTable) DROP COLUMN \(before);"
+    }
+
+    /// `value` written as an SQL literal (for the migrations shown in messages, never run by the store).
+    static func literal(_ value: SQLValue) -> String {
+        switch value {
+        case .null: "NULL"
+        case .integer(let integer): "\(integer)"
+        case .real(let real): real == real.rounded() && abs(real) < 1e15 ? "\(Int64(real)).0" : "\(real)"
+        case .text(let text): "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+        case .blob(let bytes): "x'" + bytes.map { String(format: "%02x", $0) }.joined() + "'"
+        }
+    }
+}
