@@ -81,6 +81,13 @@ import Testing
         for part in ["\"rank\"", "RankIsText", "TEXT", "INTEGER", "ALTER TABLE \"todos\""] {
             #expect(message.contains(part), "\(part) in \(message)")
         }
+        // The migration the message gives converts the column, and then the type opens.
+        let sql = try #require(message.split(separator: "\n").first { $0.contains("RENAME COLUMN") }).trimmingCharacters(in: .whitespaces)
+        var migrator = try Migrator(domain: "app")
+        try migrator.register(name: "0001_rank_as_text", sql: sql)
+        try store.migrate(migrator)
+        #expect(try store.collection("todos", of: RankIsText.self).fetchAll().map(\.rank).sorted() == ["1", "2"])
+        #expect(throws: DatabaseError.self) { try store.write { db in try db.execute("UPDATE todos SET rank = NULL") } }
     }
 
     struct NoRank: Codable, Sendable, Identifiable {
