@@ -5,6 +5,7 @@ let package = Package(
     name: "Ripple",
     products: [
         .library(name: "RippleDiff", targets: ["RippleDiff"]),
+        .library(name: "RippleDiffTesting", targets: ["RippleDiffTesting"]),
         .library(name: "RippleTesting", targets: ["RippleTesting"]),
         .library(name: "Ripple", targets: ["Ripple"]),
         .executable(name: "ripple", targets: ["RippleCLI"]),
@@ -27,15 +28,19 @@ let package = Package(
         ]),
         // The store: connections, migrations, collections, queries, change log.
         .target(name: "Ripple", dependencies: ["RippleDiff", "RippleSQLite", "RippleSchema"]),
-        // What users' tests need: the batch-update list-view model, recorded transcripts.
-        .target(name: "RippleTesting", dependencies: ["Ripple", "RippleDiff"]),
+        // What tests of the diff alone need, without SQLite: list-view models that check every
+        // changeset and batch the way UIKit does, explaining what they refuse.
+        .target(name: "RippleDiffTesting", dependencies: ["RippleDiff"]),
+        // What users' tests of the store need: recorded transcripts, event recorders, the stress
+        // checker (and RippleDiffTesting, re-exported).
+        .target(name: "RippleTesting", dependencies: ["Ripple", "RippleDiff", "RippleDiffTesting"]),
         // The `ripple` command-line tool (`ripple demo`, …). The module is `RippleCLI`, not
         // `ripple`, so that it never collides with `Ripple` on a case-insensitive file system.
         .executableTarget(name: "RippleCLI", dependencies: [
             "Ripple", "RippleDiff", "RippleTesting",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], path: "Sources/ripple"),
-        .testTarget(name: "RippleDiffTests", dependencies: ["RippleDiff", "RippleTesting"]),
+        .testTarget(name: "RippleDiffTests", dependencies: ["RippleDiff", "RippleDiffTesting"]),
         .testTarget(name: "RippleTestingTests", dependencies: ["Ripple", "RippleDiff", "RippleTesting"]),
         // Fixtures: store files written by earlier versions, which today's code must open.
         .testTarget(name: "RippleTests", dependencies: ["Ripple", "RippleTesting"], resources: [.copy("Fixtures")]),

@@ -8,7 +8,7 @@
 /// let rows: [AnyDiffable] = [AnyDiffable(header), AnyDiffable(toggle)]
 /// let changeset = Changeset(from: oldRows, to: rows)
 /// ```
-public struct AnyDiffable: Diffable, Sendable {
+public struct AnyDiffable: Diffable, Equatable, Sendable {
     /// The wrapped value.
     public let base: any Diffable & Sendable
 
@@ -31,6 +31,12 @@ public struct AnyDiffable: Diffable, Sendable {
     /// have equal content.
     public func isContentEqual(to other: AnyDiffable) -> Bool {
         contentEqual(other.base)
+    }
+
+    /// Equal when both wrap the same type, with the same identity and equal content (so that
+    /// `changeset.apply(to: old, using: new) == new` can be written for `[AnyDiffable]`).
+    public static func == (lhs: AnyDiffable, rhs: AnyDiffable) -> Bool {
+        lhs.diffID == rhs.diffID && lhs.isContentEqual(to: rhs)
     }
 
     /// The identity of an ``AnyDiffable``: the wrapped type and the wrapped identity.

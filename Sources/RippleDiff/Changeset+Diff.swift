@@ -5,6 +5,10 @@ extension Changeset {
     /// let changeset = Changeset(from: oldTodos, to: newTodos)
     /// ```
     ///
+    /// Indices in the changeset are offsets from each collection's start, whatever its own
+    /// indices: diffing `array[10...]` reports its first element at 0, not 10 (this holds for
+    /// every initializer).
+    ///
     /// - Complexity: O(n + m) expected time and memory for matching (one hash per element),
     ///   O(n log n) for the minimal moves (O(n) when the matched elements are mostly in order).
     @inlinable

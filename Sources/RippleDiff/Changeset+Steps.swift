@@ -1,6 +1,6 @@
 extension Changeset {
     /// One change to a list, valid at the moment it is applied (see ``Changeset/steps``).
-    public enum Step: Hashable, Sendable {
+    public enum Step: Hashable, Sendable, CustomStringConvertible {
         /// Remove the element at this index.
         case delete(Int)
         /// Insert the new collection's element at this index (its final index).
@@ -9,6 +9,16 @@ extension Changeset {
         case move(from: Int, to: Int)
         /// Replace the element at this index (its final index) with the new collection's element.
         case update(Int)
+
+        /// `delete 3`, `insert 0`, `move 1→0`, `update 2`.
+        public var description: String {
+            switch self {
+            case .delete(let index): "delete \(index)"
+            case .insert(let index): "insert \(index)"
+            case .move(let from, let to): "move \(from)→\(to)"
+            case .update(let index): "update \(index)"
+            }
+        }
     }
 
     /// The changeset as **sequential steps**, for lists that apply one change at a time

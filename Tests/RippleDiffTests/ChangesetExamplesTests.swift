@@ -1,5 +1,5 @@
 import RippleDiff
-import RippleTesting
+import RippleDiffTesting
 import Testing
 
 /// An element whose identity and content are separate: `version` is the content.
@@ -183,5 +183,34 @@ func expectAllFormsApply<E: Equatable>(_ changeset: Changeset, _ old: [E], _ new
         let changeset = Changeset(from: old, to: new)
         #expect(changeset.deletes.count == 17)
         expectAllFormsApply(changeset, Array(old), Array(new))
+    }
+}
+
+@Suite struct DiffConveniencesTests {
+    struct Row: Diffable, Sendable, Equatable {
+        var id: Int
+        var title: String
+        var diffID: Int { id }
+        func isContentEqual(to other: Row) -> Bool { title == other.title }
+    }
+
+    @Test func anyDiffableArraysCompareSoApplyingCanBeChecked() {
+        let old = [AnyDiffable(Row(id: 1, title: "a")), AnyDiffable(Row(id: 2, title: "b")), AnyDiffable("header")]
+        let new = [AnyDiffable("header"), AnyDiffable(Row(id: 2, title: "B")), AnyDiffable(Row(id: 3, title: "c"))]
+        let changeset = Changeset(from: old, to: new)
+        #expect(changeset.apply(to: old, using: new) == new)
+        #expect(AnyDiffable(Row(id: 1, title: "a")) != AnyDiffable(Row(id: 1, title: "z")))
+        #expect(AnyDiffable(1) != AnyDiffable("1"))
+    }
+
+    @Test func stepsPrintShortly() {
+        #expect("\(Changeset.Step.move(from: 1, to: 0))" == "move 1→0")
+        #expect([Changeset.Step.delete(3), .insert(0), .update(2)].map(\.description) == ["delete 3", "insert 0", "update 2"])
+    }
+
+    @Test func aSliceIsDiffedFromItsStart() {
+        let numbers = Array(0..<20)
+        let changeset = Changeset(from: numbers[10...], to: numbers[11...])
+        #expect(changeset.deletes == [0])
     }
 }

@@ -1,5 +1,5 @@
 import RippleDiff
-import RippleTesting
+import RippleDiffTesting
 import Testing
 
 /// Random old/new pairs of the shapes lists go through, from a seed.

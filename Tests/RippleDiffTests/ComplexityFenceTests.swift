@@ -1,5 +1,5 @@
 import RippleDiff
-import RippleTesting
+import RippleDiffTesting
 import Synchronization
 import Testing
 

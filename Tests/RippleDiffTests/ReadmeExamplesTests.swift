@@ -1,5 +1,5 @@
 import RippleDiff
-import RippleTesting
+import RippleDiffTesting
 import Testing
 
 /// The README's examples, kept compiling and true.

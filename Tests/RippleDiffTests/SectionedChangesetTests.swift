@@ -1,5 +1,5 @@
 import RippleDiff
-import RippleTesting
+import RippleDiffTesting
 import Testing
 
 /// A section model: identity `id`, content `title`.
