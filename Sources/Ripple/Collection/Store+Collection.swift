@@ -49,16 +49,16 @@ extension Store {
         try SQLIdentifier.validate(primaryKey, as: "primary key column")
         let probe = Result { () throws(StoreError) in try SchemaProbe.columns(of: Record.self) }
         let columns: [String]
-        if let shape = try read({ db in try TableShape.read(name, in: db) }), let probed = try? probe.get() {
+        if let shape = try read({ db in try DeclaredTable.read(name, in: db) }), let probed = try? probe.get() {
             let additions = try TableCheck.compare(recordType: "\(Record.self)", probed: probed, table: name, shape: shape,
                                                    primaryKey: primaryKey)
             if !additions.isEmpty { try addColumns(additions, to: name) }
             columns = probed.map(\.name)
-        } else if let shape = try read({ db in try TableShape.read(name, in: db) }) {
+        } else if let shape = try read({ db in try DeclaredTable.read(name, in: db) }) {
             columns = shape.columns.map(\.name)   // not probed: adopted as it is
         } else {
             columns = try write { db in
-                if let existing = try TableShape.read(name, in: db) { return existing.columns.map(\.name) }
+                if let existing = try DeclaredTable.read(name, in: db) { return existing.columns.map(\.name) }
                 let probed = try probe.get()
                 for column in probed { try SQLIdentifier.validate(column.name, as: "column") }
                 guard probed.contains(where: { $0.name == primaryKey }) else {
@@ -80,7 +80,7 @@ extension Store {
     /// columns another connection added meanwhile are skipped.
     private func addColumns(_ additions: [SchemaProbe.Column], to table: String) throws {
         try write { db in
-            let existing = Set(try TableShape.read(table, in: db)?.columns.map(\.name) ?? [])
+            let existing = Set(try DeclaredTable.read(table, in: db)?.columns.map(\.name) ?? [])
             for column in additions where !existing.contains(column.name) {
                 try SQLIdentifier.validate(column.name, as: "column")
                 try db.execute("ALTER TABLE \(SQLIdentifier.quoted(table)) ADD COLUMN "

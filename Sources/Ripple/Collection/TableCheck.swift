@@ -2,7 +2,7 @@ import Foundation
 
 /// An existing table as SQLite declares it: what ``Store/collection(_:of:primaryKey:)`` compares
 /// a record type with.
-struct TableShape {
+struct DeclaredTable {
     struct Column {
         var name: String
         /// The declared type, upper-cased (`""` when none).
@@ -19,7 +19,7 @@ struct TableShape {
     var isStrict: Bool
 
     /// The shape of `table`, or `nil` when there is no such table.
-    static func read(_ table: String, in db: Database) throws -> TableShape? {
+    static func read(_ table: String, in db: Database) throws -> DeclaredTable? {
         let rows = try db.fetchAll("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?) ORDER BY cid", [table])
         guard !rows.isEmpty else { return nil }
         let columns = try rows.map { row in
@@ -28,7 +28,7 @@ struct TableShape {
                    primaryKeyPosition: try row.value("pk"))
         }
         let strict = try db.fetchValue("SELECT strict FROM pragma_table_list(?) WHERE schema = 'main'", [table], as: Int.self)
-        return TableShape(columns: columns, isStrict: strict == 1)
+        return DeclaredTable(columns: columns, isStrict: strict == 1)
     }
 
     /// SQLite's affinity of a declared type (its rules, in its order), or `nil` for `ANY` or no
@@ -62,7 +62,7 @@ struct TableShape {
 /// Tables made before Ripple enforced types (not `STRICT`, no `NOT NULL`) are compared on types,
 /// columns and keys; their nullability is not known, so it is not checked.
 enum TableCheck {
-    static func compare(recordType: String, probed: [SchemaProbe.Column], table: String, shape: TableShape,
+    static func compare(recordType: String, probed: [SchemaProbe.Column], table: String, shape: DeclaredTable,
                         primaryKey: String) throws(StoreError) -> [SchemaProbe.Column] {
         let quotedTable = SQLIdentifier.quoted(table)
         let columns = Dictionary(shape.columns.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
@@ -86,7 +86,7 @@ enum TableCheck {
                 continue
             }
             if property.name == primaryKey { continue }
-            if let declared = TableShape.affinity(of: column.declaredType), !accepts(declared, property.affinity) {
+            if let declared = DeclaredTable.affinity(of: column.declaredType), !accepts(declared, property.affinity) {
                 problems.append((
                     "property \(quoted) is \(property.typeName), stored as \(type), but column \(quoted) is declared "
                         + "\(column.declaredType): its rows hold values the type cannot read. Convert the column:",
