@@ -25,7 +25,24 @@ struct DemoCommand: ParsableCommand {
         valueName: "FILE"))
     var recordPath: String?
 
+    @Option(name: .customLong("keep"), help: ArgumentHelp(
+        "Leave the demo's store at PATH (a new file) to explore it afterwards, e.g. with `ripple history`.",
+        valueName: "PATH"))
+    var keepPath: String?
+
+    func validate() throws {
+        if let keepPath, FileManager.default.fileExists(atPath: keepPath) {
+            throw ValidationError("\(keepPath) exists: --keep writes a new store, give a path that does not exist")
+        }
+    }
+
     func run() throws {
+        if let keepPath {
+            try runDemo(path: keepPath)
+            Console.note("The demo's store is kept at \(keepPath). Explore it, e.g.:\n"
+                         + "  ripple history \(keepPath) --table todos --where \"done = 0\" --order-by rank --from 2")
+            return
+        }
         let files = FileManager.default
         let directory = files.temporaryDirectory.appendingPathComponent("ripple-demo-\(UUID().uuidString)")
         try files.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -45,8 +62,9 @@ struct DemoCommand: ParsableCommand {
         // A second subscriber, so that the demo's own output stays the same.
         let recorder = recordPath.map { _ in TranscriptRecorder(live) }
         defer { recorder?.stop() }
-        printer.label("Live query: open todos ordered by rank (\(Todo.seed.count) seeded, "
-                      + "\(Todo.seed.filter(\.done).count) of them done)")
+        printer.introduction(seeded: Todo.seed.count, done: Todo.seed.filter(\.done).count)
+        printer.label("")
+        printer.label("Subscribed:")
         let checker = EventChecker(printer: printer)
         let subscription = live.subscribe(on: .immediate, onError: { error in
             checker.fail("the live query ended with an error: \(error)")
@@ -59,11 +77,12 @@ struct DemoCommand: ParsableCommand {
         /// Runs one labelled write, then checks what was delivered for it.
         func write(_ label: String, visible: Bool = true, _ body: () throws -> Void) throws {
             step += 1
+            printer.label("")
             printer.label("\(step). \(label)")
             let before = checker.eventCount
             try body()
             let delivered = checker.eventCount - before
-            if delivered == 0 { printer.note("   no event delivered (the result did not change)") }
+            if delivered == 0 { printer.note("   no event: the list did not change, so the subscriber hears nothing") }
             if visible && delivered != 1 {
                 checker.fail("expected one event for this write, \(delivered) delivered")
             } else if !visible && delivered != 0 {
@@ -82,22 +101,23 @@ struct DemoCommand: ParsableCommand {
 
         if checker.eventCount != 1 { checker.fail("expected the initial event inside subscribe") }
 
-        try write("Insert #21 \"Call the plumber\" (rank 55)") {
+        try write("Insert \"Call the plumber\" (rank 55)") {
             try todos.insert(Todo(id: 21, title: "Call the plumber", rank: 55, done: false))
         }
-        try write("Rename #4 \"Water plants\" → \"Water the ferns\"") {
+        try write("Rename \"Water plants\" to \"Water the ferns\"") {
             try retitle(4, "Water the ferns", in: todos)
         }
-        try write("Delete #7") {
+        try write("Delete \"Return library books\"") {
             try todos.delete(id: 7)
         }
-        try write("Move #15 to the top (rank 150 → 5)") {
+        try write("Move \"Renew the car insurance\" to the top (its rank 150 becomes 5)") {
             try rerank(15, 5, in: todos)
         }
-        try write("Complete #2 (it leaves the open list)") {
+        try write("Complete \"Pay rent\" (it leaves the list of open todos)") {
             try complete(2, true, in: todos)
         }
-        try write("One transaction: insert #22, delete #9, rename #12, move #18 (rank 180 → 35)") {
+        try write("In one transaction: insert \"Renew passport\", delete \"Clean the fridge\", rename \"Fix the bike\", "
+                      + "move \"Mend the jacket\" up (rank 180 becomes 35)") {
             try store.write { db in
                 try todos.insert(Todo(id: 22, title: "Renew passport", rank: 125, done: false), in: db)
                 try todos.delete(id: 9, in: db)
@@ -105,17 +125,17 @@ struct DemoCommand: ParsableCommand {
                 try rerank(18, 35, in: todos, db: db)
             }
         }
-        try write("Rename #3, which is done (not in the list)", visible: false) {
+        try write("Rename \"Book the dentist\", which is done (not in the list)", visible: false) {
             try retitle(3, "Book the dentist (done)", in: todos)
         }
-        try write("Rewrite #5 with identical values", visible: false) {
+        try write("Rewrite \"Answer Ana's email\" with identical values", visible: false) {
             guard let five = try todos.fetch(id: 5) else { throw ValidationError("todo #5 is missing") }
             try todos.update(five)
         }
-        try write("Reopen #8 (it comes back)") {
+        try write("Reopen \"Call grandma\" (it comes back)") {
             try complete(8, false, in: todos)
         }
-        try write("Swap the ranks of #10 and #11 in one transaction") {
+        try write("Swap the ranks of \"Back up the laptop\" and \"Order printer ink\" in one transaction") {
             try store.write { db in
                 try rerank(10, 110, in: todos, db: db)
                 try rerank(11, 100, in: todos, db: db)
@@ -125,8 +145,9 @@ struct DemoCommand: ParsableCommand {
             try store.write { db in try db.execute("UPDATE todos SET done = 1 WHERE rank > ?", [160]) }
         }
 
-        printer.summary("ok: \(checker.eventCount) events; each changeset, applied to the list "
-                        + "received before, gave the snapshot")
+        printer.summary("")
+        printer.summary("ok: \(checker.eventCount) events. Each was checked as it arrived: its changeset, applied to the "
+                        + "list received before, gave its list, and that list equals the query read afresh.")
         if let recorder, let recordPath {
             let transcript = recorder.stop()
             if let error = recorder.error {

@@ -1,6 +1,7 @@
 import Foundation
 import Ripple
 import RippleDiff
+import RippleTesting
 
 /// Receives the demo subscription's events (on whatever thread delivers them), checks each one
 /// against the list received before, and has it printed.
@@ -80,6 +81,17 @@ struct DemoError: Error, CustomStringConvertible {
 struct DemoPrinter: Sendable {
     let json: Bool
 
+    /// The lines that say what the demo shows and how to read it.
+    func introduction(seeded: Int, done: Int) {
+        let lines = [
+            "Ripple demo: the live query \"open todos, by rank\" is watched while todos are written.",
+            "\(seeded) todos are seeded, \(done) of them done. After each write the subscriber receives an event: the",
+            "list as a list view would show it, and the changeset that turns the previous list into it.",
+            "Legend: + inserted   ~ updated (the changed columns)   ↕ moved (from its old row)   − deleted   vN: store version",
+        ]
+        for line in lines { label(line) }
+    }
+
     /// A step's title.
     func label(_ text: String) {
         if json { Console.note(text) } else { print(text) }
@@ -100,92 +112,68 @@ struct DemoPrinter: Sendable {
         if json {
             printJSON(event)
         } else {
-            print("   " + Self.describe(event, previous: previous))
-            print("   open (\(event.snapshot.count)): " + event.snapshot.map { String($0.id) }.joined(separator: " "))
+            print(Self.describe(event, previous: previous).joined(separator: "\n"))
         }
     }
 
-    /// `v3 ← v2: deletes [3 #7] · inserts [5 #21] · updates [2→2 #4 {title}] · moves [13→0 #15]`
-    static func describe(_ event: LiveQueryEvent<Todo>, previous: [Todo]) -> String {
+    /// The event as a list view shows it: a summary line (`v4 (after v3): 1 updated, 1 moved`),
+    /// then each row of the new list, marked, then the deleted rows.
+    static func describe(_ event: LiveQueryEvent<Todo>, previous: [Todo]) -> [String] {
         let changeset = event.changeset
-        guard let previousVersion = event.previousVersion else {
-            return "v\(event.version) (initial snapshot): \(changeset.inserts.count) inserts"
+        var counts: [String] = []
+        for (count, word) in [(changeset.inserts.count, "inserted"), (changeset.updates.count, "updated"),
+                              (changeset.moves.count, "moved"), (changeset.deletes.count, "deleted")] where count > 0 {
+            counts.append("\(count) \(word)")
         }
-        var parts: [String] = []
-        if !changeset.deletes.isEmpty {
-            parts.append("deletes [" + changeset.deletes.map { "\($0) #\(previous[$0].id)" }.joined(separator: ", ") + "]")
+        let heading = event.previousVersion.map { "   v\(event.version) (after v\($0)): " } ?? "   v\(event.version), the first event: "
+        var lines = [heading + (event.previousVersion == nil ? "\(event.snapshot.count) rows" : counts.joined(separator: ", "))]
+        guard event.previousVersion != nil else {
+            for (row, todo) in event.snapshot.enumerated() { lines.append(Self.row(" ", row, todo.title)) }
+            return lines
         }
-        if !changeset.inserts.isEmpty {
-            parts.append("inserts [" + changeset.inserts.map { "\($0) #\(event.snapshot[$0].id)" }.joined(separator: ", ") + "]")
-        }
-        if !changeset.updates.isEmpty {
-            let updates = zip(changeset.updates, event.updatedColumns).map { pair, columns in
-                "\(pair) #\(event.snapshot[pair.new].id) {\(columns.sorted().joined(separator: ", "))}"
+        let inserted = Set(changeset.inserts)
+        let movedFrom = Dictionary(changeset.moves.map { ($0.new, $0.old) }, uniquingKeysWith: { first, _ in first })
+        let updated = Dictionary(zip(changeset.updates.map(\.new), event.updatedColumns), uniquingKeysWith: { first, _ in first })
+        for (row, todo) in event.snapshot.enumerated() {
+            var notes: [String] = []
+            var mark = " "
+            if inserted.contains(row) { mark = "+" }
+            if let columns = updated[row] {
+                mark = "~"
+                notes.append("changed: " + columns.sorted().joined(separator: ", "))
             }
-            parts.append("updates [" + updates.joined(separator: ", ") + "]")
+            if let old = movedFrom[row] {
+                mark = "↕"
+                notes.append("from row \(old + 1)")
+            }
+            lines.append(Self.row(mark, row, todo.title, notes: notes))
         }
-        if !changeset.moves.isEmpty {
-            parts.append("moves [" + changeset.moves.map { "\($0) #\(event.snapshot[$0.new].id)" }.joined(separator: ", ") + "]")
+        for row in changeset.deletes {
+            lines.append("    −      \(previous[row].title)  (was row \(row + 1))")
         }
-        return "v\(event.version) ← v\(previousVersion): "
-            + (parts.isEmpty ? "no change" : parts.joined(separator: " · "))
+        return lines
+    }
+
+    /// `  ~  3  Water the ferns  (changed: title)`: a mark, the 1-based row, the title, notes.
+    private static func row(_ mark: String, _ row: Int, _ title: String, notes: [String] = []) -> String {
+        let number = String(row + 1)
+        let padded = String(repeating: " ", count: max(0, 3 - number.count)) + number
+        return "    \(mark) \(padded)  \(title)" + (notes.isEmpty ? "" : "  (" + notes.joined(separator: "; ") + ")")
     }
 
     // MARK: JSON
 
-    /// One line: `{"version":…,"previousVersion":…,"deletes":[…],"inserts":[…],"updates":[…],
-    /// "moves":[…],"snapshot":[…]}`, keys in that order.
+    /// One line per event, in the transcripts' vocabulary (a ``Transcript/Step``, keys sorted):
+    /// `{"changeset":{"deletes":[…],"inserts":[…],"moves":[…],"updates":[…]},"previousVersion":…,
+    /// "snapshot":[…],"updatedColumns":[…],"version":…}`.
     private func printJSON(_ event: LiveQueryEvent<Todo>) {
-        let changeset = event.changeset
-        let object = JSONValue.object([
-            ("version", .int(event.version)),
-            ("previousVersion", event.previousVersion.map(JSONValue.int) ?? .null),
-            ("deletes", .array(changeset.deletes.map { .int(Int64($0)) })),
-            ("inserts", .array(changeset.inserts.map { .int(Int64($0)) })),
-            ("updates", .array(zip(changeset.updates, event.updatedColumns).map { pair, columns in
-                .object([("old", .int(Int64(pair.old))), ("new", .int(Int64(pair.new))),
-                         ("columns", .array(columns.sorted().map(JSONValue.string)))])
-            })),
-            ("moves", .array(changeset.moves.map { pair in
-                .object([("old", .int(Int64(pair.old))), ("new", .int(Int64(pair.new)))])
-            })),
-            ("snapshot", .array(event.snapshot.map { todo in
-                .object([("id", .int(Int64(todo.id))), ("title", .string(todo.title)),
-                         ("rank", .int(Int64(todo.rank))), ("done", .bool(todo.done))])
-            })),
-        ])
-        print(object.text)
-    }
-}
-
-/// A JSON value whose objects keep their keys in the order given (so that every line reads
-/// the same way).
-enum JSONValue {
-    case null
-    case bool(Bool)
-    case int(Int64)
-    case string(String)
-    case array([JSONValue])
-    case object([(String, JSONValue)])
-
-    /// The value as compact JSON text.
-    var text: String {
-        switch self {
-        case .null: "null"
-        case .bool(let value): value ? "true" : "false"
-        case .int(let value): String(value)
-        case .string(let value): Self.quoted(value)
-        case .array(let values): "[" + values.map(\.text).joined(separator: ",") + "]"
-        case .object(let members): "{" + members.map { Self.quoted($0.0) + ":" + $0.1.text }.joined(separator: ",") + "}"
-        }
-    }
-
-    /// `string` as a JSON string literal, escaped by `JSONEncoder`.
-    private static func quoted(_ string: String) -> String {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
-        // Encoding a String cannot fail.
-        let data = (try? encoder.encode(string)) ?? Data("\"\"".utf8)
-        return String(decoding: data, as: UTF8.self)
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        do {
+            let step = try Transcript.Step(event, encoder: encoder)
+            print(String(decoding: try encoder.encode(step), as: UTF8.self))
+        } catch {
+            Console.error("cannot encode the event of v\(event.version): \(error)")
+        }
     }
 }

@@ -1,0 +1,58 @@
+import Foundation
+import RippleTesting
+import Testing
+
+/// `ripple demo`, run as a newcomer runs it: it explains itself, and its JSON speaks the
+/// transcripts' vocabulary.
+@Suite struct DemoCommandTests {
+    func run(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+        let executable = try #require(RippleExecutable.url(), "the ripple executable is not built")
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let out = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let err = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, out, err)
+    }
+
+    @Test func theDemoShowsTitlesMarksAndALegend() throws {
+        let demo = try run(["demo"])
+        #expect(demo.status == 0, "\(demo.errors)")
+        #expect(demo.output.contains("Legend: + inserted"))
+        #expect(demo.output.contains("+   5  Call the plumber"), "\(demo.output)")
+        #expect(demo.output.contains("~   3  Water the ferns  (changed: title)"))
+        #expect(demo.output.contains("↕   1  Renew the car insurance  (changed: rank; from row 12)"))
+        #expect(demo.output.contains("−      Pay rent  (was row 3)"))
+        #expect(!demo.output.contains("#21"), "ids are not shown")
+    }
+
+    @Test func theDemosJSONLinesAreTranscriptSteps() throws {
+        let demo = try run(["demo", "--json"])
+        #expect(demo.status == 0, "\(demo.errors)")
+        let lines = demo.output.split(separator: "\n")
+        #expect(lines.count == 10)
+        let steps = try lines.map { try JSONDecoder().decode(Transcript.Step.self, from: Data($0.utf8)) }
+        #expect(steps.first?.previousVersion == nil)
+        #expect(steps.contains { !$0.updatedColumns.isEmpty })
+        #expect(!demo.output.contains("\"columns\""))
+        try replay(Transcript(query: "demo", steps: steps))
+    }
+
+    @Test func theDemoKeepsItsStoreWhenAsked() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ripple-demo-keep-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("demo.sqlite").path
+        let demo = try run(["demo", "--keep", path])
+        #expect(demo.status == 0, "\(demo.errors)")
+        #expect(FileManager.default.fileExists(atPath: path))
+        #expect(demo.errors.contains("ripple history \(path)"))
+        let again = try run(["demo", "--keep", path])
+        #expect(again.status != 0 && again.errors.contains("exists"), "\(again.errors)")
+    }
+}
