@@ -44,7 +44,9 @@ extension Changeset {
     /// ```
     ///
     /// - Parameters:
-    ///   - identifiedBy: the identity of an element.
+    ///   - old: the collection before.
+    ///   - new: the collection after.
+    ///   - identify: the identity of an element.
     ///   - contentEqual: whether two elements of equal identity show the same content;
     ///     `nil` means always (no updates are reported).
     /// - Complexity: O(n + m) expected time and memory; O(n log n) for the minimal moves.

@@ -98,7 +98,7 @@ public struct BatchUpdateListModel<Element> {
         batchesPerformed += 1
     }
 
-    /// Performs each of `changeset`'s ``Changeset/stages`` as one batch.
+    /// Performs each of `changeset`'s `Changeset.stages` as one batch.
     ///
     /// Throws when a stage breaks a rule; when the elements are `Equatable`, prefer
     /// ``apply(_:dataSource:)-swift.method``, which also checks the final list.

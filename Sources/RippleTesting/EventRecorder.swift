@@ -4,7 +4,7 @@ import Ripple
 /// Collects what a live query delivers, for a test to read: the events, the last snapshot, the
 /// error that ended the stream. It is the lock box a `@Sendable` handler would otherwise need.
 ///
-/// With ``Delivery/immediate`` (the default) every event is recorded before the call that caused
+/// With `Delivery/immediate` (the default) every event is recorded before the call that caused
 /// it returns (`subscribe`, the committing `write`), so a test reads the result at once:
 ///
 /// ```swift

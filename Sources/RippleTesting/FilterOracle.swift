@@ -1,7 +1,7 @@
 import Foundation
 import Ripple
 
-/// A ``Filter`` evaluated in Swift with SQLite's rules, to check what the store returns: for
+/// A `Filter` evaluated in Swift with SQLite's rules, to check what the store returns: for
 /// values of one column type each (integer, real, text with the default BINARY collation, NULL),
 /// the answer SQLite gives. Three-valued like SQL: `nil` is "unknown" (a comparison with NULL),
 /// and a row matches only when the filter is `true`.
@@ -108,7 +108,7 @@ public enum FilterOracle {
 
     /// SQLite's LIKE: `%` any run, `_` any one character, ASCII letters case-insensitive,
     /// `escape` making the next pattern character literal (a pattern ending in it matches nothing);
-    /// text and pattern read as SQLite reads them (see ``like(_:_:escapeCharacter:)``).
+    /// text and pattern read as SQLite reads them (see `like(_:_:escapeCharacter:)`).
     public static func like(_ text: [UInt8], _ pattern: [UInt8], escape: UInt8? = nil) -> Bool {
         like(text, pattern, escapeCharacter: escape.map { [$0] })
     }

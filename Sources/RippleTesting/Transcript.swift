@@ -4,7 +4,7 @@ import RippleDiff
 
 /// What a live query delivered, event by event, as a readable JSON file to keep beside your
 /// tests: record it with ``TranscriptRecorder``, check it with ``replay(_:)``, compare a fresh
-/// run with it with ``expectTranscript(_:matches:)``.
+/// run with it with `expectTranscript(_:matches:versions:)`.
 ///
 /// ```json
 /// {
@@ -26,8 +26,8 @@ import RippleDiff
 /// }
 /// ```
 ///
-/// Each step is one ``LiveQueryEvent``: its versions, its snapshot (each record as the JSON its
-/// `Encodable` conformance writes), its changeset's lists (indices as in ``Changeset``) and, for
+/// Each step is one `LiveQueryEvent`: its versions, its snapshot (each record as the JSON its
+/// `Encodable` conformance writes), its changeset's lists (indices as in `Changeset`) and, for
 /// each update, the columns that changed. Keys are sorted and each record, index list or pair
 /// stays on one line, so a transcript diffs well under version control. Records are kept as
 /// ``JSONValue``s: a transcript loads and replays without the record type.
@@ -37,7 +37,7 @@ public struct Transcript: Codable, Sendable, Equatable {
 
     /// The file format (``currentFormat``).
     public var format: Int
-    /// The live query, readably (its ``LiveQuery/description``).
+    /// The live query, readably (its `LiveQuery/description`).
     public var query: String
     /// The events, in the order they were delivered.
     public var steps: [Step]
@@ -110,7 +110,7 @@ public struct Transcript: Codable, Sendable, Equatable {
         }
     }
 
-    /// A changeset's lists, as in ``Changeset``: deletes are old indices, inserts new ones,
+    /// A changeset's lists, as in `Changeset`: deletes are old indices, inserts new ones,
     /// updates and moves `{"old": …, "new": …}` pairs ascending by new index.
     public struct Lists: Codable, Sendable, Equatable, CustomStringConvertible {
         public var deletes: [Int]
@@ -133,7 +133,7 @@ public struct Transcript: Codable, Sendable, Equatable {
         }
 
         /// The changeset from `oldCount` to `newCount` elements these lists describe, checked
-        /// (see ``Changeset/init(oldCount:newCount:deletes:inserts:updates:moves:)``).
+        /// (see `Changeset.init(oldCount:newCount:deletes:inserts:updates:moves:)`).
         public func changeset(oldCount: Int, newCount: Int) throws(ChangesetListsError) -> Changeset {
             try Changeset(oldCount: oldCount, newCount: newCount, deletes: deletes, inserts: inserts,
                           updates: updates.map(\.indexPair), moves: moves.map(\.indexPair))
@@ -160,7 +160,7 @@ public struct Transcript: Codable, Sendable, Equatable {
             self.init(old: pair.old, new: pair.new)
         }
 
-        /// As a ``Changeset/IndexPair``.
+        /// As a `Changeset.IndexPair`.
         public var indexPair: Changeset.IndexPair { Changeset.IndexPair(old: old, new: new) }
 
         public var description: String { "\(old)→\(new)" }

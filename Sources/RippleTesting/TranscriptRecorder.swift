@@ -4,7 +4,7 @@ import Ripple
 /// Records what a live query delivers as a ``Transcript``: one step per event, from the initial
 /// snapshot until ``stop()``.
 ///
-/// With ``Delivery/immediate`` (the default) the initial event is recorded before `init`
+/// With `Delivery/immediate` (the default) the initial event is recorded before `init`
 /// returns and each commit's event before the committing `write` returns, so a test reads a
 /// complete transcript right after its writes:
 ///
@@ -103,7 +103,7 @@ public final class TranscriptRecorder<Element: Encodable & Sendable>: @unchecked
 
 /// A clock that moves only when told: inject it where your own code stamps records with the
 /// time (`createdAt`, `due`…), so that two runs write the same records and their transcripts
-/// compare equal. (Ripple itself reads no clock: ``Delivery/immediate`` is all its live queries
+/// compare equal. (Ripple itself reads no clock: `Delivery/immediate` is all its live queries
 /// need to be deterministic.)
 ///
 /// ```swift

@@ -6,7 +6,7 @@ import RippleDiff
 /// * step 0 is the initial snapshot: no previous version, every element an insert;
 /// * each later step's `previousVersion` is the version of the step before (no step is missing),
 ///   and versions strictly increase;
-/// * each changeset is consistent (see ``Changeset/init(oldCount:newCount:deletes:inserts:updates:moves:)``)
+/// * each changeset is consistent (see `Changeset.init(oldCount:newCount:deletes:inserts:updates:moves:)`)
 ///   and has one set of updated columns per update;
 /// * applied to the list as the step before left it — stage by stage, under the batch-update
 ///   rules of a UIKit-style list — the changeset gives exactly the step's snapshot.
@@ -76,8 +76,11 @@ public func replay(_ transcript: Transcript) throws(TranscriptError) -> BatchUpd
 
 /// Compares a fresh run with a recorded transcript, step by step.
 ///
-/// - Parameter versions: whether versions count (turn it off when the fresh store starts from
-///   another version than the recorded one did).
+/// - Parameters:
+///   - recorded: the transcript kept beside the tests.
+///   - fresh: the transcript of this run.
+///   - versions: whether versions count (turn it off when the fresh store starts from another
+///     version than the recorded one did).
 /// - Returns: `nil` when they are equal, otherwise where they first differ — the step, the field,
 ///   what was recorded and what the fresh run gave:
 ///   `step 2 (v8): changeset.moves differ: recorded [13→0], fresh [12→0]`.

@@ -76,7 +76,7 @@ public struct RecordCollection<Record: Codable & Sendable & Identifiable>: Senda
     // MARK: Queries
 
     /// A query over every record, to refine with ``RecordQuery/filter(_:)``,
-    /// ``RecordQuery/order(by:)-(any OrderingTerm...)`` and ``RecordQuery/limit(_:offset:)``.
+    /// `order(by:)` and ``RecordQuery/limit(_:offset:)``.
     public var all: RecordQuery<Record> { RecordQuery(collection: self) }
 
     /// The records matching `filter`: `todos.filter(Column("done") == false && Column("rank") < 10)`.

@@ -34,6 +34,7 @@ extension Store {
     /// table without comparing.
     ///
     /// - Parameters:
+    ///   - type: The record type (each top-level property a column).
     ///   - name: The table's name (quoted in SQL; must not be empty, hold control characters,
     ///     begin with `sqlite_` or `ripple_` in any case, or be `*`).
     ///   - primaryKey: The column holding `Record.id`; `"id"` unless the identity is computed

@@ -2,7 +2,7 @@ import Foundation
 import RippleDiff
 
 /// A query whose subscribers hear of every change to its result: after each commit that changes
-/// it, the new snapshot and a ``Changeset`` from the snapshot the subscriber last received.
+/// it, the new snapshot and a `Changeset` from the snapshot the subscriber last received.
 ///
 /// Make one from a collection query (``RecordQuery/live()``) or from raw SQL
 /// (``Store/liveQuery(sql:arguments:identity:)``), then subscribe with a handler or iterate

@@ -12,7 +12,7 @@ public struct ColumnOrdering: Sendable, Hashable {
     }
 }
 
-/// What ``RecordQuery/order(by:)-(any OrderingTerm...)`` accepts: a ``Column`` (ascending) or a
+/// What `order(by:)` accepts: a ``Column`` (ascending) or a
 /// ``ColumnOrdering``.
 public protocol OrderingTerm: Sendable {
     /// The ordering this term stands for.

@@ -20,7 +20,10 @@ public enum StressChild {
     /// Writes to `database` with `threads` threads until standard input ends.
     ///
     /// - Parameters:
+    ///   - database: the path of the store's file.
     ///   - index: the child's number (1…), which names its writers (`c1/t0`) and picks their seeds.
+    ///   - threads: how many writer threads to run.
+    ///   - seed: the run's seed, from which each writer's seed derives.
     /// - Returns: the exit status: 0 when the child could write and report.
     public static func run(database: String, seed: UInt64, index: Int, threads: Int) throws -> Int32 {
         var configuration = Store.Configuration()

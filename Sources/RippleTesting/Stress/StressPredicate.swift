@@ -1,6 +1,6 @@
 import Ripple
 
-/// A condition on the rows of one stress table: what a collection query's ``Filter`` says and
+/// A condition on the rows of one stress table: what a collection query's `Filter` says and
 /// what a raw query's `WHERE` says, in a form that child processes can report and that the
 /// reference evaluator runs with SQLite's rules (affinity, three-valued NULL logic, LIKE).
 ///
@@ -17,7 +17,7 @@ indirect enum StressPredicate: Hashable, Sendable, Codable {
 
     // MARK: As a collection filter
 
-    /// The predicate as a Ripple ``Filter``, built with the public operators as an app would.
+    /// The predicate as a Ripple `Filter`, built with the public operators as an app would.
     func filter(for table: StressTable) -> Filter {
         func column(_ index: Int) -> Column { Column(table.columns[index].name) }
         func bound(_ value: StressValue) -> SQLValue { value.sqlValue ?? .null }

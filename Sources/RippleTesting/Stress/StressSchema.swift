@@ -22,7 +22,7 @@ struct StressColumn: Sendable {
 /// different types, and two tables made with raw SQL — one with a composite primary key, one
 /// whose key column has no declared type (so one key column holds integers, text and blobs).
 public enum StressTable: Int, CaseIterable, Codable, Sendable, CustomStringConvertible {
-    /// Collection of ``StressRecord``s identified by `Int` (Int64 extremes included).
+    /// Collection of `StressRecord`s identified by `Int` (Int64 extremes included).
     case ints
     /// Collection identified by `String`: "", NUL, combining marks vs precomposed, emoji.
     case strings
