@@ -216,10 +216,12 @@ public struct Transcript: Codable, Sendable, Equatable {
         }
     }
 
-    /// Writes the transcript to `url` (see ``jsonData()``).
+    /// Writes the transcript to `url` (see ``jsonData()``), creating its folder if needed.
     public func save(to url: URL) throws(TranscriptError) {
         let data = try jsonData()
         do {
+            // The first recording of a test usually goes into a folder that does not exist yet.
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
             try data.write(to: url, options: .atomic)
         } catch {
             throw TranscriptError("cannot write \(url.path): \(error.localizedDescription)")

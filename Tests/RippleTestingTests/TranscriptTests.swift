@@ -90,6 +90,16 @@ import Testing
         expectRefused(headless, atStep: 0, mentioning: "initial snapshot")
     }
 
+    /// The README's recipe saves a test's first recording into `Transcripts/`, which does not
+    /// exist yet: it failed with "The file doesn't exist".
+    @Test func savingCreatesTheFolder() throws {
+        let directory = try TranscriptTestDirectory()
+        let transcript = try recordChores(in: directory)
+        let file = directory.url.appendingPathComponent("Transcripts/nested/chores.json")
+        try transcript.save(to: file)
+        #expect(try Transcript.load(from: file) == transcript)
+    }
+
     @Test func anotherFormatIsRefused() throws {
         let directory = try TranscriptTestDirectory()
         var transcript = try recordChores(in: directory)

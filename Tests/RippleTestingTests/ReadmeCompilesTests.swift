@@ -1,0 +1,74 @@
+import Foundation
+import RippleTesting
+import Testing
+
+/// The README's Swift code compiles as a reader would paste it: each `##` section's ```swift
+/// blocks, in order, into one file of a fresh package depending on Ripple. The blocks are
+/// type-checked with the toolchain's compiler against the modules this package just built (a
+/// fraction of a second per section, so the check stays in every `swift test`).
+@Suite struct ReadmeCompilesTests {
+    /// The package's root: this file is Tests/RippleTestingTests/ReadmeCompilesTests.swift.
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// The README's sections that hold Swift code: each section's title and its blocks, in order.
+    static func sections() throws -> [(title: String, code: String)] {
+        let text = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        var sections: [(title: String, blocks: [String])] = []
+        var title = "(before the first section)"
+        var block: [String]?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if var lines = block {
+                if line.hasPrefix("```") {
+                    if sections.last?.title != title { sections.append((title, [])) }
+                    sections[sections.count - 1].blocks.append(lines.joined(separator: "\n"))
+                    block = nil
+                } else {
+                    lines.append(String(line))
+                    block = lines
+                }
+            } else if line.hasPrefix("## ") {
+                title = String(line.dropFirst(3))
+            } else if line == "```swift" {
+                block = []
+            }
+        }
+        return sections.map { ($0.title, $0.blocks.joined(separator: "\n\n")) }
+    }
+
+    @Test func everySectionsSwiftCompilesAsPasted() throws {
+        let modules = try #require(RippleExecutable.url()?.deletingLastPathComponent().appendingPathComponent("Modules"),
+                                   "the package is not built")
+        let sections = try Self.sections()
+        #expect(sections.count >= 4, "\(sections.map(\.title))")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ripple-readme-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for (index, section) in sections.enumerated() {
+            let file = directory.appendingPathComponent("section\(index).swift")
+            try section.code.write(to: file, atomically: true, encoding: .utf8)
+            let result = try Self.typecheck(file, modules: modules)
+            #expect(result.status == 0, "README section \"\(section.title)\" does not compile:\n\(result.errors)")
+        }
+    }
+
+    /// Runs the compiler's type checker on `file` (as a program's main file, Swift 6 mode).
+    static func typecheck(_ file: URL, modules: URL) throws -> (status: Int32, errors: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        var arguments = ["swiftc", "-typecheck", "-swift-version", "6", "-I", modules.path,
+                         "-I", root.appendingPathComponent("Sources/RippleSQLite").path, file.path]
+        #if os(macOS)
+        arguments.insert("xcrun", at: 0)
+        #endif
+        process.arguments = arguments
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let output = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let lines = output.split(separator: "\n").filter { $0.contains("error:") }
+        return (process.terminationStatus, lines.prefix(20).joined(separator: "\n"))
+    }
+}
