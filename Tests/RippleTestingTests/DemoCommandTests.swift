@@ -54,5 +54,14 @@ import Testing
         #expect(demo.errors.contains("ripple history \(path)"))
         let again = try run(["demo", "--keep", path])
         #expect(again.status != 0 && again.errors.contains("exists"), "\(again.errors)")
+
+        // `ripple info` tells what the kept store holds.
+        let info = try run(["info", path])
+        #expect(info.status == 0, "\(info.errors)")
+        #expect(info.output.contains("version 13; history kept from version 0"), "\(info.output)")
+        #expect(info.output.contains("change log: 15 entries over 13 versions"), "\(info.output)")
+        #expect(info.output.contains("todos  20 rows"), "\(info.output)")
+        let missing = try run(["info", directory.appendingPathComponent("none.sqlite").path])
+        #expect(missing.status != 0 && missing.errors.contains("does not exist"), "\(missing.errors)")
     }
 }
