@@ -144,3 +144,70 @@ extension SectionedChangeset {
         return stages.reduce(old) { list, batch in batch.apply(to: list, using: new) }
     }
 }
+
+/// One batch of ``SectionedChangeset/conservativeStages(from:to:)`` and the sections the list
+/// shows after it (the data source to update to before performing the batch).
+public struct SectionedStage<Model: Diffable, Item: Diffable> {
+    /// The batch.
+    public let batch: SectionedBatch
+    /// The sections after the batch.
+    public let sections: [ListSection<Model, Item>]
+}
+
+extension SectionedStage: Sendable where Model: Sendable, Item: Sendable {}
+
+extension SectionedChangeset {
+    /// The changeset as batches that never mix section changes with item changes, each with the
+    /// sections the list shows after it:
+    ///
+    /// 1. items only, inside the sections that stay (in their old order): deletes, inserts,
+    ///    moves (across those sections too), reloads of changed items that do not move;
+    /// 2. sections only: deletes, inserts and moves (an inserted section comes with its items);
+    /// 3. reloads: sections whose model changed, items that both moved and changed.
+    ///
+    /// ``stages`` is the default: two batches, each valid for UIKit as documented (section and
+    /// item changes together in the first). Some UIKit versions have crashed on real devices on
+    /// a few combinations of section moves with item moves in one batch, which this split never
+    /// makes, at the cost of one more batch and intermediate data sources: take it when a list
+    /// shows such crashes.
+    ///
+    /// - Complexity: O(S + N).
+    public func conservativeStages<Model, Item>(from old: [ListSection<Model, Item>],
+                                                to new: [ListSection<Model, Item>]) -> [SectionedStage<Model, Item>] {
+        precondition(old.map(\.items.count) == oldItemCounts && new.map(\.items.count) == newItemCounts,
+                     "SectionedChangeset.conservativeStages: the lists are not the ones the changeset was computed from")
+        // 1. Every section that stays already holds its new items; sections keep their old place.
+        var itemsMoved = old
+        for (index, section) in old.enumerated() {
+            if let target = sections.newIndex(forOld: index) { itemsMoved[index] = ListSection(model: section.model, items: new[target].items) }
+        }
+        func oldSection(_ path: ItemPath) -> ItemPath {
+            ItemPath(section: sections.oldIndex(forNew: path.section)!, item: path.item)
+        }
+        let moved = Set(itemMoves.map(\.new))
+        var items = SectionedBatch()
+        items.itemDeletes = itemDeletes
+        items.itemInserts = itemInserts.map(oldSection).sorted()
+        items.itemMoves = itemMoves.map { PathPair(old: $0.old, new: oldSection($0.new)) }
+        items.itemReloads = itemUpdates.filter { !moved.contains($0.new) }.map(\.old).sorted()
+
+        // 2. The sections take their new places (models still old where they changed).
+        var sectionsMoved = new
+        for update in sections.updates { sectionsMoved[update.new].model = old[update.old].model }
+        var sectionChanges = SectionedBatch()
+        sectionChanges.sectionDeletes = sections.deletes
+        sectionChanges.sectionInserts = sections.inserts
+        sectionChanges.sectionMoves = sections.moves
+
+        // 3. Reloads, at the new paths.
+        var reloads = SectionedBatch()
+        reloads.sectionReloads = sections.updates.map(\.new).sorted()
+        let reloadedSections = Set(reloads.sectionReloads)
+        reloads.itemReloads = itemUpdates.filter { moved.contains($0.new) && !reloadedSections.contains($0.new.section) }
+            .map(\.new).sorted()
+
+        return [SectionedStage(batch: items, sections: itemsMoved),
+                SectionedStage(batch: sectionChanges, sections: sectionsMoved),
+                SectionedStage(batch: reloads, sections: new)].filter { !$0.batch.isEmpty }
+    }
+}

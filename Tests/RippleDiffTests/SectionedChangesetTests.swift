@@ -35,6 +35,21 @@ func expectSectionedApplies(_ old: Sections, _ new: Sections, sourceLocation: So
     } catch {
         Issue.record("\(error)\n\(old)\n→ \(new)\n\(changeset)", sourceLocation: sourceLocation)
     }
+    // The conservative split: no batch mixes section and item changes, each applies to the
+    // list the one before left with its own data source, and the last leaves `new`.
+    var conservative = SectionedListModel(sections: old)
+    do {
+        for stage in changeset.conservativeStages(from: old, to: new) {
+            let batch = stage.batch
+            let touchesSections = !(batch.sectionDeletes.isEmpty && batch.sectionInserts.isEmpty && batch.sectionMoves.isEmpty)
+            let touchesItems = !(batch.itemDeletes.isEmpty && batch.itemInserts.isEmpty && batch.itemMoves.isEmpty)
+            #expect(!(touchesSections && touchesItems), "\(batch)", sourceLocation: sourceLocation)
+            try conservative.performBatchUpdates(batch, dataSource: stage.sections)
+        }
+        #expect(conservative.sections == new, "\(old)\n→ \(new)\n\(changeset)", sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("conservative: \(error)\n\(old)\n→ \(new)\n\(changeset)", sourceLocation: sourceLocation)
+    }
 }
 
 @Suite struct SectionedChangesetTests {
