@@ -54,10 +54,22 @@ struct HistoryCommand: ParsableCommand {
                                                   as: String.self) else {
                     throw ValidationError("no table \(table) in \(database)")
                 }
-                guard sql.uppercased().contains("WITHOUT ROWID") else { return "rowid" }
-                let columns = try db.fetchAll("SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", [table])
-                    .map { try $0.value("name", as: String.self) }
-                return "json_array(" + columns.map(Self.quoted).joined(separator: ", ") + ")"
+                let columns = try db.fetchAll("SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid", [table])
+                let names = try columns.map { try $0.value("name", as: String.self) }
+                let key = try columns.filter { try $0.value("pk", as: Int.self) > 0 }
+                    .sorted { try $0.value("pk", as: Int.self) < $1.value("pk", as: Int.self) }
+                let withoutRowid = sql.uppercased().contains("WITHOUT ROWID")
+                // A rowid table's rows are told apart by the rowid, under a name no column takes
+                // (a column named rowid, oid or _rowid_ hides that name), or its INTEGER PRIMARY KEY.
+                if !withoutRowid, let alias = RowidAlias.available(avoiding: names) { return alias }
+                if !withoutRowid, key.count == 1, try key[0].value("type", as: String.self).uppercased() == "INTEGER" {
+                    return Self.quoted(try key[0].value("name", as: String.self))
+                }
+                guard !key.isEmpty else {
+                    throw ValidationError("the rows of \(table) have no identity to follow: its columns take every name of "
+                                          + "the rowid (rowid, oid, _rowid_) and it declares no primary key")
+                }
+                return "json_array(" + (try key.map { Self.quoted(try $0.value("name", as: String.self)) }).joined(separator: ", ") + ")"
             }
             var sql = "SELECT \(key) AS \"$key\", * FROM \(quotedTable)"
             if let condition { sql += " WHERE (\(condition))" }

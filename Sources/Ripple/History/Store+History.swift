@@ -42,7 +42,8 @@ extension Store {
         let compiled = try query.compiled()
         let schema = query.collection.schema
         let reader = SnapshotReader(keyColumn: Int32(schema.primaryKeyIndex))
-        return try history(table: schema.table, from: from, to: to) { db in
+        let unordered = query.orderings.isEmpty ? "a query without an order" : nil
+        return try history(table: schema.table, from: from, to: to, unordered: unordered) { db in
             let statement = try db.makeStatement(compiled.sql)
             try statement.bind(compiled.arguments)
             let decoder = RowDecoder(statement: statement, layout: schema.layout, recordType: Record.self)
@@ -57,14 +58,16 @@ extension Store {
     public func history(table: String, sql: String, arguments: [any SQLValueConvertible] = [], identity: String,
                         from: Int64, to: Int64) throws -> [HistoryStep<Row>] {
         let arguments = arguments.map(\.sqlValue)
-        return try history(table: table, from: from, to: to) { db in
+        return try history(table: table, from: from, to: to, unordered: "raw SQL") { db in
             let statement = try db.makeStatement(sql)
             try statement.bind(arguments)
             return try SnapshotReader.rows(of: statement, identity: identity, sql: sql)
         }
     }
 
-    private func history<Element: Sendable>(table: String, from: Int64, to: Int64,
+    /// `unordered` names the query when its order may not be total (its rows may come in table
+    /// order), which the copy must then keep.
+    private func history<Element: Sendable>(table: String, from: Int64, to: Int64, unordered: String?,
                                             fetch: (Database) throws -> Snapshot<Element>) throws -> [HistoryStep<Element>] {
         if let access = pool.currentAccess {
             throw StoreError(.nesting, "history was asked for inside a \(access.isWrite ? "write" : "read"): it reads committed "
@@ -77,6 +80,7 @@ extension Store {
         return try read { db in
             var rewinder = try TableRewinder(db, table: table, back: from, to: to)
             defer { rewinder.close() }
+            if let unordered { try rewinder.shape.requireRowOrder(for: unordered) }
             // Newest first: the result as of `to`, then before each version that changed the table.
             try rewinder.rewind(after: to)
             var snapshots: [(version: Int64, snapshot: Snapshot<Element>)] = [(to, try fetch(db))]
@@ -108,9 +112,10 @@ struct TableRewinder {
     private let table: String
     private let quotedTable: String
     private let columns: [String]
-    private let withoutRowid: Bool
     /// `nil`: the key is the rowid; otherwise the key columns (declared primary key).
     private let keyColumns: [String]?
+    /// The table's columns, key and rowid name (which may not be `rowid`: a column may take it).
+    let shape: TableShape
     /// The log of the table, newest version first.
     private var log: [(version: Int64, operation: String, keys: String, oldRows: String?, exactKeys: [RowKey]?)]
     private var position = 0
@@ -134,27 +139,9 @@ struct TableRewinder {
             throw StoreError(.history, "version \(from) is before version \(barrier), a schema change or a write the change "
                              + "log could not track, which cannot be undone (history of \(table) starts at \(barrier))")
         }
-        guard let sql = try db.fetchValue("SELECT sql FROM main.sqlite_schema WHERE type = 'table' AND name = ?", [table],
-                                          as: String.self), sql.hasPrefix("CREATE TABLE ") else {
-            throw StoreError(.invalidQuery, "no table \(table) in the store")
-        }
-        withoutRowid = sql.uppercased().contains("WITHOUT ROWID")
-        var columns: [String] = []
-        var key: [(position: Int, name: String, type: String)] = []
-        for row in try db.fetchAll("SELECT name, type, pk FROM pragma_table_info(?, 'main') ORDER BY cid", [table]) {
-            let name = try row.value("name", as: String.self)
-            columns.append(name)
-            let pk = try row.value("pk", as: Int.self)
-            if pk > 0 { key.append((pk, name, (try? row.value("type", as: String.self)) ?? "")) }
-        }
-        key.sort { $0.position < $1.position }
-        self.columns = columns
-        // The change capture's rule: no declared key, or INTEGER PRIMARY KEY, is keyed by the rowid.
-        if key.isEmpty || (!withoutRowid && key.count == 1 && key[0].type.uppercased() == "INTEGER") {
-            keyColumns = nil
-        } else {
-            keyColumns = key.map(\.name)
-        }
+        shape = try TableShape(db, table: table)
+        columns = shape.columns
+        keyColumns = shape.keyColumns
         log = try db.fetchAll("""
             SELECT version, operation, row_keys, old_rows, exact_keys FROM ripple_changes
             WHERE table_name = ? AND version > ? ORDER BY version DESC
@@ -167,7 +154,7 @@ struct TableRewinder {
         queryOnly = try db.fetchValue("PRAGMA query_only", as: Int.self) == 1
         if queryOnly { try db.execute("PRAGMA query_only = OFF") }
         do {
-            try db.execute("CREATE TEMP TABLE " + sql.dropFirst("CREATE TABLE ".count))
+            try db.execute("CREATE TEMP TABLE " + shape.sql.dropFirst("CREATE TABLE ".count))
             for index in try db.fetchAll("SELECT sql FROM main.sqlite_schema WHERE type = 'index' AND tbl_name = ? AND sql NOT NULL",
                                          [table]) {
                 // Same indexes, so that a query without ORDER BY scans in the same order.
@@ -177,7 +164,7 @@ struct TableRewinder {
                 }
             }
             let list = columns.map(SQLIdentifier.quoted).joined(separator: ", ")
-            let rowid = withoutRowid ? "" : "rowid, "
+            let rowid = shape.separateRowid.map { "\($0), " } ?? ""
             try db.execute("INSERT INTO temp.\(quotedTable)(\(rowid)\(list)) SELECT \(rowid)\(list) FROM main.\(quotedTable)")
         } catch {
             close()
@@ -222,21 +209,22 @@ struct TableRewinder {
             var parser = OldRowParser(text: oldRows)
             restore += try parser.rows().compactMap { $0 }
         }
-        let values = withoutRowid ? "" : "?, "
-        let rowid = withoutRowid ? "" : "rowid, "
+        let values = shape.separateRowid == nil ? "" : "?, "
+        let rowid = shape.separateRowid.map { "\($0), " } ?? ""
         let sql = "INSERT INTO temp.\(quotedTable)(\(rowid)\(columns.map(SQLIdentifier.quoted).joined(separator: ", "))) "
             + "VALUES (\(values)\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
         for row in restore {
             guard row.count == columns.count + 1 else {
                 throw StoreError(.history, "a before-image of version \(version) does not fit the table \(table)")
             }
-            try db.execute(sql, Array(withoutRowid ? row.dropFirst() : row[...]))
+            try db.execute(sql, Array(shape.separateRowid == nil ? row.dropFirst() : row[...]))
         }
     }
 
     /// Deletes the row with `key` (logged exactly: type and bytes) from the copy.
     private func delete(exactKey key: RowKey) throws {
-        let condition = keyColumns.map { $0.map { "\(SQLIdentifier.quoted($0)) = ?" }.joined(separator: " AND ") } ?? "rowid = ?"
+        let condition = keyColumns.map { $0.map { "\(SQLIdentifier.quoted($0)) = ?" }.joined(separator: " AND ") }
+            ?? "\(shape.rowid ?? "rowid") = ?"
         let statement = try db.cachedStatement("DELETE FROM temp.\(quotedTable) WHERE \(condition)")
         defer { statement.reset() }
         guard try key.bind(to: statement, at: 1) == Int32(statement.parameterCount) else {
@@ -249,7 +237,7 @@ struct TableRewinder {
     private func delete(key: String) throws {
         guard let keyColumns else {
             guard let rowid = Int64(key) else { throw StoreError(.decoding, "malformed rowid \(key) in the change log") }
-            try db.execute("DELETE FROM temp.\(quotedTable) WHERE rowid = ?", [rowid])
+            try db.execute("DELETE FROM temp.\(quotedTable) WHERE \(shape.rowid ?? "rowid") = ?", [rowid])
             return
         }
         var parts = [key]
