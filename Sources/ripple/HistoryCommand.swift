@@ -74,10 +74,11 @@ struct HistoryCommand: ParsableCommand {
             var sql = "SELECT \(key) AS \"$key\", * FROM \(quotedTable)"
             if let condition { sql += " WHERE (\(condition))" }
             if let orderBy { sql += " ORDER BY \(Self.quoted(orderBy))" }
-            let steps = try store.history(table: table, sql: sql, identity: "$key", from: from, to: to)
+            // Each step is printed as it is rebuilt: memory stays bounded whatever the range.
             var previous: [Row] = []
-            for (index, step) in steps.enumerated() {
-                print(Self.heading(step, initial: index == 0))
+            var initial = true
+            try store.history(table: table, sql: sql, identity: "$key", from: from, to: to) { step in
+                print(Self.heading(step, initial: initial))
                 let changeset = step.changeset
                 for old in changeset.deletes { print("  - [\(old)] \(Self.describe(previous[old]))") }
                 for new in changeset.inserts { print("  + [\(new)] \(Self.describe(step.snapshot[new]))") }
@@ -87,6 +88,7 @@ struct HistoryCommand: ParsableCommand {
                 }
                 for pair in changeset.moves { print("  ↕ [\(pair.old)→\(pair.new)] \(Self.describe(step.snapshot[pair.new]))") }
                 previous = step.snapshot
+                initial = false
             }
         } catch let error as ValidationError {
             Console.error(error.message)

@@ -36,71 +36,28 @@ extension Store {
     /// later version whose commit changed the result (its elements, their order or content),
     /// with the changeset from the step before, as a live subscriber would have received it.
     ///
+    /// This collects every step; ``history(of:from:to:_:)`` hands them out one at a time, in
+    /// memory bounded by a few snapshots whatever the number of versions.
+    ///
     /// - Throws: ``StoreError`` of kind ``StoreError/Kind/history`` as ``snapshot(of:at:)``
     ///   does, for `from` (or when `from > to`).
     public func history<Record>(of query: RecordQuery<Record>, from: Int64, to: Int64) throws -> [HistoryStep<Record>] {
-        let compiled = try query.compiled()
-        let schema = query.collection.schema
-        let reader = SnapshotReader(keyColumn: Int32(schema.primaryKeyIndex))
-        let unordered = query.orderings.isEmpty ? "a query without an order" : nil
-        return try history(table: schema.table, from: from, to: to, unordered: unordered) { db in
-            let statement = try db.makeStatement(compiled.sql)
-            try statement.bind(compiled.arguments)
-            let decoder = RowDecoder(statement: statement, layout: schema.layout, recordType: Record.self)
-            defer { decoder.finish() }
-            return try reader.read(statement) { try decoder.decode(Record.self) }
-        }
+        var steps: [HistoryStep<Record>] = []
+        try history(of: query, from: from, to: to) { steps.append($0) }
+        return steps
     }
 
     /// The history of a raw SQL query over rows of `table` (see ``history(of:from:to:)``): only
     /// `table` is rewound, other tables the SQL reads are seen as they are now. `identity` names
     /// the result column that identifies a row across snapshots. Arguments are bound.
+    ///
+    /// This collects every step; ``history(table:sql:arguments:identity:from:to:_:)`` hands them
+    /// out one at a time.
     public func history(table: String, sql: String, arguments: [any SQLValueConvertible] = [], identity: String,
                         from: Int64, to: Int64) throws -> [HistoryStep<Row>] {
-        let arguments = arguments.map(\.sqlValue)
-        return try history(table: table, from: from, to: to, unordered: "raw SQL") { db in
-            let statement = try db.makeStatement(sql)
-            try statement.bind(arguments)
-            return try SnapshotReader.rows(of: statement, identity: identity, sql: sql)
-        }
-    }
-
-    /// `unordered` names the query when its order may not be total (its rows may come in table
-    /// order), which the copy must then keep.
-    private func history<Element: Sendable>(table: String, from: Int64, to: Int64, unordered: String?,
-                                            fetch: (Database) throws -> Snapshot<Element>) throws -> [HistoryStep<Element>] {
-        if let access = pool.currentAccess {
-            throw StoreError(.nesting, "history was asked for inside a \(access.isWrite ? "write" : "read"): it reads committed "
-                             + "versions in a read of its own, and notices other writers first. Ask outside")
-        }
-        // A write made without Ripple and not noticed yet is not in the log: adopt it first (a
-        // "*" entry, which history refuses to cross) rather than answer wrongly. A read-only
-        // store cannot adopt; it relies on writers that log.
-        try noticeExternalWrites()
-        return try read { db in
-            var rewinder = try TableRewinder(db, table: table, back: from, to: to)
-            defer { rewinder.close() }
-            if let unordered { try rewinder.shape.requireRowOrder(for: unordered) }
-            // Newest first: the result as of `to`, then before each version that changed the table.
-            try rewinder.rewind(after: to)
-            var snapshots: [(version: Int64, snapshot: Snapshot<Element>)] = [(to, try fetch(db))]
-            for version in rewinder.versions(in: from + 1...max(to, from + 1)).reversed() where version <= to {
-                try rewinder.undo(version)
-                // The table now is as of the version before `version`, back to the previous change.
-                snapshots[snapshots.count - 1].version = version
-                snapshots.append((from, try fetch(db)))
-            }
-            snapshots[snapshots.count - 1].version = from
-            var steps: [HistoryStep<Element>] = []
-            var previous: [SnapshotItem] = []
-            for (index, entry) in snapshots.reversed().enumerated() {
-                if index > 0 && entry.snapshot.items == previous { continue }
-                steps.append(HistoryStep(version: entry.version, snapshot: entry.snapshot.elements,
-                                         changeset: Changeset(from: previous, to: entry.snapshot.items)))
-                previous = entry.snapshot.items
-            }
-            return steps
-        }
+        var steps: [HistoryStep<Row>] = []
+        try history(table: table, sql: sql, arguments: arguments, identity: identity, from: from, to: to) { steps.append($0) }
+        return steps
     }
 }
 
