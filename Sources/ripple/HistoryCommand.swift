@@ -14,8 +14,9 @@ struct HistoryCommand: ParsableCommand {
             used as written (its values are yours: it is not a place for untrusted input). The \
             store is opened read-only. The first step is the result as of --from (every row an \
             insert); each later step is a version whose commit changed the result, with its \
-            deletes (old positions), inserts, updates and moves (new positions). Versions outside \
-            the change log's retention, or before a schema change of the table, are an error.
+            deletes (old positions), inserts, updates and moves (new positions). Steps are printed \
+            as they are rebuilt, oldest first, in memory bounded whatever the range. Versions \
+            outside the change log's retention, or before a schema change of the table, are an error.
             """
     )
 

@@ -89,7 +89,7 @@ struct HistoryCursor<Element: Sendable> {
     }
 
     /// Moves to the next version, whose redo made `changes` to the copy. Returns `false` when the
-    /// result certainly stands, `true` when `snapshot` was read again (it may be equal).
+    /// result certainly stands, `true` when `snapshot` was updated or read again (it may be equal).
     ///
     /// - Complexity: skip and patch: O(c) row lookups for c changed rows; merge: O(c log n) two-row
     ///   queries and O(n) to build the result of n rows; re-run: the query's own cost.
@@ -98,7 +98,7 @@ struct HistoryCursor<Element: Sendable> {
         if let rows = query.rows, let keys = changes.keys, keys.count <= Self.rowCheckLimit {
             switch try follow(rows, Array(keys), in: db) {
             case .unchanged: return false
-            case .moved: return true
+            case .updated: return true
             case .reread: break
             }
         }
@@ -108,7 +108,8 @@ struct HistoryCursor<Element: Sendable> {
     }
 
     private enum Outcome {
-        case unchanged, moved, reread
+        /// The result stands; it was updated from the changed rows; the query must run again.
+        case unchanged, updated, reread
     }
 
     /// Beyond this many changed rows, re-running the query is cheaper than following each.
@@ -128,7 +129,7 @@ struct HistoryCursor<Element: Sendable> {
         let now = try fetchRows(db, keys)
         if inResult.isEmpty && now.items.isEmpty { return .unchanged }
         guard now.columnNames == snapshot.columnNames else { return .reread }
-        if patch(with: now, inResult: inResult.count, orderColumns: rows.orderColumns, positions: positions) { return .moved }
+        if patch(with: now, inResult: inResult.count, orderColumns: rows.orderColumns, positions: positions) { return .updated }
         guard now.items.count <= Self.mergeLimit else { return .reread }
         return try merge(now, leaving: Set(inResult), limit: rows.limit, firstOfTwo: firstOfTwo, in: db)
     }
@@ -228,7 +229,7 @@ struct HistoryCursor<Element: Sendable> {
         }
         snapshot = merged
         positions = nil
-        return .moved
+        return .updated
     }
 
     /// Whether the row of `key` comes before the row of `other` in the query's order; `nil` when
