@@ -28,6 +28,8 @@ struct RedoLog {
     private var end: Int64 = 0
     private var recording = true
     private var open = true
+    /// `PRAGMA recursive_triggers` before recording turned it on.
+    private var recursiveTriggers = false
 
     private static let table = "ripple_history_redo"
     private static let triggers = ["ripple_history_redo_insert", "ripple_history_redo_delete", "ripple_history_redo_update"]
@@ -42,6 +44,9 @@ struct RedoLog {
         try db.execute("CREATE TEMP TABLE \(Self.table) (seq INTEGER PRIMARY KEY, op INTEGER NOT NULL, r, "
                        + values.joined(separator: ", ") + ")")
         do {
+            // So that rows a REPLACE deletes to make room fire the delete trigger too.
+            recursiveTriggers = try db.fetchValue("PRAGMA recursive_triggers", as: Int.self) == 1
+            try db.execute("PRAGMA recursive_triggers = ON")
             let list = "op, r, " + values.joined(separator: ", ")
             func row(_ op: Int, _ image: String) -> String {
                 let rowid = shape.rowid.map { "\(image).\($0)" } ?? "NULL"
@@ -74,6 +79,7 @@ struct RedoLog {
         guard recording else { return }
         recording = false
         for trigger in Self.triggers { try db.execute("DROP TRIGGER IF EXISTS temp.\(trigger)") }
+        if !recursiveTriggers { try db.execute("PRAGMA recursive_triggers = OFF") }
     }
 
     /// Redoes `version` on the copy (undone while recording; versions are redone oldest first,
@@ -133,6 +139,7 @@ struct RedoLog {
         guard open else { return }
         open = false
         for trigger in Self.triggers { try? db.execute("DROP TRIGGER IF EXISTS temp.\(trigger)") }
+        if !recursiveTriggers { try? db.execute("PRAGMA recursive_triggers = OFF") }
         try? db.execute("DROP TABLE IF EXISTS temp.\(Self.table)")
     }
 }
