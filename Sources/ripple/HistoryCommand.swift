@@ -14,8 +14,9 @@ struct HistoryCommand: ParsableCommand {
             used as written (its values are yours: it is not a place for untrusted input). The \
             store is opened read-only. The first step is the result as of --from (every row an \
             insert); each later step is a version whose commit changed the result, with its \
-            deletes (old positions), inserts, updates and moves (new positions). Versions outside \
-            the change log's retention, or before a schema change of the table, are an error.
+            deletes (old positions), inserts, updates and moves (new positions). Steps are printed \
+            as they are rebuilt, oldest first, in memory bounded whatever the range. Versions \
+            outside the change log's retention, or before a schema change of the table, are an error.
             """
     )
 
@@ -54,18 +55,31 @@ struct HistoryCommand: ParsableCommand {
                                                   as: String.self) else {
                     throw ValidationError("no table \(table) in \(database)")
                 }
-                guard sql.uppercased().contains("WITHOUT ROWID") else { return "rowid" }
-                let columns = try db.fetchAll("SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", [table])
-                    .map { try $0.value("name", as: String.self) }
-                return "json_array(" + columns.map(Self.quoted).joined(separator: ", ") + ")"
+                let columns = try db.fetchAll("SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid", [table])
+                let names = try columns.map { try $0.value("name", as: String.self) }
+                let key = try columns.filter { try $0.value("pk", as: Int.self) > 0 }
+                    .sorted { try $0.value("pk", as: Int.self) < $1.value("pk", as: Int.self) }
+                let withoutRowid = sql.uppercased().contains("WITHOUT ROWID")
+                // A rowid table's rows are told apart by the rowid, under a name no column takes
+                // (a column named rowid, oid or _rowid_ hides that name), or its INTEGER PRIMARY KEY.
+                if !withoutRowid, let alias = RowidAlias.available(avoiding: names) { return alias }
+                if !withoutRowid, key.count == 1, try key[0].value("type", as: String.self).uppercased() == "INTEGER" {
+                    return Self.quoted(try key[0].value("name", as: String.self))
+                }
+                guard !key.isEmpty else {
+                    throw ValidationError("the rows of \(table) have no identity to follow: its columns take every name of "
+                                          + "the rowid (rowid, oid, _rowid_) and it declares no primary key")
+                }
+                return "json_array(" + (try key.map { Self.quoted(try $0.value("name", as: String.self)) }).joined(separator: ", ") + ")"
             }
             var sql = "SELECT \(key) AS \"$key\", * FROM \(quotedTable)"
             if let condition { sql += " WHERE (\(condition))" }
             if let orderBy { sql += " ORDER BY \(Self.quoted(orderBy))" }
-            let steps = try store.history(table: table, sql: sql, identity: "$key", from: from, to: to)
+            // Each step is printed as it is rebuilt: memory stays bounded whatever the range.
             var previous: [Row] = []
-            for (index, step) in steps.enumerated() {
-                print(Self.heading(step, initial: index == 0))
+            var initial = true
+            try store.history(table: table, sql: sql, identity: "$key", from: from, to: to) { step in
+                print(Self.heading(step, initial: initial))
                 let changeset = step.changeset
                 for old in changeset.deletes { print("  - [\(old)] \(Self.describe(previous[old]))") }
                 for new in changeset.inserts { print("  + [\(new)] \(Self.describe(step.snapshot[new]))") }
@@ -75,6 +89,7 @@ struct HistoryCommand: ParsableCommand {
                 }
                 for pair in changeset.moves { print("  ↕ [\(pair.old)→\(pair.new)] \(Self.describe(step.snapshot[pair.new]))") }
                 previous = step.snapshot
+                initial = false
             }
         } catch let error as ValidationError {
             Console.error(error.message)

@@ -59,8 +59,10 @@ import Testing
         let openQuery = todos.filter(Column("done") == false).order(by: Column("rank"))
         let then = try store.snapshot(of: openQuery, at: 2)
         #expect(then.map(\.title) == ["Milk"])
-        let steps = try store.history(of: openQuery, from: 2, to: try store.currentVersion())
+        var steps: [HistoryStep<Todo>] = []
+        try store.history(of: openQuery, from: 2, to: try store.currentVersion()) { step in steps.append(step) }
         #expect(steps.map { $0.snapshot.map(\.title) } == [["Milk"], ["Tea", "Milk"], ["Milk"], []])
+        #expect(steps.map(\.version) == (try store.history(of: openQuery, from: 2, to: try store.currentVersion())).map(\.version))
         #expect(steps.dropFirst().allSatisfy { !$0.changeset.isEmpty })
     }
 }

@@ -36,67 +36,28 @@ extension Store {
     /// later version whose commit changed the result (its elements, their order or content),
     /// with the changeset from the step before, as a live subscriber would have received it.
     ///
+    /// This collects every step; ``history(of:from:to:_:)`` hands them out one at a time, in
+    /// memory bounded by a few snapshots whatever the number of versions.
+    ///
     /// - Throws: ``StoreError`` of kind ``StoreError/Kind/history`` as ``snapshot(of:at:)``
     ///   does, for `from` (or when `from > to`).
     public func history<Record>(of query: RecordQuery<Record>, from: Int64, to: Int64) throws -> [HistoryStep<Record>] {
-        let compiled = try query.compiled()
-        let schema = query.collection.schema
-        let reader = SnapshotReader(keyColumn: Int32(schema.primaryKeyIndex))
-        return try history(table: schema.table, from: from, to: to) { db in
-            let statement = try db.makeStatement(compiled.sql)
-            try statement.bind(compiled.arguments)
-            let decoder = RowDecoder(statement: statement, layout: schema.layout, recordType: Record.self)
-            defer { decoder.finish() }
-            return try reader.read(statement) { try decoder.decode(Record.self) }
-        }
+        var steps: [HistoryStep<Record>] = []
+        try history(of: query, from: from, to: to) { steps.append($0) }
+        return steps
     }
 
     /// The history of a raw SQL query over rows of `table` (see ``history(of:from:to:)``): only
     /// `table` is rewound, other tables the SQL reads are seen as they are now. `identity` names
     /// the result column that identifies a row across snapshots. Arguments are bound.
+    ///
+    /// This collects every step; ``history(table:sql:arguments:identity:from:to:_:)`` hands them
+    /// out one at a time.
     public func history(table: String, sql: String, arguments: [any SQLValueConvertible] = [], identity: String,
                         from: Int64, to: Int64) throws -> [HistoryStep<Row>] {
-        let arguments = arguments.map(\.sqlValue)
-        return try history(table: table, from: from, to: to) { db in
-            let statement = try db.makeStatement(sql)
-            try statement.bind(arguments)
-            return try SnapshotReader.rows(of: statement, identity: identity, sql: sql)
-        }
-    }
-
-    private func history<Element: Sendable>(table: String, from: Int64, to: Int64,
-                                            fetch: (Database) throws -> Snapshot<Element>) throws -> [HistoryStep<Element>] {
-        if let access = pool.currentAccess {
-            throw StoreError(.nesting, "history was asked for inside a \(access.isWrite ? "write" : "read"): it reads committed "
-                             + "versions in a read of its own, and notices other writers first. Ask outside")
-        }
-        // A write made without Ripple and not noticed yet is not in the log: adopt it first (a
-        // "*" entry, which history refuses to cross) rather than answer wrongly. A read-only
-        // store cannot adopt; it relies on writers that log.
-        try noticeExternalWrites()
-        return try read { db in
-            var rewinder = try TableRewinder(db, table: table, back: from, to: to)
-            defer { rewinder.close() }
-            // Newest first: the result as of `to`, then before each version that changed the table.
-            try rewinder.rewind(after: to)
-            var snapshots: [(version: Int64, snapshot: Snapshot<Element>)] = [(to, try fetch(db))]
-            for version in rewinder.versions(in: from + 1...max(to, from + 1)).reversed() where version <= to {
-                try rewinder.undo(version)
-                // The table now is as of the version before `version`, back to the previous change.
-                snapshots[snapshots.count - 1].version = version
-                snapshots.append((from, try fetch(db)))
-            }
-            snapshots[snapshots.count - 1].version = from
-            var steps: [HistoryStep<Element>] = []
-            var previous: [SnapshotItem] = []
-            for (index, entry) in snapshots.reversed().enumerated() {
-                if index > 0 && entry.snapshot.items == previous { continue }
-                steps.append(HistoryStep(version: entry.version, snapshot: entry.snapshot.elements,
-                                         changeset: Changeset(from: previous, to: entry.snapshot.items)))
-                previous = entry.snapshot.items
-            }
-            return steps
-        }
+        var steps: [HistoryStep<Row>] = []
+        try history(table: table, sql: sql, arguments: arguments, identity: identity, from: from, to: to) { steps.append($0) }
+        return steps
     }
 }
 
@@ -108,9 +69,10 @@ struct TableRewinder {
     private let table: String
     private let quotedTable: String
     private let columns: [String]
-    private let withoutRowid: Bool
     /// `nil`: the key is the rowid; otherwise the key columns (declared primary key).
     private let keyColumns: [String]?
+    /// The table's columns, key and rowid name (which may not be `rowid`: a column may take it).
+    let shape: TableShape
     /// The log of the table, newest version first.
     private var log: [(version: Int64, operation: String, keys: String, oldRows: String?, exactKeys: [RowKey]?)]
     private var position = 0
@@ -134,27 +96,9 @@ struct TableRewinder {
             throw StoreError(.history, "version \(from) is before version \(barrier), a schema change or a write the change "
                              + "log could not track, which cannot be undone (history of \(table) starts at \(barrier))")
         }
-        guard let sql = try db.fetchValue("SELECT sql FROM main.sqlite_schema WHERE type = 'table' AND name = ?", [table],
-                                          as: String.self), sql.hasPrefix("CREATE TABLE ") else {
-            throw StoreError(.invalidQuery, "no table \(table) in the store")
-        }
-        withoutRowid = sql.uppercased().contains("WITHOUT ROWID")
-        var columns: [String] = []
-        var key: [(position: Int, name: String, type: String)] = []
-        for row in try db.fetchAll("SELECT name, type, pk FROM pragma_table_info(?, 'main') ORDER BY cid", [table]) {
-            let name = try row.value("name", as: String.self)
-            columns.append(name)
-            let pk = try row.value("pk", as: Int.self)
-            if pk > 0 { key.append((pk, name, (try? row.value("type", as: String.self)) ?? "")) }
-        }
-        key.sort { $0.position < $1.position }
-        self.columns = columns
-        // The change capture's rule: no declared key, or INTEGER PRIMARY KEY, is keyed by the rowid.
-        if key.isEmpty || (!withoutRowid && key.count == 1 && key[0].type.uppercased() == "INTEGER") {
-            keyColumns = nil
-        } else {
-            keyColumns = key.map(\.name)
-        }
+        shape = try TableShape(db, table: table)
+        columns = shape.columns
+        keyColumns = shape.keyColumns
         log = try db.fetchAll("""
             SELECT version, operation, row_keys, old_rows, exact_keys FROM ripple_changes
             WHERE table_name = ? AND version > ? ORDER BY version DESC
@@ -167,7 +111,7 @@ struct TableRewinder {
         queryOnly = try db.fetchValue("PRAGMA query_only", as: Int.self) == 1
         if queryOnly { try db.execute("PRAGMA query_only = OFF") }
         do {
-            try db.execute("CREATE TEMP TABLE " + sql.dropFirst("CREATE TABLE ".count))
+            try db.execute("CREATE TEMP TABLE " + shape.sql.dropFirst("CREATE TABLE ".count))
             for index in try db.fetchAll("SELECT sql FROM main.sqlite_schema WHERE type = 'index' AND tbl_name = ? AND sql NOT NULL",
                                          [table]) {
                 // Same indexes, so that a query without ORDER BY scans in the same order.
@@ -177,7 +121,7 @@ struct TableRewinder {
                 }
             }
             let list = columns.map(SQLIdentifier.quoted).joined(separator: ", ")
-            let rowid = withoutRowid ? "" : "rowid, "
+            let rowid = shape.separateRowid.map { "\($0), " } ?? ""
             try db.execute("INSERT INTO temp.\(quotedTable)(\(rowid)\(list)) SELECT \(rowid)\(list) FROM main.\(quotedTable)")
         } catch {
             close()
@@ -222,21 +166,22 @@ struct TableRewinder {
             var parser = OldRowParser(text: oldRows)
             restore += try parser.rows().compactMap { $0 }
         }
-        let values = withoutRowid ? "" : "?, "
-        let rowid = withoutRowid ? "" : "rowid, "
+        let values = shape.separateRowid == nil ? "" : "?, "
+        let rowid = shape.separateRowid.map { "\($0), " } ?? ""
         let sql = "INSERT INTO temp.\(quotedTable)(\(rowid)\(columns.map(SQLIdentifier.quoted).joined(separator: ", "))) "
             + "VALUES (\(values)\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
         for row in restore {
             guard row.count == columns.count + 1 else {
                 throw StoreError(.history, "a before-image of version \(version) does not fit the table \(table)")
             }
-            try db.execute(sql, Array(withoutRowid ? row.dropFirst() : row[...]))
+            try db.execute(sql, Array(shape.separateRowid == nil ? row.dropFirst() : row[...]))
         }
     }
 
     /// Deletes the row with `key` (logged exactly: type and bytes) from the copy.
     private func delete(exactKey key: RowKey) throws {
-        let condition = keyColumns.map { $0.map { "\(SQLIdentifier.quoted($0)) = ?" }.joined(separator: " AND ") } ?? "rowid = ?"
+        let condition = keyColumns.map { $0.map { "\(SQLIdentifier.quoted($0)) = ?" }.joined(separator: " AND ") }
+            ?? "\(shape.rowid ?? "rowid") = ?"
         let statement = try db.cachedStatement("DELETE FROM temp.\(quotedTable) WHERE \(condition)")
         defer { statement.reset() }
         guard try key.bind(to: statement, at: 1) == Int32(statement.parameterCount) else {
@@ -249,7 +194,7 @@ struct TableRewinder {
     private func delete(key: String) throws {
         guard let keyColumns else {
             guard let rowid = Int64(key) else { throw StoreError(.decoding, "malformed rowid \(key) in the change log") }
-            try db.execute("DELETE FROM temp.\(quotedTable) WHERE rowid = ?", [rowid])
+            try db.execute("DELETE FROM temp.\(quotedTable) WHERE \(shape.rowid ?? "rowid") = ?", [rowid])
             return
         }
         var parts = [key]

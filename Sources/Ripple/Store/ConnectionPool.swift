@@ -20,16 +20,22 @@ final class ConnectionPool: Sendable {
         case readingInWrite(Database)
         /// A reader (or, for an in-memory store, the writer) in a read transaction.
         case reading(Database)
+        /// A read whose connection shows more than the store's committed state (history's
+        /// rewound copy of a table), calling the caller's code back: store calls made there are
+        /// refused with `reason`, never run on that connection.
+        case callingBack(Database, reason: String)
 
         /// Whether the thread is inside a write (reading in it or not).
         var isWrite: Bool {
-            if case .reading = self { return false }
-            return true
+            switch self {
+            case .reading, .callingBack: false
+            case .writing, .readingInWrite: true
+            }
         }
 
         var database: Database {
             switch self {
-            case .writing(let db), .readingInWrite(let db), .reading(let db): db
+            case .writing(let db), .readingInWrite(let db), .reading(let db), .callingBack(let db, _): db
             }
         }
     }
@@ -149,6 +155,8 @@ final class ConnectionPool: Sendable {
             StoreError(.nesting, "this thread is inside a write on this store, which holds the writer connection")
         case .reading:
             StoreError(.nesting, "this thread is inside a read on this store, which holds a reader connection")
+        case .callingBack(_, let reason):
+            StoreError(.nesting, reason)
         }
     }
 

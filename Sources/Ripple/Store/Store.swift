@@ -197,6 +197,8 @@ public final class Store: Sendable {
         case .reading?, .readingInWrite?:
             throw StoreError(.nesting, "store.write was called inside a read: a read sees one committed state and "
                              + "cannot change it. Do the reading and the writing in one store.write (its reads see its writes)")
+        case .callingBack(_, let reason)?:
+            throw StoreError(.nesting, reason)
         case nil:
             break
         }
@@ -238,6 +240,7 @@ public final class Store: Sendable {
         switch pool.currentAccess {
         case .writing?, .readingInWrite?: return
         case .reading?: throw StoreError(.nesting, "noticeExternalWrites() was called inside a read: call it outside")
+        case .callingBack(_, let reason)?: throw StoreError(.nesting, reason)
         case nil: break
         }
         try checkFile()
@@ -266,6 +269,8 @@ public final class Store: Sendable {
     /// A `read` called by the same thread inside a read runs in it (same connection, same
     /// state); inside a ``write(_:)`` it runs in the write and sees its uncommitted changes.
     /// Either way `body` cannot write: a write inside a read throws ``StoreError/Kind/nesting``.
+    /// Inside the handler of a streamed history (``history(of:from:to:_:)``), whose read shows
+    /// a rewound copy of a table, every store call throws ``StoreError/Kind/nesting``.
     ///
     /// - Throws: what `body` throws; ``StoreError/Kind/fileMoved`` when the database file was
     ///   deleted or replaced.
@@ -275,6 +280,8 @@ public final class Store: Sendable {
             return try body(db)
         case .writing(let db)?:
             return try pool.withAccess(.readingInWrite(db)) { try db.readingOnly { try body(db) } }
+        case .callingBack(_, let reason)?:
+            throw StoreError(.nesting, reason)
         case nil:
             try checkFile()
             return try pool.withReader { db in
