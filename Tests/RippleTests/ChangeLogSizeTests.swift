@@ -298,6 +298,65 @@ import Testing
         }
     }
 
+    /// Text that is not UTF-8 (a blob cast to text) comes back from the past with its bytes,
+    /// whether an update or a delete logged it, in a value column or in the key.
+    @Test func timeTravelKeepsTheBytesOfTextThatIsNotUTF8() throws {
+        try store.write { db in
+            try db.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
+            try db.execute("CREATE TABLE k(id TEXT PRIMARY KEY, v)")
+        }
+        try store.write { db in
+            try db.execute("INSERT INTO t VALUES (1, 'x'), (2, CAST(x'FE' AS TEXT))")
+            try db.execute("INSERT INTO k VALUES (CAST(x'61FF62' AS TEXT), CAST(x'C0' AS TEXT))")
+        }
+        try store.write { db in try db.execute("UPDATE t SET v = CAST(x'61FF62' AS TEXT) WHERE id = 1") }
+        let cast = try store.currentVersion()
+        try store.write { db in
+            try db.execute("UPDATE t SET v = 'y' WHERE id = 1")
+            try db.execute("DELETE FROM t WHERE id = 2")
+            try db.execute("UPDATE k SET v = 'z'")
+        }
+        try store.write { db in try db.execute("DELETE FROM k") }
+        let sql = "SELECT id, hex(v) AS hv FROM t ORDER BY id"
+        let steps = try store.history(table: "t", sql: sql, identity: "id", from: cast - 1, to: try store.currentVersion())
+        #expect(steps.map { $0.snapshot.map { $0["hv"] } } == [
+            [.text("78"), .text("FE")], [.text("61FF62"), .text("FE")], [.text("79")],
+        ])
+        #expect(try store.history(table: "t", sql: sql, identity: "id", from: cast, to: cast).first?.snapshot.first?["hv"]
+                == .text("61FF62"))
+        let keys = try store.history(table: "k", sql: "SELECT hex(id) AS hid, hex(v) AS hv FROM k", identity: "hid",
+                                     from: cast, to: try store.currentVersion())
+        #expect(keys.map { $0.snapshot.map { [$0["hid"], $0["hv"]] } } == [
+            [[.text("61FF62"), .text("C0")]], [[.text("61FF62"), .text("7A")]], [],
+        ])
+    }
+
+    /// An entry of the old JSON format holds text repaired to U+FFFD where the stored bytes were
+    /// not UTF-8: it cannot tell the value exactly, so history refuses rather than answer wrongly.
+    @Test func anOldJSONBeforeImageThatMayHaveLostBytesIsRefused() throws {
+        try store.write { db in
+            try db.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
+            try db.execute("INSERT INTO t VALUES (1, 'x')")
+        }
+        try store.write { db in try db.execute("UPDATE t SET v = 'y' WHERE id = 1") }
+        let version = try store.currentVersion()
+        // What the old code logged for `UPDATE t SET v = 'y'` had v been CAST(x'61FF62' AS TEXT).
+        try store.write { db in
+            try db.execute("UPDATE ripple_changes SET old_rows = ?, before_images = NULL WHERE version = ?",
+                           ["[[1,1,\"a\u{FFFD}b\"]]", version])
+        }
+        let error = #expect(throws: StoreError.self) {
+            try store.history(table: "t", sql: "SELECT id, v FROM t", identity: "id", from: version - 1, to: version)
+        }
+        #expect(error?.kind == .history)
+        // Text that the old format keeps exactly still travels back.
+        try store.write { db in
+            try db.execute("UPDATE ripple_changes SET old_rows = ? WHERE version = ?", ["[[1,1,\"a\\u0000é\"]]", version])
+        }
+        let steps = try store.history(table: "t", sql: "SELECT id, hex(v) AS hv FROM t", identity: "id", from: version - 1, to: version)
+        #expect(steps.map { $0.snapshot.map { $0["hv"] } } == [[.text("6100C3A9")], [.text("79")]])
+    }
+
     // MARK: Large keys
 
     /// A 10 MB `String` id: the log writes it as the key's text and its exact form, right, and an

@@ -221,7 +221,17 @@ struct TableRewinder {
                 for row in try parser.rows() {
                     guard let row else { continue }
                     var encoded: [UInt8] = []
-                    for value in row { RowKey.append(value, to: &encoded) }
+                    for value in row {
+                        // The JSON format wrote text through a Swift string: bytes that were not
+                        // UTF-8 became U+FFFD, which cannot be told from a U+FFFD that was stored.
+                        // Refuse rather than restore other bytes than were there.
+                        if case .text(let text) = value, text.unicodeScalars.contains("\u{FFFD}") {
+                            throw StoreError(.history, "version \(version) of \(table) was logged in the JSON format of "
+                                             + "before-images, which may have replaced text that was not UTF-8 by U+FFFD: "
+                                             + "it cannot be undone exactly")
+                        }
+                        RowKey.append(value, to: &encoded)
+                    }
                     restore.append(encoded)
                 }
             } else {
