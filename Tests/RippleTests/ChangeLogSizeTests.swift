@@ -390,4 +390,34 @@ import Testing
         #expect(steps.map { $0.snapshot.map(\.note) } == [[], ["first"], ["second"], []])
         #expect(steps[1].snapshot.first?.id.utf8.elementsEqual(key.utf8) == true)
     }
+
+    /// A collection's inserts announce each key to the capture, which keeps short ones and reads
+    /// long ones from the row (one copy instead of two): batches mixing both, inserted and
+    /// upserted, log every key right.
+    @Test func batchesMixingShortAndLongKeysAreLoggedRight() throws {
+        struct Named: Codable, Sendable, Identifiable, Equatable {
+            var id: String
+            var n: Int
+        }
+        let named = try store.collection("named", of: Named.self)
+        let long = String(repeating: "é", count: ChangeCapture.expectedKeyLimit)   // 2 bytes each: past the limit
+        let records = [Named(id: "a", n: 1), Named(id: long, n: 2), Named(id: "b", n: 3), Named(id: long + "x", n: 4)]
+        let start = try store.currentVersion()
+        try named.insert(contentsOf: records)
+        try named.upsert(contentsOf: records.map { Named(id: $0.id, n: -$0.n) } + [Named(id: "c" + long, n: 5)])
+        let ids = records.map(\.id)
+        let log = try store.changes(after: start)
+        #expect(log.map { "\($0.version - start) \($0.operation)" } == ["1 insert", "2 insert", "2 update"])
+        #expect(log.map(\.rowKeys) == [ids, ["c" + long], ids])
+        let exact = try store.read { db in
+            try db.fetchAll("SELECT exact_keys FROM ripple_changes WHERE version > ? ORDER BY version, operation", [start])
+                .map { row -> [RowKey]? in
+                    guard case .blob(let list)? = row["exact_keys"] else { return nil }
+                    return RowKey.list(list)
+                }
+        }
+        #expect(exact == [ids, ["c" + long], ids].map { $0.map { RowKey(.text($0)) } })
+        let steps = try store.history(of: named.order(by: Column("n")), from: start, to: start + 2)
+        #expect(steps.map { $0.snapshot.map(\.n) } == [[], [1, 2, 3, 4], [-4, -3, -2, -1, 5]])
+    }
 }

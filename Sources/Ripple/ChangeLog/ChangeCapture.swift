@@ -358,12 +358,22 @@ final class ChangeCapture {
     /// statement inserts. Used only for that row (a row inserted by the statement itself, not
     /// by a trigger) when the key column stores text as given; forgotten after the step (see
     /// ``forgetExpectedKey()``).
+    ///
+    /// A key longer than ``expectedKeyLimit`` is not kept: the hook reads it from the new row,
+    /// which costs one copy of it where keeping it costs two.
     @inline(__always)
     func expectKey(_ key: UnsafeBufferPointer<UInt8>) {
+        guard key.count <= Self.expectedKeyLimit else {
+            hasExpectedKey = false
+            return
+        }
         expectedKey.removeAll(keepingCapacity: true)
         RowKey.appendBytes(UnsafeRawBufferPointer(key), tag: RowKey.Tag.text, to: &expectedKey)
         hasExpectedKey = true
     }
+
+    /// The longest key ``expectKey(_:)`` keeps, in bytes.
+    static var expectedKeyLimit: Int { 4096 }
 
     /// Forgets the announced key (its statement stepped, whether or not it inserted the row).
     @inline(__always)

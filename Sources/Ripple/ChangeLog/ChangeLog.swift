@@ -174,33 +174,36 @@ final class ChangeLog {
         return summary
     }
 
-    /// Writes one log row. The keys' text and lists are bound as the bytes they are (no string
-    /// is made of them: a key may be large).
+    /// Writes one log row. The keys' text, their list and the before-images are bound where they
+    /// lie, with no string made of them and no copy by SQLite (a key may be large).
     private func insertEntry(_ db: Database, version: Int64, _ group: ChangeCapture.Group, exactKeys: Bool) throws {
         let statement = try db.cachedStatement("""
             INSERT INTO ripple_changes(version, table_name, operation, row_keys, exact_keys, before_images)
             VALUES (?, ?, ?, ?, ?, ?)
             """)
-        defer { statement.reset() }
-        try statement.bindInteger(version, at: 1)
-        try statement.bindTextValue(group.table, at: 2)
-        try statement.bindTextValue(group.operation.rawValue, at: 3)
-        if group.keysJSONIsValidUTF8 {
-            try group.keysJSON.withUnsafeBytes { bytes throws in try statement.bindRawText(bytes, at: 4) }
-        } else {
-            try statement.bindTextValue(group.keysText, at: 4)   // text that is not UTF-8 repaired, as before
+        try group.keysJSON.withUnsafeBytes { json in
+            try group.keys.withUnsafeBytes { keys in
+                try (group.beforeImages ?? []).withUnsafeBytes { images in
+                    // Reset (bindings cleared) before the bytes go out of scope.
+                    defer { statement.reset() }
+                    try statement.bindInteger(version, at: 1)
+                    try statement.bindTextValue(group.table, at: 2)
+                    try statement.bindTextValue(group.operation.rawValue, at: 3)
+                    if group.keysJSONIsValidUTF8 {
+                        try statement.bindRawText(json, at: 4, copying: false)
+                    } else {
+                        try statement.bindTextValue(group.keysText, at: 4)   // text that is not UTF-8 repaired, as before
+                    }
+                    if exactKeys { try statement.bindRawBlob(keys, at: 5, copying: false) } else { try statement.bindNull(at: 5) }
+                    if group.beforeImages != nil {
+                        try statement.bindRawBlob(images, at: 6, copying: false)
+                    } else {
+                        try statement.bindNull(at: 6)
+                    }
+                    _ = try statement.step()
+                }
+            }
         }
-        if exactKeys {
-            try group.keys.withUnsafeBytes { bytes throws in try statement.bindRawBlob(bytes, at: 5) }
-        } else {
-            try statement.bindNull(at: 5)
-        }
-        if let images = group.beforeImages {
-            try images.withUnsafeBytes { bytes throws in try statement.bindRawBlob(bytes, at: 6) }
-        } else {
-            try statement.bindNull(at: 6)
-        }
-        _ = try statement.step()
     }
 
     /// The end of ``record(_:)``: notes foreign commits since the last one and a schema change,

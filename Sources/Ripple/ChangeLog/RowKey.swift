@@ -345,11 +345,17 @@ struct RowKey: Hashable, Sendable, CustomStringConvertible {
 
     /// Whether `bytes` are valid UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF).
     ///
-    /// - Complexity: O(n); ASCII runs are checked a byte at a time without branching on sequences.
+    /// - Complexity: O(n); ASCII runs are checked eight bytes at a time (a key may be large).
     static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var index = 0
         let count = bytes.count
+        guard let base = bytes.baseAddress else { return true }
+        let raw = UnsafeRawPointer(base)
         while index < count {
+            if index + 8 <= count && raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
+                index += 8
+                continue
+            }
             let lead = bytes[index]
             if lead < 0x80 {
                 index += 1
