@@ -347,13 +347,17 @@ import Testing
             case 5, 10:
                 let columns = table == "r" ? "rowid, a, b, c" : table == "t" ? "id, a, b, c" : "k1, k2, a, b, c"
                 let keys: [SQLValue] = table == "w" ? [key(table), .integer(0)] : [key(table)]
-                try db.execute("INSERT OR REPLACE INTO \(table)(\(columns)) VALUES (\(Array(repeating: "?", count: keys.count + 3).joined(separator: ", ")))",
-                               keys + [value(), value(), value()])
+                let marks = Array(repeating: "?", count: keys.count + 3).joined(separator: ", ")
+                try db.execute("INSERT OR REPLACE INTO \(table)(\(columns)) VALUES (\(marks))", keys + [value(), value(), value()])
             case 6:
                 try db.execute("DELETE FROM \(table) WHERE \(condition(table))", [key(table)])
             case 7:
                 // A key change (a rowid for r and t), onto a free key or none.
-                let set = table == "r" ? "rowid = ?" : table == "t" ? (Bool.random(using: &random) ? "id = ?" : "rowid = 100 + length(?)") : "k1 = ?"
+                let set = switch table {
+                case "r": "rowid = ?"
+                case "t": Bool.random(using: &random) ? "id = ?" : "rowid = 100 + length(?)"
+                default: "k1 = ?"
+                }
                 try db.execute("UPDATE OR IGNORE \(table) SET \(set), b = ? WHERE \(condition(table))", [key(table), value(), key(table)])
             default:
                 try db.execute("UPDATE \(table) SET \(column) = \(column) WHERE \(condition(table))", [key(table)])
@@ -393,6 +397,37 @@ import Testing
                 #expect(steps.first?.snapshot == recorded[version]?[table.name], "seed \(seed): \(table.name) at version \(version)")
             }
         }
+    }
+
+    /// A database that stores text as UTF-16 (big-endian here, the other byte order than the
+    /// machine's): unchanged text is recognized as such, changed text logged, and both travel back.
+    @Test func aUTF16DatabaseLogsOnlyChangedTextAndTravelsBack() throws {
+        let shell = "/usr/bin/sqlite3"
+        try #require(FileManager.default.isExecutableFile(atPath: shell), "the sqlite3 shell (Debian package sqlite3) is needed")
+        let path = directory.path("utf16.sqlite")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: shell)
+        process.arguments = [path, "PRAGMA encoding = 'UTF-16be'; CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT, b TEXT)"]
+        try process.run()
+        process.waitUntilExit()
+        let store = try Store(path: path)
+        #expect(try store.read { db in try db.fetchValue("PRAGMA encoding", as: String.self) } == "UTF-16be")
+        let long = String(repeating: "é😀", count: 1_000)
+        try store.write { db in try db.execute("INSERT INTO t VALUES (1, ?, ?), (2, 'x', 'y')", [long, "a\u{0}b"]) }
+        let start = try store.currentVersion()
+        try store.write { db in try db.execute("UPDATE t SET a = ?, b = 'changed' WHERE id = 1", [long]) }
+        let imageBytes = try store.read { db in
+            try db.fetchValue("SELECT length(before_images) FROM ripple_changes WHERE version = ?", [start + 1], as: Int.self)
+        }
+        #expect((imageBytes ?? .max) < 100, "the long text was written again unchanged: not logged")
+        try store.write { db in try db.execute("DELETE FROM t WHERE id = 1") }
+        let sql = "SELECT id, a, b FROM t ORDER BY id"
+        let steps = try store.history(table: "t", sql: sql, identity: "id", from: start, to: start + 2)
+        #expect(steps.map { $0.snapshot.map { [$0["a"], $0["b"]] } } == [
+            [[.text(long), .text("a\u{0}b")], [.text("x"), .text("y")]],
+            [[.text(long), .text("changed")], [.text("x"), .text("y")]],
+            [[.text("x"), .text("y")]],
+        ])
     }
 
     /// Text that is not UTF-8 (a blob cast to text) comes back from the past with its bytes,

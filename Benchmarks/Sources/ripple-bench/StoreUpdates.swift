@@ -73,7 +73,9 @@ enum UpdateWorkload {
         for id in 0..<rows {
             sqlite3_bind_int64(insert, 1, Int64(id))
             bindText(insert, 2, title(id, edit, edited: false))
-            payload(id, size: blobBytes).withUnsafeBytes { _ = sqlite3_bind_blob64(insert, 3, $0.baseAddress, UInt64($0.count), CFloor.transient) }
+            payload(id, size: blobBytes).withUnsafeBytes {
+                _ = sqlite3_bind_blob64(insert, 3, $0.baseAddress, UInt64($0.count), CFloor.transient)
+            }
             precondition(sqlite3_step(insert) == SQLITE_DONE, "C floor: insert failed")
             sqlite3_reset(insert)
         }
