@@ -285,7 +285,10 @@ struct TableRewinder {
                 }
                 var current: [UInt8]?
                 if !image.isRow {
-                    guard let key = keys?[index], let row = try currentRow(key) else {
+                    guard let key = keys?[index] else {
+                        throw StoreError(.decoding, "a before-image of changed columns at version \(version) has no exact key")
+                    }
+                    guard let row = try currentRow(key) else {
                         throw StoreError(.history, "a before-image of version \(version) names a row of \(table) that "
                                          + "the later versions do not hold")
                     }
