@@ -9,9 +9,10 @@ import RippleTesting
 ///
 /// * I1: insert 100,000 records in one transaction (opening the file and creating the table included);
 /// * R1: fetch all 100,000 ordered by `rank`, decoded into the struct;
-/// * U1: 10,000 rows that each hold a 100 KB blob; update the title of each, one row per
-///   transaction: bytes written (WAL and database file) per update and rows per second, beside
-///   the C floor (no log) — see ``UpdateWorkload``;
+/// * U1: 10,000 rows that each hold a 100 KB blob; update the title of each (by default: a
+///   title that grows, one row per transaction; one of the same size, one row per transaction
+///   and 100 rows per transaction): bytes written (WAL and database file) per update and rows
+///   per second, beside the C floor (no log) — see ``UpdateWorkload``;
 /// * K1: one write whose `String` id is 10 MB beside one whose ordinary value is 10 MB — see
 ///   ``BigKeyWorkload``.
 ///
@@ -33,7 +34,7 @@ struct StoreBenchmark: ParsableCommand {
     @Option(help: "Run only these workloads (I1, R1, U1, K1; I1 and R1 run together).")
     var workload: [Workload] = []
 
-    @Option(help: "U1: rows updated (each one transaction).")
+    @Option(help: "U1: rows, each updated once.")
     var u1Rows = 10_000
 
     @Option(help: "U1: bytes of each row's blob.")
