@@ -25,6 +25,7 @@ let package = Package(
             .copy("0001_store_schema.sql"),
             .copy("0002_history.sql"),
             .copy("0003_exact_keys.sql"),
+            .copy("0004_compact_before_images.sql"),
         ]),
         // The store: connections, migrations, collections, queries, change log.
         .target(name: "Ripple", dependencies: ["RippleDiff", "RippleSQLite", "RippleSchema"]),

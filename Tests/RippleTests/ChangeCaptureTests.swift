@@ -149,19 +149,20 @@ import Testing
                     return list
                 }
                 #expect(capture.groups() == [
-                    ChangeCapture.Group(table: "t", operation: .insert, count: 2, keysJSON: "[\"k\\\"1\",\"k2\"]",
+                    ChangeCapture.Group(table: "t", operation: .insert, count: 2, keysJSON: Array("[\"k\\\"1\",\"k2\"]".utf8),
                                         keys: list([.text("k\"1"), .text("k2")]), keysJSONIsExact: true),
-                    ChangeCapture.Group(table: "n", operation: .insert, count: 1, keysJSON: "[\"5\"]", keys: list([.integer(5)]),
-                                        keysJSONIsExact: true),
-                    ChangeCapture.Group(table: "n", operation: .delete, count: 1, keysJSON: "[\"5\"]", keys: list([.integer(5)]),
-                                        keysJSONIsExact: true),
+                    ChangeCapture.Group(table: "n", operation: .insert, count: 1, keysJSON: Array("[\"5\"]".utf8),
+                                        keys: list([.integer(5)]), keysJSONIsExact: true),
+                    ChangeCapture.Group(table: "n", operation: .delete, count: 1, keysJSON: Array("[\"5\"]".utf8),
+                                        keys: list([.integer(5)]), keysJSONIsExact: true,
+                                        beforeImages: [0]),   // no before-image: the row was inserted in the transaction
                 ])
                 #expect(RowKey.list(capture.groups()[0].keys) == [RowKey(.text("k\"1")), RowKey(.text("k2"))])
                 let mark = capture.mark
                 try db.execute("INSERT INTO t VALUES ('k3')")
                 capture.rollback(to: mark)
                 #expect(capture.changes.count == 4)
-                #expect(capture.groups().first?.keysJSON == "[\"k\\\"1\",\"k2\"]")
+                #expect(capture.groups().first?.keysText == "[\"k\\\"1\",\"k2\"]")
                 capture.reset()
                 #expect(capture.isEmpty && capture.changes.isEmpty && capture.groups().isEmpty)
             }

@@ -8,6 +8,10 @@ import Testing
     let directory: TemporaryDirectory
     init() throws { directory = try TemporaryDirectory() }
 
+    /// The store's own migrations, as `ripple_migrations` lists them once applied.
+    static let storeSchema = ["ripple/0001_store_schema", "ripple/0002_history", "ripple/0003_exact_keys",
+                              "ripple/0004_compact_before_images"]
+
     /// A fresh directory of migration files under the temporary directory.
     func migrationsDirectory(_ files: [String: String], named name: String = "migrations") throws -> URL {
         let url = directory.url.appendingPathComponent(name)
@@ -43,12 +47,12 @@ import Testing
                 #expect(try tableExists(table, in: store), "missing \(table)")
             }
             #expect(try store.read { try $0.fetchValue("SELECT value FROM ripple_meta WHERE key = 'version'", as: Int.self) } == 0)
-            #expect(try migrationRows(in: store) == ["ripple/0001_store_schema", "ripple/0002_history", "ripple/0003_exact_keys"])
+            #expect(try migrationRows(in: store) == Self.storeSchema)
             firstAppliedAt = try store.read { try $0.fetchValue("SELECT applied_at FROM ripple_migrations", as: Double.self) }
         }
         // Reopening applies nothing again (a second CREATE TABLE would fail anyway).
         let reopened = try Store(path: path)
-        #expect(try migrationRows(in: reopened) == ["ripple/0001_store_schema", "ripple/0002_history", "ripple/0003_exact_keys"])
+        #expect(try migrationRows(in: reopened) == Self.storeSchema)
         #expect(try reopened.read { try $0.fetchValue("SELECT applied_at FROM ripple_migrations", as: Double.self) } == firstAppliedAt)
     }
 
@@ -70,7 +74,7 @@ import Testing
             do { _ = try Store(path: path) } catch { failures.withLock { $0.append("\(error)") } }
         }
         #expect(failures.withLock { $0 } == [])
-        #expect(try migrationRows(in: Store(path: path)) == ["ripple/0001_store_schema", "ripple/0002_history", "ripple/0003_exact_keys"])
+        #expect(try migrationRows(in: Store(path: path)) == Self.storeSchema)
     }
 
     @Test func inMemoryStoresGetTheSchemaToo() throws {
@@ -290,7 +294,7 @@ import Testing
         let store = try Store(path: path)
         try store.migrate(app)
         try store.migrate(plugin)
-        #expect(try migrationRows(in: store) == ["ripple/0001_store_schema", "ripple/0002_history", "ripple/0003_exact_keys", "app/0001_init", "plugin/0001_init"])
+        #expect(try migrationRows(in: store) == Self.storeSchema + ["app/0001_init", "plugin/0001_init"])
         #expect(try app.appliedMigrations(in: store) == ["0001_init"])
         #expect(try tableExists("app_items", in: store) && tableExists("plugin_items", in: store))
     }

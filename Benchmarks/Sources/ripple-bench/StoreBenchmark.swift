@@ -8,7 +8,13 @@ import RippleTesting
 /// `todos(id TEXT PRIMARY KEY, title TEXT, rank INTEGER, done INTEGER)`, WAL, synchronous=NORMAL.
 ///
 /// * I1: insert 100,000 records in one transaction (opening the file and creating the table included);
-/// * R1: fetch all 100,000 ordered by `rank`, decoded into the struct.
+/// * R1: fetch all 100,000 ordered by `rank`, decoded into the struct;
+/// * U1: 10,000 rows that each hold a 100 KB blob; update the title of each (by default: a
+///   title that grows, one row per transaction; one of the same size, one row per transaction
+///   and 100 rows per transaction): bytes written (WAL and database file) per update and rows
+///   per second, beside the C floor (no log) — see ``UpdateWorkload``;
+/// * K1: one write whose `String` id is 10 MB beside one whose ordinary value is 10 MB — see
+///   ``BigKeyWorkload``.
 ///
 /// The impls take turns, so that a slow spell of a noisy machine hits them all alike: each round
 /// times one insert of every impl, then `--read-reps / --reps` fetches of every impl, each round
@@ -16,7 +22,32 @@ import RippleTesting
 /// the fastest runs (`rows_per_s_ratio_min`).
 struct StoreBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "store", abstract: "Time inserts (I1) and ordered fetches (R1) of 100,000 records: ripple, c, grdb.")
+        commandName: "store",
+        abstract: "Inserts (I1) and ordered fetches (R1) of 100,000 records: ripple, c, grdb; small updates of rows with "
+            + "large blobs (U1) and writes with a large key (K1): ripple, c.")
+
+    /// The workloads, as given to `--workload`.
+    enum Workload: String, CaseIterable, ExpressibleByArgument {
+        case i1 = "I1", r1 = "R1", u1 = "U1", k1 = "K1"
+    }
+
+    @Option(help: "Run only these workloads (I1, R1, U1, K1; I1 and R1 run together).")
+    var workload: [Workload] = []
+
+    @Option(help: "U1: rows, each updated once.")
+    var u1Rows = 10_000
+
+    @Option(help: "U1: bytes of each row's blob.")
+    var u1BlobBytes = 100_000
+
+    @Option(help: "U1: runs as edit/rows-per-transaction, edit being resize (the record grows) or in-place (same size).")
+    var u1Run: [String] = ["resize/1", "in-place/1", "in-place/100"]
+
+    @Option(help: "K1: bytes of the large id or value.")
+    var k1Bytes = 10_000_000
+
+    @Option(help: "K1: timed writes of each kind.")
+    var k1Reps = 3
 
     @Option(help: "Timed inserts (I1) of each impl.")
     var reps = 7
@@ -34,7 +65,12 @@ struct StoreBenchmark: ParsableCommand {
         if reps < 1 { throw ValidationError("--reps must be at least 1") }
         if let readReps, readReps < 1 { throw ValidationError("--read-reps must be at least 1") }
         if count < 1 { throw ValidationError("--count must be at least 1") }
+        if u1Rows < 1 || u1BlobBytes < 0 { throw ValidationError("--u1-rows must be positive, --u1-blob-bytes not negative") }
+        if u1Runs == nil { throw ValidationError("--u1-run must be resize/N or in-place/N, N a positive number of rows") }
+        if k1Bytes < 16 || k1Reps < 1 { throw ValidationError("--k1-bytes must be at least 16, --k1-reps at least 1") }
     }
+
+    private func runs(_ workload: Workload) -> Bool { self.workload.isEmpty || self.workload.contains(workload) }
 
     private struct Impl {
         var name: String
@@ -46,6 +82,12 @@ struct StoreBenchmark: ParsableCommand {
         #if DEBUG
         Report.note("this is a debug build: time a release build (swift run -c release ...)")
         #endif
+        if runs(.i1) || runs(.r1) { try runInsertsAndFetches() }
+        if runs(.u1) { try runUpdates() }
+        if runs(.k1) { try runBigKeys() }
+    }
+
+    private func runInsertsAndFetches() throws {
         let records = Self.records(count: count)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ripple-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -151,6 +193,82 @@ struct StoreBenchmark: ParsableCommand {
                 target("ripple/c rows_per_s_ratio >= 0.7", "c", atLeast: 0.7)
                 target("ripple/grdb rows_per_s_ratio >= 1.5", "grdb", atLeast: 1.5)
             }
+        }
+    }
+
+    private func withDirectory<T>(_ body: (URL) throws -> T) throws -> T {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ripple-bench-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        return try body(directory)
+    }
+
+    /// The U1 runs asked for: (edit, rows per transaction).
+    private var u1Runs: [(edit: UpdateWorkload.Edit, batch: Int)]? {
+        var runs: [(UpdateWorkload.Edit, Int)] = []
+        for text in u1Run {
+            let parts = text.split(separator: "/")
+            guard parts.count == 2, let edit = UpdateWorkload.Edit(rawValue: String(parts[0])), let batch = Int(parts[1]),
+                  batch > 0 else { return nil }
+            runs.append((edit, batch))
+        }
+        return runs
+    }
+
+    /// U1 for each run asked: c, then ripple, each on a file of its own (removed after).
+    private func runUpdates() throws {
+        for (edit, batch) in u1Runs ?? [] {
+            var results: [String: UpdateWorkload.Result] = [:]
+            for name in ["c", "ripple"] where impl.isEmpty || impl.contains(name) {
+                let result = try withDirectory { directory in
+                    let path = directory.appendingPathComponent("u1-\(name).sqlite").path
+                    return name == "c"
+                        ? UpdateWorkload.runC(path: path, rows: u1Rows, blobBytes: u1BlobBytes, edit: edit, batch: batch)
+                        : try UpdateWorkload.runRipple(path: path, rows: u1Rows, blobBytes: u1BlobBytes, edit: edit, batch: batch)
+                }
+                results[name] = result
+                var fields: [JSONField] = [("bench", "store"), ("workload", "U1"), ("edit", .string(edit.rawValue)),
+                                           ("rows_per_transaction", .int(batch)), ("impl", .string(name)), ("rows", .int(u1Rows)),
+                                           ("blob_bytes", .int(u1BlobBytes)),
+                                           ("bytes_per_update", .number(Double(result.bytes) / Double(u1Rows))),
+                                           ("rows_per_s", .int(Int(Double(u1Rows) / result.seconds)))]
+                if let logBytes = result.logBytes {
+                    fields.append(("log_bytes_per_update", .number(Double(logBytes) / Double(u1Rows))))
+                }
+                Report.emit(fields)
+            }
+            guard let ripple = results["ripple"], let c = results["c"] else { continue }
+            let bytesRatio = Double(ripple.bytes) / Double(c.bytes)
+            let run: [JSONField] = [("bench", "store"), ("workload", "U1"), ("edit", .string(edit.rawValue)),
+                                    ("rows_per_transaction", .int(batch))]
+            Report.emit(run + [("ratio", "ripple/c"), ("bytes_per_update_ratio", .number(bytesRatio)),
+                               ("rows_per_s_ratio", .number(c.seconds / ripple.seconds))])
+            Report.emit(run + [("target", "ripple/c bytes_per_update_ratio <= 2"), ("value", .number(bytesRatio)),
+                         ("met", .string(bytesRatio <= 2 ? "yes" : "no"))])
+        }
+    }
+
+    /// K1: a large id, then a large ordinary value, for c and ripple.
+    private func runBigKeys() throws {
+        for kind in BigKeyWorkload.Case.allCases {
+            var medians: [String: (insert: Double, update: Double)] = [:]
+            for name in ["c", "ripple"] where impl.isEmpty || impl.contains(name) {
+                let (inserts, updates) = try withDirectory { directory in
+                    let path = directory.appendingPathComponent("k1-\(name).sqlite").path
+                    return name == "c"
+                        ? BigKeyWorkload.runC(path: path, kind: kind, bytes: k1Bytes, reps: k1Reps)
+                        : try BigKeyWorkload.runRipple(path: path, kind: kind, bytes: k1Bytes, reps: k1Reps)
+                }
+                medians[name] = (inserts.median, updates.median)
+                for (write, timings) in [("insert", inserts), ("update", updates)] {
+                    Report.emit([("bench", "store"), ("workload", "K1"), ("case", .string(kind.rawValue)), ("bytes", .int(k1Bytes)),
+                                 ("write", .string(write)), ("impl", .string(name)), ("reps", .int(timings.samples.count)),
+                                 ("median_ms", .number(timings.median)), ("min_ms", .number(timings.min))])
+                }
+            }
+            guard let ripple = medians["ripple"], let c = medians["c"] else { continue }
+            Report.emit([("bench", "store"), ("workload", "K1"), ("case", .string(kind.rawValue)), ("ratio", "ripple/c"),
+                         ("insert_ms_ratio", .number(ripple.insert / c.insert)), ("update_ms_ratio", .number(ripple.update / c.update))])
         }
     }
 

@@ -13,11 +13,17 @@ import RippleSQLite
 ///
 /// Tables whose names start with `ripple_` or `sqlite_`, and tables outside `main`, are not logged.
 ///
+/// For time travel it also keeps a before-image of each updated or deleted row (see
+/// ``BeforeImage``): for an update that keeps the key, the old values of the columns it changed
+/// (old and new values compared by type and bytes); for a delete, or an update that changes the
+/// key, the whole row.
+///
 /// The hook runs once per changed row, so it allocates nothing per row: the keys' encodings go
-/// one after the other into one buffer (text copied from SQLite's value), and each change is a
-/// fixed-size entry naming its (table, operation) group and where its key ends. Strings are only
-/// made when the log is written: ``groups()`` builds one JSON array of key texts (and one list
-/// of exact keys) per group; ``changes`` hands changes out one by one.
+/// one after the other into one buffer (text copied from SQLite's value), the before-images into
+/// another, and each change is a fixed-size entry naming its (table, operation) group and where
+/// its key ends. Strings are only made when the log is written: ``groups(keepingKeys:)`` builds
+/// one JSON array of key texts, one list of exact keys and one list of before-images per group;
+/// ``changes`` hands changes out one by one.
 final class ChangeCapture {
     enum Operation: String, Sendable {
         case insert, update, delete
@@ -39,14 +45,26 @@ final class ChangeCapture {
         var operation: Operation
         /// How many rows changed.
         var count: Int
-        /// The rows' keys, in the order the rows changed, as a JSON array of strings (see ``JSONText``).
-        var keysJSON: String
+        /// The rows' keys, in the order the rows changed, as a JSON array of strings (see
+        /// ``JSONText``), in UTF-8 (``keysText`` repairs a key's text that is not UTF-8).
+        var keysJSON: [UInt8]
         /// The same keys exactly, as a list of ``RowKey`` encodings (see ``RowKey/list(_:)``).
         var keys: [UInt8]
         /// Whether `keysJSON` tells every key exactly: the table is keyed by its rowid, or every
         /// key is one UTF-8 text value. (Not a blob, text that is not UTF-8, a real, NULL, a
         /// composite key, nor an integer in a column that may also hold text.)
         var keysJSONIsExact = false
+        /// Whether `keysJSON` is valid UTF-8 (it is unless a key held text that is not).
+        var keysJSONIsValidUTF8 = true
+        /// For updates and deletes, the rows' before-images, a list parallel to the keys (see
+        /// ``BeforeImage``): `nil` for inserts, and when a change kept none (a table created in
+        /// the transaction) or the transaction kept none at all.
+        var beforeImages: [UInt8]? = nil
+        /// The keys, when asked for (see ``ChangeCapture/groups(keepingKeys:)``).
+        var rowKeys: [RowKey] = []
+
+        /// `keysJSON` as a string (text that is not UTF-8 repaired, as Swift strings are).
+        var keysText: String { String(decoding: keysJSON, as: UTF8.self) }
     }
 
     /// A captured change: its group (an index in `groupNames`) and where its key ends in
@@ -86,11 +104,11 @@ final class ChangeCapture {
     // exclusivity checks would cost more than the hook's own work.
     @exclusivity(unchecked) private var entries: [Entry] = []
     @exclusivity(unchecked) private var keyBytes: [UInt8] = []
-    /// Before-images of updated and deleted rows (see ``oldRow(of:)``), one after the other, and
-    /// for each the change it belongs to (an index in `entries`) and where it ends in `oldBytes`.
-    /// Inserts keep none, so they cost nothing more.
-    @exclusivity(unchecked) private var oldBytes: [UInt8] = []
-    @exclusivity(unchecked) private var oldRows: [(entry: Int, end: Int)] = []
+    /// Before-images of updated and deleted rows (see ``BeforeImage``), one after the other, and
+    /// for each the change it belongs to (an index in `entries`) and where it ends in
+    /// `imageBytes`. Inserts keep none, so they cost nothing more.
+    @exclusivity(unchecked) private var imageBytes: [UInt8] = []
+    @exclusivity(unchecked) private var images: [(entry: Int, end: Int)] = []
     @exclusivity(unchecked) private var groupNames: [(table: String, operation: Operation)] = []
     @exclusivity(unchecked) private var table = CurrentTable()
     /// A copy of the current table's name (SQLite's pointer may not outlive a schema change).
@@ -116,7 +134,11 @@ final class ChangeCapture {
     var changes: ChangeList { ChangeList(entries: entries, keyBytes: keyBytes, groupNames: groupNames) }
 
     /// Whether any update or delete kept a before-image since the last ``reset()``.
-    var hasOldRows: Bool { !oldRows.isEmpty }
+    var hasBeforeImages: Bool { !images.isEmpty }
+
+    /// How many changes were captured since the last ``reset()`` (rows of tables created in the
+    /// transaction count once ``resolvePending(_:)`` ran).
+    var changeCount: Int { entries.count }
 
     /// Whether any change was captured since the last ``reset()``.
     var isEmpty: Bool { entries.isEmpty && pending.isEmpty }
@@ -129,12 +151,12 @@ final class ChangeCapture {
         if mark.changes < entries.count {
             entries.removeSubrange(mark.changes...)
             keyBytes.removeSubrange((entries.last?.keyEnd ?? 0)...)
-            if let kept = oldRows.lastIndex(where: { $0.entry < mark.changes }) {
-                oldRows.removeSubrange((kept + 1)...)
-                oldBytes.removeSubrange(oldRows[kept].end...)
+            if let kept = images.lastIndex(where: { $0.entry < mark.changes }) {
+                images.removeSubrange((kept + 1)...)
+                imageBytes.removeSubrange(images[kept].end...)
             } else {
-                oldRows.removeAll()
-                oldBytes.removeAll()
+                images.removeAll()
+                imageBytes.removeAll()
             }
         }
         pending.removeSubrange(min(mark.pending, pending.count)...)
@@ -145,61 +167,124 @@ final class ChangeCapture {
         // Keep the buffers of ordinary transactions; give back those of a bulk import.
         entries.removeAll(keepingCapacity: entries.capacity <= 1 << 16)
         keyBytes.removeAll(keepingCapacity: keyBytes.capacity <= 1 << 20)
-        oldRows.removeAll(keepingCapacity: oldRows.capacity <= 1 << 16)
-        oldBytes.removeAll(keepingCapacity: oldBytes.capacity <= 1 << 20)
+        images.removeAll(keepingCapacity: images.capacity <= 1 << 16)
+        imageBytes.removeAll(keepingCapacity: imageBytes.capacity <= 1 << 20)
         groupNames.removeAll(keepingCapacity: true)
         table.groups = (-1, -1, -1)
         pending.removeAll()
     }
 
     /// The captured changes grouped as the change log stores them: one ``Group`` per table and
-    /// operation that changed rows, in the order of each group's first change.
+    /// operation that changed rows, in the order of each group's first change. `keepingKeys`: also
+    /// hand out each group's keys as ``RowKey``s (for observers).
     ///
-    /// - Complexity: O(n) in the keys' total length; one string per group.
-    func groups() -> [Group] {
+    /// Before-images go with the first change of each key in the transaction, as its image from
+    /// before the transaction (see ``BeforeImage/appendMerged(_:of:to:)``); the key's later
+    /// changes, and the changes of a key first inserted (it did not exist before), have none.
+    ///
+    /// - Complexity: O(n) in the keys' and images' total length: each key is read from the
+    ///   capture's buffer into the group's JSON text and key list, without a string per key.
+    func groups(keepingKeys: Bool = false) -> [Group] {
         guard !entries.isEmpty else { return [] }
-        var counts = [Int](repeating: 0, count: groupNames.count)
+        var groups = groupNames.map { Group(table: $0.table, operation: $0.operation, count: 0, keysJSON: [], keys: []) }
         var sizes = [Int](repeating: 2, count: groupNames.count)
         var start = 0
         for entry in entries {
-            counts[entry.group] += 1
+            groups[entry.group].count += 1
             sizes[entry.group] += entry.keyEnd - start + 3
             start = entry.keyEnd
         }
-        return keyBytes.withUnsafeBufferPointer { keys in
-            var texts = sizes.map { size -> [UInt8] in
-                var bytes: [UInt8] = []
-                bytes.reserveCapacity(size + size / 2)
-                bytes.append(UInt8(ascii: "["))
-                return bytes
-            }
-            var lists = sizes.map { size -> [UInt8] in
-                var bytes: [UInt8] = []
-                bytes.reserveCapacity(size)
-                return bytes
-            }
-            let rowidKeyed = groupNames.map { group -> Bool in
-                if case .rowid? = keyColumns[group.table] { return true }
-                return false
-            }
-            var exact = [Bool](repeating: true, count: groupNames.count)
-            var start = 0
-            for entry in entries {
+        let tracksImages = hasBeforeImages
+        for index in groups.indices {
+            groups[index].keysJSON.reserveCapacity(sizes[index] + sizes[index] / 2)
+            groups[index].keysJSON.append(UInt8(ascii: "["))
+            groups[index].keys.reserveCapacity(sizes[index])
+            groups[index].keysJSONIsExact = true
+            if tracksImages && groups[index].operation != .insert { groups[index].beforeImages = [] }
+        }
+        // Rowid-keyed groups are exact (decimal integers); the others while every key is UTF-8 text.
+        var checksText = groups.map { group -> Bool in
+            if case .rowid? = keyColumns[group.table] { return false }
+            return true
+        }
+
+        // The first change of each key (by table): the images of its changes, or -1 when it was
+        // an insert. Each update or delete takes a slot: the key's first change (an index in
+        // `touched`), or -1.
+        struct TableKey: Hashable {
+            var table: String
+            var key: RowKey
+        }
+        var firstChanges: [TableKey: Int] = [:]
+        var touched: [[Range<Int>]] = []
+        var slots = [[Int]](repeating: [], count: groups.count)
+        var complete = [Bool](repeating: true, count: groups.count)
+        var imageIndex = 0
+
+        keyBytes.withUnsafeBufferPointer { keys in
+            start = 0
+            for (index, entry) in entries.enumerated() {
                 let key = UnsafeBufferPointer(rebasing: keys[start..<entry.keyEnd])
-                if texts[entry.group].count > 1 { texts[entry.group].append(UInt8(ascii: ",")) }
-                RowKey.appendQuotedText(of: key, to: &texts[entry.group])
-                RowKey.appendToList(key, to: &lists[entry.group])
-                if !rowidKeyed[entry.group] && exact[entry.group] && !RowKey.isUTF8Text(key) { exact[entry.group] = false }
                 start = entry.keyEnd
-            }
-            return groupNames.indices.compactMap { index in
-                guard counts[index] > 0 else { return nil }
-                texts[index].append(UInt8(ascii: "]"))
-                return Group(table: groupNames[index].table, operation: groupNames[index].operation, count: counts[index],
-                             keysJSON: String(decoding: texts[index], as: UTF8.self), keys: lists[index],
-                             keysJSONIsExact: exact[index])
+                let group = entry.group
+                if groups[group].keysJSON.count > 1 { groups[group].keysJSON.append(UInt8(ascii: ",")) }
+                RowKey.appendQuotedText(of: key, to: &groups[group].keysJSON)
+                RowKey.appendToList(key, to: &groups[group].keys)
+                if checksText[group] && !RowKey.isUTF8Text(key) {
+                    groups[group].keysJSONIsExact = false
+                    checksText[group] = false
+                }
+                guard keepingKeys || tracksImages else { continue }
+                let rowKey = RowKey(encoded: key)
+                if keepingKeys { groups[group].rowKeys.append(rowKey) }
+                guard tracksImages else { continue }
+
+                while imageIndex < images.count && images[imageIndex].entry < index { imageIndex += 1 }
+                var image: Range<Int>?
+                if imageIndex < images.count && images[imageIndex].entry == index {
+                    image = (imageIndex == 0 ? 0 : images[imageIndex - 1].end)..<images[imageIndex].end
+                }
+                let operation = groups[group].operation
+                if operation != .insert && image == nil { complete[group] = false }
+                let tableKey = TableKey(table: groups[group].table, key: rowKey)
+                if let first = firstChanges[tableKey] {
+                    if first >= 0, let image { touched[first].append(image) }
+                    if operation != .insert { slots[group].append(-1) }
+                } else if operation == .insert {
+                    firstChanges[tableKey] = -1
+                } else {
+                    firstChanges[tableKey] = touched.count
+                    slots[group].append(touched.count)
+                    touched.append(image.map { [$0] } ?? [])
+                }
             }
         }
+        imageBytes.withUnsafeBufferPointer { bytes in
+            for index in groups.indices where groups[index].beforeImages != nil {
+                guard complete[index] else {
+                    groups[index].beforeImages = nil
+                    continue
+                }
+                var list: [UInt8] = []
+                for slot in slots[index] {
+                    if slot < 0 {
+                        list.append(0)   // a length of 0: no image
+                    } else if !BeforeImage.appendMerged(touched[slot], of: bytes, to: &list) {
+                        groups[index].beforeImages = nil   // cannot happen (the hook wrote them): not undoable, never wrong
+                        break
+                    }
+                }
+                if groups[index].beforeImages != nil { groups[index].beforeImages = list }
+            }
+        }
+        for index in groups.indices {
+            groups[index].keysJSON.append(UInt8(ascii: "]"))
+            // JSON escapes only ASCII: keys that are UTF-8 text (or rowids) make valid UTF-8.
+            if !groups[index].keysJSONIsExact {
+                groups[index].keysJSONIsValidUTF8 = groups[index].keysJSON.withUnsafeBufferPointer(RowKey.isValidUTF8)
+            }
+        }
+        return groups.filter { $0.count > 0 }
     }
 
     /// Installs the hook on `db`. The capture must outlive the connection's use.
@@ -273,12 +358,22 @@ final class ChangeCapture {
     /// statement inserts. Used only for that row (a row inserted by the statement itself, not
     /// by a trigger) when the key column stores text as given; forgotten after the step (see
     /// ``forgetExpectedKey()``).
+    ///
+    /// A key longer than ``expectedKeyLimit`` is not kept: the hook reads it from the new row,
+    /// which costs one copy of it where keeping it costs two.
     @inline(__always)
     func expectKey(_ key: UnsafeBufferPointer<UInt8>) {
+        guard key.count <= Self.expectedKeyLimit else {
+            hasExpectedKey = false
+            return
+        }
         expectedKey.removeAll(keepingCapacity: true)
         RowKey.appendBytes(UnsafeRawBufferPointer(key), tag: RowKey.Tag.text, to: &expectedKey)
         hasExpectedKey = true
     }
+
+    /// The longest key ``expectKey(_:)`` keeps, in bytes.
+    static var expectedKeyLimit: Int { 4096 }
 
     /// Forgets the announced key (its statement stepped, whether or not it inserted the row).
     @inline(__always)
@@ -316,14 +411,14 @@ final class ChangeCapture {
             case SQLITE_INSERT: appendRowid(key2, .insert)
             case SQLITE_DELETE:
                 appendRowid(key1, .delete)
-                appendOldRow(connection, rowid: key1, entry: entries.count - 1)
+                appendRowImage(connection, rowid: key1, entry: entries.count - 1)
             default:
                 if key1 == key2 {
                     appendRowid(key1, .update)
-                    appendOldRow(connection, rowid: key1, entry: entries.count - 1)
+                    appendChangedColumns(connection, changedRowid: nil, entry: entries.count - 1)
                 } else {
                     appendRowid(key1, .delete)
-                    appendOldRow(connection, rowid: key1, entry: entries.count - 1)
+                    appendRowImage(connection, rowid: key1, entry: entries.count - 1)
                     appendRowid(key2, .insert)
                 }
             }
@@ -343,24 +438,21 @@ final class ChangeCapture {
             case SQLITE_DELETE:
                 appendKey(connection, columns, new: false)
                 endEntry(.delete)
-                appendOldRow(connection, rowid: withoutRowid ? nil : key1, entry: entries.count - 1)
+                appendRowImage(connection, rowid: withoutRowid ? nil : key1, entry: entries.count - 1)
             default:
                 let start = keyBytes.count
                 appendKey(connection, columns, new: false)
-                let oldEnd = keyBytes.count
-                appendKey(connection, columns, new: true)
-                let sameKey = keyBytes.withUnsafeBufferPointer { bytes in
-                    oldEnd - start == bytes.count - oldEnd
-                        && memcmp(bytes.baseAddress! + start, bytes.baseAddress! + oldEnd, oldEnd - start) == 0
-                }
-                if sameKey {
-                    keyBytes.removeSubrange(oldEnd...)
+                // The new key is compared with the old one where it lies (a key may be large).
+                if keyMatches(connection, columns, from: start) {
                     endEntry(.update)
+                    let changedRowid = withoutRowid || key1 == key2 ? nil : key1
+                    appendChangedColumns(connection, changedRowid: changedRowid, entry: entries.count - 1)
                 } else {
-                    entries.append(Entry(keyEnd: oldEnd, group: group(.delete)))
+                    endEntry(.delete)
+                    appendRowImage(connection, rowid: withoutRowid ? nil : key1, entry: entries.count - 1)
+                    appendKey(connection, columns, new: true)
                     endEntry(.insert)
                 }
-                appendOldRow(connection, rowid: withoutRowid ? nil : key1, entry: entries.count - (sameKey ? 1 : 2))
             }
         case nil:
             // A table created in this transaction: keep the whole row until its key is known.
@@ -428,66 +520,96 @@ final class ChangeCapture {
 
     // MARK: Before-images
 
-    /// The before-image captured with change `index` (an update or a delete), as JSON text: an
-    /// array of the rowid (`null` for a `WITHOUT ROWID` table) and every column's old value (see
-    /// `Migrations/0002_history.sql`). `nil` for inserts and for rows of tables created in the
-    /// transaction. `cursor` walks the before-images in order: pass the same variable, starting
-    /// at 0, for increasing indices.
-    func oldRow(of index: Int, cursor: inout Int) -> String? {
-        while cursor < oldRows.count && oldRows[cursor].entry < index { cursor += 1 }
-        guard cursor < oldRows.count, oldRows[cursor].entry == index else { return nil }
-        let start = cursor == 0 ? 0 : oldRows[cursor - 1].end
-        return oldBytes.withUnsafeBufferPointer { bytes in
-            String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<oldRows[cursor].end]), as: UTF8.self)
-        }
-    }
-
-    /// Appends the before-image of the row the hook reports (its old values) for change `entry`.
-    private func appendOldRow(_ connection: OpaquePointer, rowid: Int64?, entry: Int) {
-        oldBytes.append(UInt8(ascii: "["))
-        if let rowid { Self.appendDecimal(rowid, to: &oldBytes) } else { Self.appendJSONNull(to: &oldBytes) }
+    /// Appends the whole row the hook reports (its old values) as change `entry`'s before-image:
+    /// a delete, or an update that changed the key. `rowid`: `nil` for a `WITHOUT ROWID` table.
+    private func appendRowImage(_ connection: OpaquePointer, rowid: Int64?, entry: Int) {
+        imageBytes.append(BeforeImage.Kind.row)
+        if let rowid { RowKey.appendInteger(rowid, to: &imageBytes) } else { imageBytes.append(RowKey.Tag.null) }
         let count = sqlite3_preupdate_count(connection)
         for column in 0..<count {
-            oldBytes.append(UInt8(ascii: ","))
-            appendJSONValue(Self.preupdateValue(connection, column, new: false))
+            RowKey.append(Self.preupdateValue(connection, column, new: false), textIsUTF8: textIsUTF8, to: &imageBytes)
         }
-        oldBytes.append(UInt8(ascii: "]"))
-        oldRows.append((entry, oldBytes.count))
+        images.append((entry, imageBytes.count))
     }
 
-    /// Appends one value as JSON: integers as they are, reals always with a `.` or an exponent
-    /// (infinities as `{"$real":"inf"}`), text as a string, blobs as `{"$blob":"hex"}`.
-    private func appendJSONValue(_ value: OpaquePointer?) {
-        guard let value else { return Self.appendJSONNull(to: &oldBytes) }
-        switch sqlite3_value_type(value) {
+    /// Appends the old values of the columns an update changed (by type and bytes) as change
+    /// `entry`'s before-image; `changedRowid`: the old rowid when the update changed it.
+    private func appendChangedColumns(_ connection: OpaquePointer, changedRowid: Int64?, entry: Int) {
+        imageBytes.append(BeforeImage.Kind.columns)
+        if let changedRowid { RowKey.appendInteger(changedRowid, to: &imageBytes) } else { imageBytes.append(RowKey.Tag.null) }
+        let count = sqlite3_preupdate_count(connection)
+        for column in 0..<count {
+            let old = Self.preupdateValue(connection, column, new: false)
+            if Self.same(old, Self.preupdateValue(connection, column, new: true), textIsUTF8: textIsUTF8) { continue }
+            RowKey.appendLength(Int(column), to: &imageBytes)
+            RowKey.append(old, textIsUTF8: textIsUTF8, to: &imageBytes)
+        }
+        images.append((entry, imageBytes.count))
+    }
+
+    /// Whether two values are the same stored value: the same type and the same bytes (reals by
+    /// their bit pattern, so `-0.0` is not `0.0`). A value SQLite could not give is never the same.
+    private static func same(_ old: OpaquePointer?, _ new: OpaquePointer?, textIsUTF8: Bool) -> Bool {
+        guard let old, let new else { return false }
+        let type = sqlite3_value_type(old)
+        guard type == sqlite3_value_type(new) else { return false }
+        switch type {
         case SQLITE_INTEGER:
-            Self.appendDecimal(sqlite3_value_int64(value), to: &oldBytes)
+            return sqlite3_value_int64(old) == sqlite3_value_int64(new)
         case SQLITE_FLOAT:
-            let real = sqlite3_value_double(value)
-            if real.isFinite {
-                oldBytes.append(contentsOf: String(real).utf8)
-            } else {
-                oldBytes.append(contentsOf: (real < 0 ? #"{"$real":"-inf"}"# : #"{"$real":"inf"}"#).utf8)
-            }
-        case SQLITE_TEXT:
-            let bytes = textIsUTF8 ? sqlite3_value_blob(value)?.assumingMemoryBound(to: UInt8.self) : sqlite3_value_text(value)
-            let count = Int(sqlite3_value_bytes(value))
-            JSONText.appendQuoted(UnsafeBufferPointer(start: count > 0 ? bytes : nil, count: bytes == nil ? 0 : count),
-                                  escaping: true, to: &oldBytes)
-        case SQLITE_BLOB:
-            oldBytes.append(contentsOf: #"{"$blob":""#.utf8)
-            let count = Int(sqlite3_value_bytes(value))
-            if count > 0, let bytes = sqlite3_value_blob(value) {
-                Self.appendHex(UnsafeRawBufferPointer(start: bytes, count: count), to: &oldBytes)
-            }
-            oldBytes.append(contentsOf: #""}"#.utf8)
+            return sqlite3_value_double(old).bitPattern == sqlite3_value_double(new).bitPattern
+        case SQLITE_NULL:
+            return true
+        case SQLITE_TEXT where !textIsUTF8:
+            // UTF-16 as stored (or byte-swapped, the same for both): no lossy conversion.
+            return sameBytes(sqlite3_value_text16(old), Int(sqlite3_value_bytes16(old)),
+                             sqlite3_value_text16(new), Int(sqlite3_value_bytes16(new)))
         default:
-            Self.appendJSONNull(to: &oldBytes)
+            // UTF-8 text or a blob: the stored bytes (`sqlite3_value_blob` does not convert text).
+            return sameBytes(sqlite3_value_blob(old), Int(sqlite3_value_bytes(old)),
+                             sqlite3_value_blob(new), Int(sqlite3_value_bytes(new)))
         }
     }
 
-    private static func appendJSONNull(to bytes: inout [UInt8]) {
-        bytes.append(contentsOf: [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")])
+    @inline(__always)
+    private static func sameBytes(_ lhs: UnsafeRawPointer?, _ lhsCount: Int, _ rhs: UnsafeRawPointer?, _ rhsCount: Int) -> Bool {
+        guard lhsCount == rhsCount else { return false }
+        guard lhsCount > 0 else { return true }
+        guard let lhs, let rhs else { return false }
+        return memcmp(lhs, rhs, lhsCount) == 0
+    }
+
+    /// Whether the row's new values of `columns` are the key encoded in `keyBytes` from `start`
+    /// on (its old key, just appended), compared where it lies.
+    private func keyMatches(_ connection: OpaquePointer, _ columns: [Int32], from start: Int) -> Bool {
+        keyBytes.withUnsafeBufferPointer { bytes in
+            var offset = start
+            for column in columns {
+                guard let new = Self.preupdateValue(connection, column, new: true) else { return false }
+                let type = sqlite3_value_type(new)
+                switch RowKey.value(in: bytes, at: &offset) {
+                case .integer(let value)?:
+                    guard type == SQLITE_INTEGER, sqlite3_value_int64(new) == value else { return false }
+                case .real(let value)?:
+                    guard type == SQLITE_FLOAT, sqlite3_value_double(new).bitPattern == value.bitPattern else { return false }
+                case .text(let text)?:
+                    guard type == SQLITE_TEXT else { return false }
+                    // As ``RowKey/append(_:textIsUTF8:to:)`` read the old key.
+                    let pointer = textIsUTF8 ? sqlite3_value_blob(new) : UnsafeRawPointer(sqlite3_value_text(new))
+                    guard Self.sameBytes(pointer, Int(sqlite3_value_bytes(new)), text.baseAddress, text.count) else { return false }
+                case .blob(let blob)?:
+                    guard type == SQLITE_BLOB,
+                          Self.sameBytes(sqlite3_value_blob(new), Int(sqlite3_value_bytes(new)), blob.baseAddress, blob.count) else {
+                        return false
+                    }
+                case .null?:
+                    guard type == SQLITE_NULL else { return false }
+                case nil:
+                    return false
+                }
+            }
+            return offset == bytes.count
+        }
     }
 
     /// Appends the key of the row's `columns` (old or new values), exactly as stored.

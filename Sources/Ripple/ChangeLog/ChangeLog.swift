@@ -138,67 +138,72 @@ final class ChangeLog {
     /// Called inside the transaction after its work: when rows changed, takes the next version and
     /// writes the log. Returns what the commit changed, or `nil` when the transaction changed no row.
     ///
+    /// One log row per table and operation, keys in the order the rows changed, as text
+    /// (`row_keys`) and exactly (`exact_keys`). Updates and deletes also log before-images, for
+    /// time travel (`before_images`, see ``BeforeImage``): what each key held before the
+    /// transaction — the columns an update changed, the whole row of a delete — with the key's
+    /// first change in the transaction (a key first inserted did not exist before). Inserts log
+    /// none.
+    ///
+    /// A bulk insert (more changes than observers are told of, no before-images) logs the exact
+    /// keys only when the text does not tell them exactly (for history): a bulk import stays one
+    /// key list.
+    ///
     /// A transaction that changed the schema (a table created, altered or dropped) also takes a
     /// version, logged as a change to ``everyTable``: queries over the old schema must re-read.
     func record(_ db: Database) throws -> CommitSummary? {
         try capture.resolvePending(db)
         let schemaChanged = try Self.schemaVersion(db) != schemaVersionAtBegin
-        guard !capture.changes.isEmpty || schemaChanged else { return nil }
+        let count = capture.changeCount
+        guard count > 0 || schemaChanged else { return nil }
         let version = try nextVersion(db)
-        if !capture.hasOldRows && capture.changes.count > Self.knownRowLimit {
-            // A bulk insert: the capture's key bytes become the log's JSON as they are, with no
-            // String per row (observers are not told the keys of this many rows anyway).
-            return try recordBulk(db, version: version, schemaChanged: schemaChanged)
+        let tellsKeys = count <= Self.knownRowLimit
+        let bulk = !tellsKeys && !capture.hasBeforeImages
+        let groups = capture.groups(keepingKeys: tellsKeys)
+        for group in groups {
+            try insertEntry(db, version: version, group, exactKeys: !(bulk && group.keysJSONIsExact))
         }
-        // One log row per table and operation, keys in the order the rows changed. Changes come
-        // in runs of one table and operation, so the current group is checked first.
-        //
-        // Updates and deletes also log before-images, for time travel: the row as it was before
-        // the transaction, for the first change of each key only (a key first inserted did not
-        // exist before; see `Migrations/0002_history.sql`). Inserts log none.
-        var entries: [(table: String, operation: ChangeCapture.Operation, keys: [RowKey], oldRows: [String], complete: Bool)] = []
-        var current = -1
-        let changes = capture.changes
-        let tracksOldRows = capture.hasOldRows
-        var touched: [String: Set<RowKey>] = [:]
-        var cursor = 0
-        for (index, change) in changes.enumerated() {
-            if current < 0 || entries[current].operation != change.operation || entries[current].table != change.table {
-                if let index = entries.firstIndex(where: { $0.table == change.table && $0.operation == change.operation }) {
-                    current = index
-                } else {
-                    entries.append((change.table, change.operation, [], [], true))
-                    current = entries.count - 1
-                }
-            }
-            entries[current].keys.append(change.rowKey)
-            guard tracksOldRows else { continue }
-            let first = touched[change.table, default: []].insert(change.rowKey).inserted
-            guard change.operation != .insert else { continue }
-            let old = capture.oldRow(of: index, cursor: &cursor)
-            if old == nil { entries[current].complete = false }
-            entries[current].oldRows.append(first ? old ?? "null" : "null")
-        }
-        for entry in entries {
-            let oldRows: SQLValue = entry.operation == .insert || !tracksOldRows || !entry.complete
-                ? .null : .text("[" + entry.oldRows.joined(separator: ",") + "]")
-            var exactKeys: [UInt8] = []
-            for key in entry.keys { key.withEncoding { RowKey.appendToList($0, to: &exactKeys) } }
-            try db.execute("""
-                INSERT INTO ripple_changes(version, table_name, operation, row_keys, old_rows, exact_keys)
-                VALUES (?, ?, ?, ?, ?, ?)
-                """, [version, entry.table, entry.operation.rawValue, JSONText.array(entry.keys.map(\.text)), oldRows,
-                      SQLValue.blob(exactKeys)])
-        }
-        let changedTables = Set(entries.map(\.table))
+        let changedTables = Set(groups.map(\.table))
         var summary = try finishRecord(db, version: version, changedTables: changedTables, schemaChanged: schemaChanged)
-        if summary.tables == changedTables && capture.changes.count <= Self.knownRowLimit {
+        if summary.tables == changedTables && tellsKeys {
             var rowKeys: [String: Set<RowKey>] = [:]
-            for entry in entries { rowKeys[entry.table, default: []].formUnion(entry.keys) }
+            for group in groups { rowKeys[group.table, default: []].formUnion(group.rowKeys) }
             summary.rowKeys = rowKeys
         }
         capture.reset()
         return summary
+    }
+
+    /// Writes one log row. The keys' text, their list and the before-images are bound where they
+    /// lie, with no string made of them and no copy by SQLite (a key may be large).
+    private func insertEntry(_ db: Database, version: Int64, _ group: ChangeCapture.Group, exactKeys: Bool) throws {
+        let statement = try db.cachedStatement("""
+            INSERT INTO ripple_changes(version, table_name, operation, row_keys, exact_keys, before_images)
+            VALUES (?, ?, ?, ?, ?, ?)
+            """)
+        try group.keysJSON.withUnsafeBytes { json in
+            try group.keys.withUnsafeBytes { keys in
+                try (group.beforeImages ?? []).withUnsafeBytes { images in
+                    // Reset (bindings cleared) before the bytes go out of scope.
+                    defer { statement.reset() }
+                    try statement.bindInteger(version, at: 1)
+                    try statement.bindTextValue(group.table, at: 2)
+                    try statement.bindTextValue(group.operation.rawValue, at: 3)
+                    if group.keysJSONIsValidUTF8 {
+                        try statement.bindRawText(json, at: 4, copying: false)
+                    } else {
+                        try statement.bindTextValue(group.keysText, at: 4)   // text that is not UTF-8 repaired, as before
+                    }
+                    if exactKeys { try statement.bindRawBlob(keys, at: 5, copying: false) } else { try statement.bindNull(at: 5) }
+                    if group.beforeImages != nil {
+                        try statement.bindRawBlob(images, at: 6, copying: false)
+                    } else {
+                        try statement.bindNull(at: 6)
+                    }
+                    _ = try statement.step()
+                }
+            }
+        }
     }
 
     /// The end of ``record(_:)``: notes foreign commits since the last one and a schema change,
@@ -215,24 +220,6 @@ final class ChangeLog {
         adoptedForeignWrite = false
         knownVersion = version
         return CommitSummary(version: version, tables: tables)
-    }
-
-    /// ``record(_:)`` for a transaction of many changes without before-images (inserts only).
-    /// Observers re-read after this many changes anyway, so the exact keys are logged only when
-    /// the text does not tell them exactly (for history): a bulk import stays one key list.
-    private func recordBulk(_ db: Database, version: Int64, schemaChanged: Bool) throws -> CommitSummary {
-        var tables: Set<String> = []
-        for group in capture.groups() {
-            try db.execute("""
-                INSERT INTO ripple_changes(version, table_name, operation, row_keys, old_rows, exact_keys)
-                VALUES (?, ?, ?, ?, NULL, ?)
-                """, [version, group.table, group.operation.rawValue, group.keysJSON,
-                      group.keysJSONIsExact ? SQLValue.null : SQLValue.blob(group.keys)])
-            tables.insert(group.table)
-        }
-        let summary = try finishRecord(db, version: version, changedTables: tables, schemaChanged: schemaChanged)
-        capture.reset()
-        return summary
     }
 
     /// Commits changing more rows than this do not tell observers their keys (they re-read).

@@ -113,26 +113,30 @@ struct RowKey: Hashable, Sendable, CustomStringConvertible {
             try statement.bindInteger(integer, at: index)
             return 1
         }
-        var bound: Int32 = 0
-        var failure: DatabaseError?
+        var result: Result<Int32, DatabaseError> = .success(0)
         withEncoding { bytes in
-            var offset = 0
-            while offset < bytes.count && failure == nil {
-                do throws(DatabaseError) {
-                    switch Self.value(in: bytes, at: &offset) {
-                    case .integer(let value)?: try statement.bindInteger(value, at: index + bound)
-                    case .real(let value)?: try statement.bindReal(value, at: index + bound)
-                    case .text(let text)?: try statement.bindRawText(UnsafeRawBufferPointer(text), at: index + bound)
-                    case .blob(let blob)?: try statement.bindRawBlob(UnsafeRawBufferPointer(blob), at: index + bound)
-                    case .null?, nil: try statement.bindNull(at: index + bound)
-                    }
-                } catch {
-                    failure = error
-                }
-                bound += 1
-            }
+            result = Result { () throws(DatabaseError) -> Int32 in try Self.bindValues(bytes, to: statement, at: index) }
         }
-        if let failure { throw failure }
+        return try result.get()
+    }
+
+    /// Binds the values of an encoding (one or more, one after the other) to parameters `index`,
+    /// `index + 1`, … of `statement`, each as exactly the value SQLite stores. Returns the number
+    /// of parameters bound.
+    @discardableResult
+    static func bindValues(_ bytes: UnsafeBufferPointer<UInt8>, to statement: Statement, at index: Int32) throws(DatabaseError) -> Int32 {
+        var bound: Int32 = 0
+        var offset = 0
+        while offset < bytes.count {
+            switch value(in: bytes, at: &offset) {
+            case .integer(let value)?: try statement.bindInteger(value, at: index + bound)
+            case .real(let value)?: try statement.bindReal(value, at: index + bound)
+            case .text(let text)?: try statement.bindRawText(UnsafeRawBufferPointer(text), at: index + bound)
+            case .blob(let blob)?: try statement.bindRawBlob(UnsafeRawBufferPointer(blob), at: index + bound)
+            case .null?, nil: try statement.bindNull(at: index + bound)
+            }
+            bound += 1
+        }
         return bound
     }
 
@@ -341,11 +345,17 @@ struct RowKey: Hashable, Sendable, CustomStringConvertible {
 
     /// Whether `bytes` are valid UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF).
     ///
-    /// - Complexity: O(n); ASCII runs are checked a byte at a time without branching on sequences.
+    /// - Complexity: O(n); ASCII runs are checked eight bytes at a time (a key may be large).
     static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var index = 0
         let count = bytes.count
+        guard let base = bytes.baseAddress else { return true }
+        let raw = UnsafeRawPointer(base)
         while index < count {
+            if index + 8 <= count && raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
+                index += 8
+                continue
+            }
             let lead = bytes[index]
             if lead < 0x80 {
                 index += 1

@@ -1,5 +1,6 @@
 import Foundation
 import RippleDiff
+import RippleSQLite
 
 /// One step of a query's history: the query's result as of `version`, and the changeset that
 /// turns the previous step's result into it.
@@ -73,8 +74,10 @@ struct TableRewinder {
     private let keyColumns: [String]?
     /// The table's columns, key and rowid name (which may not be `rowid`: a column may take it).
     let shape: TableShape
-    /// The log of the table, newest version first.
-    private var log: [(version: Int64, operation: String, keys: String, oldRows: String?, exactKeys: [RowKey]?)]
+    /// The log of the table, newest version first. Before-images are `beforeImages` (binary, see
+    /// ``BeforeImage``) or, for entries logged before those, `oldRows` (JSON, see ``OldRowParser``).
+    private var log: [(version: Int64, operation: String, keys: String, oldRows: String?, exactKeys: [RowKey]?,
+                       beforeImages: [UInt8]?)]
     private var position = 0
     private let queryOnly: Bool
     private var open = true
@@ -100,12 +103,13 @@ struct TableRewinder {
         columns = shape.columns
         keyColumns = shape.keyColumns
         log = try db.fetchAll("""
-            SELECT version, operation, row_keys, old_rows, exact_keys FROM ripple_changes
+            SELECT version, operation, row_keys, old_rows, exact_keys, before_images FROM ripple_changes
             WHERE table_name = ? AND version > ? ORDER BY version DESC
             """, [table, from]).map { row in
             let oldRows: String? = if case .text(let text)? = row["old_rows"] { text } else { nil }
             let exactKeys: [RowKey]? = if case .blob(let list)? = row["exact_keys"] { RowKey.list(list) } else { nil }
-            return (try row.value("version"), try row.value("operation"), try row.value("row_keys"), oldRows, exactKeys)
+            let images: [UInt8]? = if case .blob(let list)? = row["before_images"] { list } else { nil }
+            return (try row.value("version"), try row.value("operation"), try row.value("row_keys"), oldRows, exactKeys, images)
         }
         // Readers are query-only; the copy lives in `temp`, never in the store's file.
         queryOnly = try db.fetchValue("PRAGMA query_only", as: Int.self) == 1
@@ -143,12 +147,43 @@ struct TableRewinder {
         while position < log.count && log[position].version > version { try undo(log[position].version) }
     }
 
-    /// Undoes `version`, which must be the newest not yet undone (if it changed the table).
+    /// Undoes `version`, which must be the newest not yet undone (if it changed the table): the
+    /// rows its entries name are deleted, and the rows as they were before it inserted back.
     mutating func undo(_ version: Int64) throws {
-        var restore: [[SQLValue]] = []
-        while position < log.count && log[position].version == version {
-            let entry = log[position]
-            position += 1
+        let first = position
+        while position < log.count && log[position].version == version { position += 1 }
+        let entries = log[first..<position]
+        // The rows to insert back, each as ``RowKey`` encodings: its rowid, then every column.
+        // An image of the columns an update changed is completed with the row as it is now,
+        // before any key of the version is deleted.
+        var restore: [[UInt8]] = []
+        for entry in entries where entry.operation != "insert" {
+            if let images = entry.beforeImages {
+                try restoredRows(images, keys: entry.exactKeys, version: version, into: &restore)
+            } else if let oldRows = entry.oldRows {
+                var parser = OldRowParser(text: oldRows)
+                for row in try parser.rows() {
+                    guard let row else { continue }
+                    var encoded: [UInt8] = []
+                    for value in row {
+                        // The JSON format wrote text through a Swift string: bytes that were not
+                        // UTF-8 became U+FFFD, which cannot be told from a U+FFFD that was stored.
+                        // Refuse rather than restore other bytes than were there.
+                        if case .text(let text) = value, text.unicodeScalars.contains("\u{FFFD}") {
+                            throw StoreError(.history, "version \(version) of \(table) was logged in the JSON format of "
+                                             + "before-images, which may have replaced text that was not UTF-8 by U+FFFD: "
+                                             + "it cannot be undone exactly")
+                        }
+                        RowKey.append(value, to: &encoded)
+                    }
+                    restore.append(encoded)
+                }
+            } else {
+                throw StoreError(.history, "version \(version) was logged without before-images (before history "
+                                 + "was recorded) and cannot be undone")
+            }
+        }
+        for entry in entries {
             if let exactKeys = entry.exactKeys {
                 for key in exactKeys { try delete(exactKey: key) }
             } else {
@@ -158,31 +193,94 @@ struct TableRewinder {
                 }
                 for key in keys { try delete(key: key) }
             }
-            guard entry.operation != "insert" else { continue }
-            guard let oldRows = entry.oldRows else {
-                throw StoreError(.history, "version \(version) was logged without before-images (before history "
-                                 + "was recorded) and cannot be undone")
-            }
-            var parser = OldRowParser(text: oldRows)
-            restore += try parser.rows().compactMap { $0 }
         }
-        let values = shape.separateRowid == nil ? "" : "?, "
+        // A copy names the rowid only when it is not a column (the first value of a row image);
+        // otherwise the columns carry it, or there is none to keep.
+        let namesRowid = shape.separateRowid != nil
+        let values = namesRowid ? "?, " : ""
         let rowid = shape.separateRowid.map { "\($0), " } ?? ""
-        let sql = "INSERT INTO temp.\(quotedTable)(\(rowid)\(columns.map(SQLIdentifier.quoted).joined(separator: ", "))) "
-            + "VALUES (\(values)\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+        let statement = try db.cachedStatement(
+            "INSERT INTO temp.\(quotedTable)(\(rowid)\(columns.map(SQLIdentifier.quoted).joined(separator: ", "))) "
+                + "VALUES (\(values)\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))")
         for row in restore {
-            guard row.count == columns.count + 1 else {
-                throw StoreError(.history, "a before-image of version \(version) does not fit the table \(table)")
+            try row.withUnsafeBufferPointer { bytes in
+                guard let values = BeforeImage.values(of: bytes), values.count == columns.count + 1,
+                      !namesRowid || bytes[values[0].lowerBound] == RowKey.Tag.integer else {
+                    throw StoreError(.history, "a before-image of version \(version) does not fit the table \(table)")
+                }
+                defer { statement.reset() }
+                // Without a separate rowid, the first value is not bound.
+                try RowKey.bindValues(UnsafeBufferPointer(rebasing: bytes[(namesRowid ? 0 : values[1].lowerBound)...]),
+                                      to: statement, at: 1)
+                _ = try statement.step()
             }
-            try db.execute(sql, Array(shape.separateRowid == nil ? row.dropFirst() : row[...]))
         }
+    }
+
+    /// Appends to `restore` the rows the before-images of one entry (binary, see
+    /// ``BeforeImage``) restore. `keys`: the entry's exact keys, which find the rows an image of
+    /// changed columns completes.
+    private func restoredRows(_ list: [UInt8], keys: [RowKey]?, version: Int64, into restore: inout [[UInt8]]) throws {
+        try list.withUnsafeBufferPointer { bytes in
+            guard let images = BeforeImage.list(bytes), keys == nil || keys?.count == images.count else {
+                throw StoreError(.decoding, "malformed before-images in the change log at version \(version)")
+            }
+            for (index, range) in images.enumerated() {
+                guard let range else { continue }
+                guard let image = BeforeImage.View(bytes, range) else {
+                    throw StoreError(.decoding, "malformed before-image in the change log at version \(version)")
+                }
+                var current: [UInt8]?
+                if !image.isRow {
+                    guard let key = keys?[index] else {
+                        throw StoreError(.decoding, "a before-image of changed columns at version \(version) has no exact key")
+                    }
+                    guard let row = try currentRow(key) else {
+                        throw StoreError(.history, "a before-image of version \(version) names a row of \(table) that "
+                                         + "the later versions do not hold")
+                    }
+                    current = row
+                }
+                let row = if let current {
+                    current.withUnsafeBufferPointer { BeforeImage.restoredRow(image, of: bytes, width: columns.count, current: $0) }
+                } else {
+                    BeforeImage.restoredRow(image, of: bytes, width: columns.count, current: nil)
+                }
+                guard let row else {
+                    throw StoreError(.history, "a before-image of version \(version) does not fit the table \(table)")
+                }
+                restore.append(row)
+            }
+        }
+    }
+
+    /// The row of the copy with `key`, as ``RowKey`` encodings: its rowid (NULL without one),
+    /// then every column; `nil` when there is none.
+    private func currentRow(_ key: RowKey) throws -> [UInt8]? {
+        let list = columns.map(SQLIdentifier.quoted).joined(separator: ", ")
+        let statement = try db.cachedStatement(
+            "SELECT \(shape.rowid ?? "NULL"), \(list) FROM temp.\(quotedTable) WHERE \(keyCondition)")
+        defer { statement.reset() }
+        guard try key.bind(to: statement, at: 1) == Int32(statement.parameterCount) else {
+            throw StoreError(.decoding, "a logged key of \(table) does not fit its key columns")
+        }
+        guard try statement.step() else { return nil }
+        var row: [UInt8] = []
+        for column in 0...Int32(columns.count) {
+            // Text as UTF-8 whatever the database's encoding, as the capture logged it.
+            RowKey.append(sqlite3_column_value(statement.handle, column), textIsUTF8: false, to: &row)
+        }
+        return row
+    }
+
+    /// The condition that finds a row by its exact key (see ``RowKey/bind(to:at:)``).
+    private var keyCondition: String {
+        keyColumns.map { $0.map { "\(SQLIdentifier.quoted($0)) = ?" }.joined(separator: " AND ") } ?? "\(shape.rowid ?? "rowid") = ?"
     }
 
     /// Deletes the row with `key` (logged exactly: type and bytes) from the copy.
     private func delete(exactKey key: RowKey) throws {
-        let condition = keyColumns.map { $0.map { "\(SQLIdentifier.quoted($0)) = ?" }.joined(separator: " AND ") }
-            ?? "\(shape.rowid ?? "rowid") = ?"
-        let statement = try db.cachedStatement("DELETE FROM temp.\(quotedTable) WHERE \(condition)")
+        let statement = try db.cachedStatement("DELETE FROM temp.\(quotedTable) WHERE \(keyCondition)")
         defer { statement.reset() }
         guard try key.bind(to: statement, at: 1) == Int32(statement.parameterCount) else {
             throw StoreError(.decoding, "a logged key of \(table) does not fit its key columns")

@@ -103,19 +103,23 @@ public final class Statement {
     }
 
     /// Binds text given as its UTF-8 bytes, exactly as they are (even when not valid UTF-8).
-    func bindRawText(_ bytes: UnsafeRawBufferPointer, at index: Int32) throws(DatabaseError) {
+    /// `copying: false` spares SQLite's copy of the bytes: the caller keeps them valid until the
+    /// statement is stepped and ``reset()`` (which clears the bindings).
+    func bindRawText(_ bytes: UnsafeRawBufferPointer, at index: Int32, copying: Bool = true) throws(DatabaseError) {
         guard let base = bytes.baseAddress, bytes.count > 0 else {
             // An empty text, not NULL (which a null pointer would bind).
             return try check(sqlite3_bind_text64(handle, index, "", 0, sqliteTransient, UInt8(SQLITE_UTF8)))
         }
         try check(sqlite3_bind_text64(handle, index, base.assumingMemoryBound(to: CChar.self), UInt64(bytes.count),
-                                      sqliteTransient, UInt8(SQLITE_UTF8)))
+                                      copying ? sqliteTransient : nil, UInt8(SQLITE_UTF8)))
     }
 
     /// Binds a blob given as its bytes (an empty one is a zero-length blob, not NULL).
-    func bindRawBlob(_ bytes: UnsafeRawBufferPointer, at index: Int32) throws(DatabaseError) {
+    /// `copying`: as ``bindRawText(_:at:copying:)``.
+    func bindRawBlob(_ bytes: UnsafeRawBufferPointer, at index: Int32, copying: Bool = true) throws(DatabaseError) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return try check(sqlite3_bind_zeroblob(handle, index, 0)) }
-        try check(sqlite3_bind_blob64(handle, index, base, UInt64(bytes.count), sqliteTransient))
+        // A nil destructor is SQLITE_STATIC: SQLite reads the bytes where they are.
+        try check(sqlite3_bind_blob64(handle, index, base, UInt64(bytes.count), copying ? sqliteTransient : nil))
     }
 
     @inline(__always)

@@ -1,0 +1,30 @@
+-- Ripple's own schema, version 4: before-images in binary, of what changed.
+--
+-- Never edit this file once released: add a new numbered file instead.
+
+-- Before-images for time travel, replacing old_rows (0002) for the entries logged from now on:
+-- their old_rows is NULL; older entries keep their JSON old_rows. An update logs the old values
+-- of the columns it changed only (compared by type and bytes), a delete the whole row.
+--
+-- For an 'update' or 'delete' entry, a list parallel to exact_keys (and row_keys): per key, the
+-- image's length (LEB128), then the image. A length of 0: no image, as null in old_rows — the
+-- transaction touched the key earlier (an insert, or a change whose image is logged with the
+-- key's first change), so the state before the transaction is known from that. The image of a
+-- key touched several times tells each column as it was before the transaction.
+--
+-- An image is a kind byte, then values:
+--   1  the whole row: the rowid (NULL for a WITHOUT ROWID table), then every column's value in
+--      column order. The key did not exist after the transaction under that key (deleted, or
+--      its key changed): undo inserts the row.
+--   2  the columns an update changed, of a row that kept its key through the transaction: the
+--      rowid before the transaction, NULL when the transaction left it; then per changed column
+--      its position (LEB128, 0 for the first column) and its value before the transaction, in
+--      increasing position. Undo writes those columns back (and the rowid).
+-- A value is encoded as exact_keys encodes a key column (0003): a type byte (1 integer, 2 real,
+-- 3 text, 4 blob, 5 NULL), then 8 bytes (integers, reals: the little-endian bit pattern), or a
+-- LEB128 length and the bytes (text in UTF-8 as stored, even when it is not valid UTF-8; blobs as
+-- they are, not in hex), or nothing (NULL).
+--
+-- NULL for 'insert' entries, "*" entries, and entries that cannot be undone (a table created in
+-- the same transaction: such a version is a schema change anyway).
+ALTER TABLE ripple_changes ADD COLUMN before_images BLOB;
