@@ -3,7 +3,7 @@ import Foundation
 import Ripple
 import RippleDiff
 
-/// `ripple history DB --table T [--where COND] [--order-by COL] --from V1 --to V2`: prints how a
+/// `ripple history DB --table T [--where COND] [--order-by COL] --from V1 [--to V2]`: prints how a
 /// query's result changed over a range of versions, rebuilt from the store's change log.
 struct HistoryCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -40,8 +40,10 @@ struct HistoryCommand: ParsableCommand {
                                                         valueName: "version"))
     var from: Int64
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("The last version: at most the store's current one.", valueName: "version"))
-    var to: Int64
+    @Option(parsing: .unconditional, help: ArgumentHelp(
+        "The last version: at most the store's current one, which it is by default (see `ripple info DB`).",
+        valueName: "version"))
+    var to: Int64?
 
     func run() throws {
         do {
@@ -78,7 +80,7 @@ struct HistoryCommand: ParsableCommand {
             // Each step is printed as it is rebuilt: memory stays bounded whatever the range.
             var previous: [Row] = []
             var initial = true
-            try store.history(table: table, sql: sql, identity: "$key", from: from, to: to) { step in
+            try store.history(table: table, sql: sql, identity: "$key", from: from, to: try to ?? store.currentVersion()) { step in
                 print(Self.heading(step, initial: initial))
                 let changeset = step.changeset
                 for old in changeset.deletes { print("  - [\(old)] \(Self.describe(previous[old]))") }

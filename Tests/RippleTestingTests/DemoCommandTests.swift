@@ -61,6 +61,11 @@ import Testing
         #expect(info.output.contains("version 13; history kept from version 0"), "\(info.output)")
         #expect(info.output.contains("change log: 15 entries over 13 versions"), "\(info.output)")
         #expect(info.output.contains("todos  20 rows"), "\(info.output)")
+        // The command the demo suggests: `ripple history` up to the current version by default.
+        let history = try run(["history", path, "--table", "todos", "--where", "done = 0", "--order-by", "rank", "--from", "2"])
+        #expect(history.status == 0, "\(history.errors)")
+        #expect(history.output.hasPrefix("version 2 (start): 17 rows"), "\(history.output)")
+        #expect(history.output.contains("version 13: 3 deleted"), "\(history.output)")
         let missing = try run(["info", directory.appendingPathComponent("none.sqlite").path])
         #expect(missing.status != 0 && missing.errors.contains("does not exist"), "\(missing.errors)")
     }
