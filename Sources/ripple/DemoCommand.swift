@@ -40,7 +40,8 @@ struct DemoCommand: ParsableCommand {
         if let keepPath {
             try runDemo(path: keepPath)
             Console.note("The demo's store is kept at \(keepPath). Explore it, e.g.:\n"
-                         + "  ripple history \(keepPath) --table todos --where \"done = 0\" --order-by rank --from 2")
+                         + "  swift run ripple info \(keepPath)\n"
+                         + "  swift run ripple history \(keepPath) --table todos --where \"done = 0\" --order-by rank --from 2")
             return
         }
         let files = FileManager.default

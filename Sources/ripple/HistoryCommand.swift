@@ -36,7 +36,7 @@ struct HistoryCommand: ParsableCommand {
     // `.unconditional`: the word after --from/--to is its value even when it starts with "-", so
     // that `--from -3` reaches the store (which refuses a version older than its change log by
     // name) as `--from=-3` does, instead of being taken for an option.
-    @Option(parsing: .unconditional, help: ArgumentHelp("The first version: 0 (the store before its first change) or later.",
+    @Option(parsing: .unconditional, help: ArgumentHelp("The first version: at least the one `ripple info DB` shows.",
                                                         valueName: "version"))
     var from: Int64
 

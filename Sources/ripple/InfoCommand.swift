@@ -9,8 +9,8 @@ struct InfoCommand: ParsableCommand {
         commandName: "info",
         abstract: "Show a store's versions, the range its change log keeps, its tables and sizes.",
         discussion: """
-            Opens the file read-only. The versions a store can travel back to (ripple history \
-            --from) are those after the oldest one shown, up to the current one.
+            Opens the file read-only. History (ripple history --from) can start at the version \
+            shown and go up to the current one.
             """
     )
 
@@ -25,8 +25,12 @@ struct InfoCommand: ParsableCommand {
             let store = try Store(path: database, configuration: configuration)
             let report = try store.read { db in try Self.report(db) }
             print("\(database)")
-            print("  version \(report.current); history kept from version \(report.oldest) "
-                  + "(ripple history --from \(report.oldest) … --to \(report.current))")
+            print("  version \(report.current); history from version \(report.historyStart) "
+                  + "(ripple history --from \(report.historyStart) … --to \(report.current))")
+            if report.historyStart > report.oldest {
+                print("    (the change log keeps versions after \(report.oldest); version \(report.historyStart) changed the "
+                      + "schema or was written without Ripple, which history cannot undo)")
+            }
             print("  change log: \(report.logEntries) entries over \(report.loggedVersions) versions, "
                   + Self.bytes(report.logBytes))
             print("  file: " + Self.bytes(Self.size(database)) + ", WAL: " + Self.bytes(Self.size(database + "-wal")))
@@ -45,6 +49,9 @@ struct InfoCommand: ParsableCommand {
     struct Report {
         var current: Int64
         var oldest: Int64
+        /// The first version history can start from: after what the log prunes, and at or after
+        /// the last change it cannot undo (a `*` entry).
+        var historyStart: Int64
         var logEntries: Int
         var loggedVersions: Int
         var logBytes: Int64
@@ -69,7 +76,9 @@ struct InfoCommand: ParsableCommand {
             let rows = try db.fetchValue("SELECT count(*) FROM \(quoted(name))", as: Int.self) ?? 0
             tables.append((name, rows, try row.value("strict", as: Int.self) == 1))
         }
-        return Report(current: try meta("version"), oldest: try meta("oldest_version"),
+        let oldest = try meta("oldest_version")
+        let barrier = try db.fetchValue("SELECT max(version) FROM ripple_changes WHERE table_name = '*'", as: Int64.self) ?? 0
+        return Report(current: try meta("version"), oldest: oldest, historyStart: max(oldest, barrier),
                       logEntries: try log?.value("count(*)", as: Int.self) ?? 0,
                       loggedVersions: try log?.value("count(DISTINCT version)", as: Int.self) ?? 0,
                       logBytes: log.map { (try? $0.value("coalesce(sum(\(lengths)), 0)", as: Int64.self)) ?? 0 } ?? 0,

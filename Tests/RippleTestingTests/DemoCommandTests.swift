@@ -51,16 +51,21 @@ import Testing
         let demo = try run(["demo", "--keep", path])
         #expect(demo.status == 0, "\(demo.errors)")
         #expect(FileManager.default.fileExists(atPath: path))
-        #expect(demo.errors.contains("ripple history \(path)"))
+        #expect(demo.errors.contains("swift run ripple history \(path)"))
         let again = try run(["demo", "--keep", path])
         #expect(again.status != 0 && again.errors.contains("exists"), "\(again.errors)")
 
         // `ripple info` tells what the kept store holds.
         let info = try run(["info", path])
         #expect(info.status == 0, "\(info.errors)")
-        #expect(info.output.contains("version 13; history kept from version 0"), "\(info.output)")
+        #expect(info.output.contains("version 13; history from version 1 (ripple history --from 1 … --to 13)"), "\(info.output)")
         #expect(info.output.contains("change log: 15 entries over 13 versions"), "\(info.output)")
         #expect(info.output.contains("todos  20 rows"), "\(info.output)")
+        // The range info gives is one history accepts; one version earlier is refused, saying why.
+        let fromInfo = try run(["history", path, "--table", "todos", "--from", "1"])
+        #expect(fromInfo.status == 0, "\(fromInfo.errors)")
+        let tooEarly = try run(["history", path, "--table", "todos", "--from", "0"])
+        #expect(tooEarly.status != 0 && tooEarly.errors.contains("can start at version 1 at the earliest"), "\(tooEarly.errors)")
         // The command the demo suggests: `ripple history` up to the current version by default.
         let history = try run(["history", path, "--table", "todos", "--where", "done = 0", "--order-by", "rank", "--from", "2"])
         #expect(history.status == 0, "\(history.errors)")

@@ -2,8 +2,8 @@ import Foundation
 import RippleTesting
 import Testing
 
-/// The README's Swift code compiles as a reader would paste it: each `##` section's ```swift
-/// blocks, in order, into one file of a fresh package depending on Ripple. The blocks are
+/// The README's Swift code compiles, without warnings, as a reader would paste it: each `##`
+/// section's ```swift blocks, in order, into one file of a fresh package depending on Ripple. The blocks are
 /// type-checked with the toolchain's compiler against the modules this package just built (a
 /// fraction of a second per section, so the check stays in every `swift test`).
 @Suite struct ReadmeCompilesTests {
@@ -48,7 +48,8 @@ import Testing
             let file = directory.appendingPathComponent("section\(index).swift")
             try section.code.write(to: file, atomically: true, encoding: .utf8)
             let result = try Self.typecheck(file, modules: modules)
-            #expect(result.status == 0, "README section \"\(section.title)\" does not compile:\n\(result.errors)")
+            #expect(result.status == 0 && result.errors.isEmpty,
+                    "README section \"\(section.title)\" does not compile cleanly:\n\(result.errors)")
         }
     }
 
@@ -68,7 +69,8 @@ import Testing
         try process.run()
         let output = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
-        let lines = output.split(separator: "\n").filter { $0.contains("error:") }
+        // Errors, and warnings too: pasted code should build without any.
+        let lines = output.split(separator: "\n").filter { $0.contains("error:") || $0.contains("warning:") }
         return (process.terminationStatus, lines.prefix(20).joined(separator: "\n"))
     }
 }

@@ -96,8 +96,9 @@ struct TableRewinder {
         if let barrier = try db.fetchValue(
             "SELECT min(version) FROM ripple_changes WHERE table_name = ? AND version > ? AND version <= ?",
             [ChangeLog.everyTable, from, current], as: Int64.self) {
-            throw StoreError(.history, "version \(from) is before version \(barrier), a schema change or a write the change "
-                             + "log could not track, which cannot be undone (history of \(table) starts at \(barrier))")
+            throw StoreError(.history, "history of \(table) can start at version \(barrier) at the earliest, not \(from): "
+                             + "version \(barrier) changed the schema (or was a write made without Ripple), which history "
+                             + "cannot undo")
         }
         shape = try TableShape(db, table: table)
         columns = shape.columns

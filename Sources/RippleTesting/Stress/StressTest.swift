@@ -168,7 +168,7 @@ private final class StressRun: Sendable {
         // deliveries and `events()` loops are waited for while events keep arriving.
         churn.drainQueues()
         let quiet: TimeInterval = configuration.singleThreaded ? 0 : configuration.settleQuietPeriod
-        for subscriber in ledger.awaitFinalSnapshots(quietPeriod: quiet, limit: Date().addingTimeInterval(max(quiet, 60))) {
+        for subscriber in ledger.awaitFinalSnapshots(quietPeriod: quiet, limit: Date().addingTimeInterval(max(quiet, 30))) {
             ledger.reportMissedFinalEvent(subscriber)
         }
         // A fresh read of every query must give the model's result.
