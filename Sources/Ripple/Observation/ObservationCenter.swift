@@ -3,8 +3,10 @@ import Foundation
 /// A store's registry of live observers: told of every commit (the store's own, and other
 /// processes' when noticed), it tells the observers whose tables changed.
 ///
-/// While observers are registered and the store is a file, a timer looks for other processes'
-/// commits every `pollInterval` (see ``Store/noticeExternalWrites()``).
+/// While observers are registered and the store is a file, a watch on the file (``FileWatch``)
+/// and, as a fallback, a timer every `pollInterval` make the store look for other connections'
+/// commits (see ``Store/noticeExternalWrites()``); another store of this process on the same
+/// file tells it directly after each commit.
 final class ObservationCenter: Sendable {
     /// An observer's identity for the store's lifetime: drawn from a counter, never reused (an
     /// object's address is, once it is freed, and with it a stale compiled filter).
@@ -28,6 +30,7 @@ final class ObservationCenter: Sendable {
         var list: [any ObservationTarget] = []
         var interests: [ObserverID: RowInterest] = [:]
         var poller: (any DispatchSourceTimer)?
+        var watch: FileWatch?
     }
 
     /// The statement evaluating the filters of some of one table's row-precise observers on a
@@ -42,6 +45,10 @@ final class ObservationCenter: Sendable {
     /// Per table and batch of observers (writer-only, used under the writer's lock).
     private let filterChecks = Locked<[FilterCheckKey: FilterCheck]>([:])
     private let pollInterval: TimeInterval?
+    /// The database file to watch while observers are registered (`nil` in memory).
+    private let watchedFile: String?
+    /// Where the watch's and other stores' calls to look for commits run, one at a time.
+    let noticeQueue = DispatchQueue(label: "ripple.observation.notice", qos: .userInitiated)
     /// How many times live queries of this store ran their SQL (for tests of invalidation).
     let fetchCount = Locked(0)
     /// How many commits observers skipped without reading anything (for tests of invalidation).
@@ -52,12 +59,16 @@ final class ObservationCenter: Sendable {
         var batch: Int
     }
 
-    init(pollInterval: TimeInterval?) {
+    init(pollInterval: TimeInterval?, watchedFile: String?) {
         self.pollInterval = pollInterval
+        self.watchedFile = watchedFile
     }
 
     deinit {
-        state.withLock { $0.poller?.cancel() }
+        state.withLock {
+            $0.poller?.cancel()
+            $0.watch?.cancel()
+        }
     }
 
     /// The number of registered observers.
@@ -70,6 +81,13 @@ final class ObservationCenter: Sendable {
             state.targets[target.observerID] = target
             state.list = Array(state.targets.values)
             state.interests[target.observerID] = interest
+            if state.watch == nil, let watchedFile {
+                // The WAL grows with every commit; the file itself changes at checkpoints.
+                state.watch = FileWatch(paths: [watchedFile + "-wal", watchedFile], queue: noticeQueue) { [weak store] in
+                    // A failure (the file busy, say) is retried at the next change or tick.
+                    try? store?.noticeExternalWrites()
+                }
+            }
             if state.poller == nil, let pollInterval, pollInterval > 0 {
                 let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global(qos: .utility))
                 timer.schedule(deadline: .now() + pollInterval, repeating: pollInterval, leeway: .milliseconds(10))
@@ -91,6 +109,8 @@ final class ObservationCenter: Sendable {
             if state.targets.isEmpty {
                 state.poller?.cancel()
                 state.poller = nil
+                state.watch?.cancel()
+                state.watch = nil
             }
         }
     }
@@ -177,6 +197,13 @@ final class ObservationCenter: Sendable {
     }
 
     /// Tells the observers whose tables `summary` names (all, for ``ChangeLog/everyTable``).
+    /// Whether the file is watched (for tests: only while observers are registered).
+    var isWatching: Bool { state.withLock { $0.watch != nil } }
+
+    /// Whether observers are registered (and so whether other stores should tell this one of
+    /// their commits).
+    var isObserving: Bool { state.withLock { !$0.targets.isEmpty } }
+
     func didCommit(_ summary: CommitSummary) {
         let targets = state.withLock { $0.list }
         for target in targets {

@@ -104,7 +104,8 @@ public final class Store: Sendable {
         } catch let error as DatabaseError where [.notADatabase, .corrupt].contains(error.code) {
             throw StoreError(.unusableFile, "\(location ?? ":memory:") is not a usable SQLite database", underlying: error)
         }
-        self.observation = ObservationCenter(pollInterval: location == nil ? nil : configuration.externalWritePollInterval)
+        self.observation = ObservationCenter(pollInterval: location == nil ? nil : configuration.externalWritePollInterval,
+                                             watchedFile: location)
         let sharesWriter = location == nil
         self.pool = ConnectionPool(writer: writer, readerLimit: configuration.readerCount, sharesWriter: sharesWriter,
                                    retryWindow: configuration.busyTimeout) {
@@ -220,8 +221,20 @@ public final class Store: Sendable {
                 return result
             }
         }
-        if let summary { observation.didCommit(summary) }
+        if let summary {
+            observation.didCommit(summary)
+            tellOtherStores()
+        }
         return result
+    }
+
+    /// Tells the other stores of this process on the same file, which have live queries, that a
+    /// commit happened: they look at once, without waiting for their file watch or poll.
+    func tellOtherStores() {
+        guard let path, let openedFile else { return }
+        for peer in OpenStoreFiles.stores(at: path, identity: openedFile) where peer !== self && peer.observation.isObserving {
+            peer.observation.noticeQueue.async { [weak peer] in try? peer?.noticeExternalWrites() }
+        }
     }
 
     /// Looks for commits made to the database file by other connections — another process, or

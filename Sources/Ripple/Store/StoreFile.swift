@@ -41,6 +41,14 @@ enum OpenStoreFiles {
         }
     }
 
+    /// The live stores of this process that opened the file with `identity` at `path`.
+    static func stores(at path: String, identity: FileIdentity) -> [Store] {
+        let key = key(of: path)
+        return entries.withLock { entries in
+            (entries[key] ?? []).compactMap { $0.identity == identity ? $0.store : nil }
+        }
+    }
+
     /// Whether a store of this process still has open a file that was at `path` and is no longer.
     static func hasLostFile(at path: String) -> Bool {
         let key = key(of: path)
