@@ -5,7 +5,7 @@ import Testing
 
 /// Issue 14: commits by other connections reach live queries without polling — from the
 /// `sqlite3` shell (another process, not Ripple) through a watch on the file, and from another
-/// store of this process directly. Every store here has polling off.
+/// store of this process directly. Every store here has polling off and the file watch on.
 @Suite struct CrossProcessObservationTests {
     let directory: TemporaryDirectory
     let path: String
@@ -19,6 +19,7 @@ import Testing
     static var noPolling: Store.Configuration {
         var configuration = Store.Configuration()
         configuration.externalWritePollInterval = nil
+        configuration.watchesFile = true
         return configuration
     }
 
@@ -75,5 +76,10 @@ import Testing
         subscription.cancel()
         #expect(!store.observation.isWatching)
         #expect(!(try Store.inMemory()).observation.isWatching)
+        // Off unless asked for.
+        let unwatched = try Store(path: directory.path("unwatched.sqlite"))
+        let quiet = try unwatched.collection("items", of: Item.self).all.live().subscribe { _ in }
+        #expect(!unwatched.observation.isWatching)
+        quiet.cancel()
     }
 }

@@ -34,6 +34,11 @@ public final class Store: Sendable {
         /// processes (see ``Store/noticeExternalWrites()``), in seconds; `nil` never looks.
         /// Default 0.25.
         public var externalWritePollInterval: TimeInterval? = 0.25
+        /// While live queries are open, watch the database file (and its WAL) so that commits by
+        /// other processes are noticed as they happen, not at the next poll. Default off for
+        /// now: the watch also fires for the store's own commits, and telling them apart without
+        /// taking the writer is not done yet (it would slow every write).
+        public var watchesFile = false
         /// Hears why a live query's stream ended when its subscriber gave no `onError` handler
         /// (the error and the query's description). A stream never ends silently: by default the
         /// reason is written to standard error. The error is also kept on ``Subscription/error``.
@@ -58,6 +63,8 @@ public final class Store: Sendable {
     let noticeGate = Locked<(@Sendable () -> Void)?>(nil)
     /// The file the store opened at ``path`` (`nil` in memory), to tell when it is gone.
     let openedFile: FileIdentity?
+    /// The file's key among this process's open stores (its path, resolved once).
+    let registryKey: String?
     /// Whether the live queries were told that the file is gone.
     let fileLoss = Locked(false)
 
@@ -89,6 +96,7 @@ public final class Store: Sendable {
         }
         let writer = try Self.open(openPath, file: location, readOnly: readOnly, configuration: configuration)
         self.openedFile = location.flatMap { FileIdentity(path: $0) }
+        self.registryKey = location.map(OpenStoreFiles.key(of:))
         do {
             // The first statement reads the file header: a corrupt file or one that is not a
             // database fails here, before anything is written.
@@ -105,7 +113,7 @@ public final class Store: Sendable {
             throw StoreError(.unusableFile, "\(location ?? ":memory:") is not a usable SQLite database", underlying: error)
         }
         self.observation = ObservationCenter(pollInterval: location == nil ? nil : configuration.externalWritePollInterval,
-                                             watchedFile: location)
+                                             watchedFile: configuration.watchesFile ? location : nil)
         let sharesWriter = location == nil
         self.pool = ConnectionPool(writer: writer, readerLimit: configuration.readerCount, sharesWriter: sharesWriter,
                                    retryWindow: configuration.busyTimeout) {
@@ -129,7 +137,7 @@ public final class Store: Sendable {
             }
             throw schemaFailure
         }
-        if let location, let openedFile { OpenStoreFiles.register(self, path: location, identity: openedFile) }
+        if let registryKey, let openedFile { OpenStoreFiles.register(self, key: registryKey, identity: openedFile) }
     }
 
     /// Opens the writer; a file that cannot be opened gets an error saying why.
@@ -231,8 +239,8 @@ public final class Store: Sendable {
     /// Tells the other stores of this process on the same file, which have live queries, that a
     /// commit happened: they look at once, without waiting for their file watch or poll.
     func tellOtherStores() {
-        guard let path, let openedFile else { return }
-        for peer in OpenStoreFiles.stores(at: path, identity: openedFile) where peer !== self && peer.observation.isObserving {
+        guard let registryKey, let openedFile else { return }
+        for peer in OpenStoreFiles.otherStores(than: self, key: registryKey, identity: openedFile) where peer.observation.isObserving {
             peer.observation.noticeQueue.async { [weak peer] in try? peer?.noticeExternalWrites() }
         }
     }

@@ -32,20 +32,20 @@ enum OpenStoreFiles {
         return url.deletingLastPathComponent().resolvingSymlinksInPath().appendingPathComponent(url.lastPathComponent).path
     }
 
-    /// Remembers that `store` opened the file with `identity` at `path`.
-    static func register(_ store: Store, path: String, identity: FileIdentity) {
-        let key = key(of: path)
+    /// Remembers that `store` opened the file with `identity` under `key` (see ``key(of:)``).
+    static func register(_ store: Store, key: String, identity: FileIdentity) {
         entries.withLock { entries in
             entries[key, default: []].removeAll { $0.store == nil }
             entries[key, default: []].append(Entry(store: store, identity: identity))
         }
     }
 
-    /// The live stores of this process that opened the file with `identity` at `path`.
-    static func stores(at path: String, identity: FileIdentity) -> [Store] {
-        let key = key(of: path)
-        return entries.withLock { entries in
-            (entries[key] ?? []).compactMap { $0.identity == identity ? $0.store : nil }
+    /// The live stores of this process, other than `store`, that opened the file with
+    /// `identity` under `key` (see ``key(of:)``: computed once per store, it resolves paths).
+    static func otherStores(than store: Store, key: String, identity: FileIdentity) -> [Store] {
+        entries.withLock { entries in
+            guard let list = entries[key], list.count > 1 else { return [] }
+            return list.compactMap { $0.identity == identity && $0.store !== store ? $0.store : nil }
         }
     }
 
