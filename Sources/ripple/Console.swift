@@ -12,3 +12,8 @@ enum Console {
         note("error: \(message)")
     }
 }
+
+/// `identifier` as an SQL identifier: double-quoted, embedded quotes doubled.
+func quotedIdentifier(_ identifier: String) -> String {
+    "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+}

@@ -51,7 +51,7 @@ struct HistoryCommand: ParsableCommand {
             configuration.readOnly = true
             configuration.externalWritePollInterval = nil
             let store = try Store(path: database, configuration: configuration)
-            let quotedTable = Self.quoted(table)
+            let quotedTable = quotedIdentifier(table)
             let key = try store.read { db -> String in
                 guard let sql = try db.fetchValue("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", [table],
                                                   as: String.self) else {
@@ -66,17 +66,17 @@ struct HistoryCommand: ParsableCommand {
                 // (a column named rowid, oid or _rowid_ hides that name), or its INTEGER PRIMARY KEY.
                 if !withoutRowid, let alias = RowidAlias.available(avoiding: names) { return alias }
                 if !withoutRowid, key.count == 1, try key[0].value("type", as: String.self).uppercased() == "INTEGER" {
-                    return Self.quoted(try key[0].value("name", as: String.self))
+                    return quotedIdentifier(try key[0].value("name", as: String.self))
                 }
                 guard !key.isEmpty else {
                     throw ValidationError("the rows of \(table) have no identity to follow: its columns take every name of "
                                           + "the rowid (rowid, oid, _rowid_) and it declares no primary key")
                 }
-                return "json_array(" + (try key.map { Self.quoted(try $0.value("name", as: String.self)) }).joined(separator: ", ") + ")"
+                return "json_array(" + (try key.map { quotedIdentifier(try $0.value("name", as: String.self)) }).joined(separator: ", ") + ")"
             }
             var sql = "SELECT \(key) AS \"$key\", * FROM \(quotedTable)"
             if let condition { sql += " WHERE (\(condition))" }
-            if let orderBy { sql += " ORDER BY \(Self.quoted(orderBy))" }
+            if let orderBy { sql += " ORDER BY \(quotedIdentifier(orderBy))" }
             // Each step is printed as it is rebuilt: memory stays bounded whatever the range.
             var previous: [Row] = []
             var initial = true
@@ -123,9 +123,5 @@ struct HistoryCommand: ParsableCommand {
         case .text(let text): "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
         case .blob(let blob): "x'" + blob.map { String(format: "%02x", $0) }.joined() + "'"
         }
-    }
-
-    private static func quoted(_ identifier: String) -> String {
-        "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 }

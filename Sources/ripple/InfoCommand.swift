@@ -65,28 +65,25 @@ struct InfoCommand: ParsableCommand {
         // Every column of the log, whatever its schema version holds: the bytes of each value.
         let columns = try db.fetchAll("SELECT name FROM pragma_table_info('ripple_changes')")
             .map { try $0.value("name", as: String.self) }
-        let lengths = columns.map { "coalesce(length(CAST(\(quoted($0)) AS BLOB)), 0)" }.joined(separator: " + ")
-        let log = try db.fetchOne("SELECT count(*), count(DISTINCT version), coalesce(sum(\(lengths)), 0) FROM ripple_changes")
+        let lengths = columns.map { "coalesce(length(CAST(\(quotedIdentifier($0)) AS BLOB)), 0)" }.joined(separator: " + ")
+        let log = try db.fetchOne("SELECT count(*) AS entries, count(DISTINCT version) AS versions, "
+                                  + "coalesce(sum(\(lengths)), 0) AS bytes FROM ripple_changes")
         var tables: [(name: String, rows: Int, strict: Bool)] = []
         for row in try db.fetchAll("""
             SELECT name, strict FROM pragma_table_list WHERE schema = 'main' AND type = 'table'
             AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE 'ripple\\_%' ESCAPE '\\' ORDER BY name
             """) {
             let name = try row.value("name", as: String.self)
-            let rows = try db.fetchValue("SELECT count(*) FROM \(quoted(name))", as: Int.self) ?? 0
+            let rows = try db.fetchValue("SELECT count(*) FROM \(quotedIdentifier(name))", as: Int.self) ?? 0
             tables.append((name, rows, try row.value("strict", as: Int.self) == 1))
         }
         let oldest = try meta("oldest_version")
         let barrier = try db.fetchValue("SELECT max(version) FROM ripple_changes WHERE table_name = '*'", as: Int64.self) ?? 0
         return Report(current: try meta("version"), oldest: oldest, historyStart: max(oldest, barrier),
-                      logEntries: try log?.value("count(*)", as: Int.self) ?? 0,
-                      loggedVersions: try log?.value("count(DISTINCT version)", as: Int.self) ?? 0,
-                      logBytes: log.map { (try? $0.value("coalesce(sum(\(lengths)), 0)", as: Int64.self)) ?? 0 } ?? 0,
+                      logEntries: try log?.value("entries", as: Int.self) ?? 0,
+                      loggedVersions: try log?.value("versions", as: Int.self) ?? 0,
+                      logBytes: try log?.value("bytes", as: Int64.self) ?? 0,
                       tables: tables)
-    }
-
-    static func quoted(_ identifier: String) -> String {
-        "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
     static func size(_ path: String) -> Int64 {

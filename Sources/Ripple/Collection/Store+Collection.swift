@@ -50,13 +50,15 @@ extension Store {
         try SQLIdentifier.validate(primaryKey, as: "primary key column")
         let probe = Result { () throws(StoreError) in try SchemaProbe.columns(of: Record.self) }
         let columns: [String]
-        if let shape = try read({ db in try DeclaredTable.read(name, in: db) }), let probed = try? probe.get() {
-            let additions = try TableCheck.compare(recordType: "\(Record.self)", probed: probed, table: name, shape: shape,
-                                                   primaryKey: primaryKey)
-            if !additions.isEmpty { try addColumns(additions, to: name) }
-            columns = probed.map(\.name)
-        } else if let shape = try read({ db in try DeclaredTable.read(name, in: db) }) {
-            columns = shape.columns.map(\.name)   // not probed: adopted as it is
+        if let shape = try read({ db in try DeclaredTable.read(name, in: db) }) {
+            if let probed = try? probe.get() {
+                let additions = try TableCheck.compare(recordType: "\(Record.self)", probed: probed, table: name, shape: shape,
+                                                       primaryKey: primaryKey)
+                if !additions.isEmpty { try addColumns(additions, to: name) }
+                columns = probed.map(\.name)
+            } else {
+                columns = shape.columns.map(\.name)   // not probed: adopted as it is
+            }
         } else {
             columns = try write { db in
                 if let existing = try DeclaredTable.read(name, in: db) { return existing.columns.map(\.name) }

@@ -23,15 +23,15 @@ extension LiveQuery {
     /// Everything ``subscribe(on:onError:_:)`` promises holds (see ``LiveQuery``).
     public func subscribeOnMainActor(onError: (@MainActor (any Error) -> Void)? = nil,
                                      _ onEvent: @escaping @MainActor (LiveQueryEvent<Element>) -> Void) -> Subscription {
-        subscribe(on: .queue(.main), onError: Self.onMainActor(onError, store: store, query: description)) { event in
+        subscribe(on: .queue(.main), onError: Self.onMainActor(onError)) { event in
             // Delivery `.queue(.main)` runs every handler on the main queue, the main actor's executor.
             MainActor.assumeIsolated { onEvent(event) }
         }
     }
 
-    /// `onError` (or the store's handler of errors nobody handles), run on the main actor.
-    static func onMainActor(_ onError: (@MainActor (any Error) -> Void)?, store: Store,
-                            query: String) -> (@Sendable (any Error) -> Void)? {
+    /// `onError` run on the main actor; `nil` without one (the store's handler of errors nobody
+    /// handles then hears the error).
+    static func onMainActor(_ onError: (@MainActor (any Error) -> Void)?) -> (@Sendable (any Error) -> Void)? {
         guard let onError else { return nil }
         return { error in
             if Thread.isMainThread {
@@ -48,9 +48,7 @@ extension LiveQueryGroup {
     /// ``LiveQuery/subscribeOnMainActor(onError:_:)``).
     public func subscribeOnMainActor(onError: (@MainActor (any Error) -> Void)? = nil,
                                      _ onEvent: @escaping @MainActor (LiveQueryGroupEvent<Element>) -> Void) -> Subscription {
-        let store = queries[0].store
-        let description = queries.map(\.description).joined(separator: "; ")
-        return subscribe(on: .queue(.main), onError: LiveQuery<Element>.onMainActor(onError, store: store, query: description)) {
+        subscribe(on: .queue(.main), onError: LiveQuery<Element>.onMainActor(onError)) {
             event in MainActor.assumeIsolated { onEvent(event) }
         }
     }

@@ -89,14 +89,16 @@ public final class Store: Sendable {
         self.configuration = configuration
         let readOnly = configuration.readOnly
         let openPath = location.map { readOnly ? "file:\(Self.uriEscaped($0))?mode=ro" : $0 } ?? ":memory:"
-        if let location, OpenStoreFiles.hasLostFile(at: location) {
+        // The file's key among this process's stores: its path, resolved once (it touches the disk).
+        let registryKey = location.map(OpenStoreFiles.key(of:))
+        if let location, let registryKey, OpenStoreFiles.hasLostFile(at: location, key: registryKey) {
             throw StoreError(.fileMoved, "another Store in this process has open the database file that was at \(location), "
                              + "which was deleted or replaced since: opening the path now would start a different database "
                              + "beside it. Release that store first")
         }
         let writer = try Self.open(openPath, file: location, readOnly: readOnly, configuration: configuration)
         self.openedFile = location.flatMap { FileIdentity(path: $0) }
-        self.registryKey = location.map(OpenStoreFiles.key(of:))
+        self.registryKey = registryKey
         do {
             // The first statement reads the file header: a corrupt file or one that is not a
             // database fails here, before anything is written.

@@ -49,9 +49,9 @@ enum OpenStoreFiles {
         }
     }
 
-    /// Whether a store of this process still has open a file that was at `path` and is no longer.
-    static func hasLostFile(at path: String) -> Bool {
-        let key = key(of: path)
+    /// Whether a store of this process still has open a file that was at `path` (whose key is
+    /// `key`, see ``key(of:)``) and is no longer.
+    static func hasLostFile(at path: String, key: String) -> Bool {
         let identities = entries.withLock { entries -> [FileIdentity] in
             entries[key]?.removeAll { $0.store == nil }
             return entries[key]?.map(\.identity) ?? []
