@@ -402,14 +402,8 @@ import Testing
     /// A database that stores text as UTF-16 (big-endian here, the other byte order than the
     /// machine's): unchanged text is recognized as such, changed text logged, and both travel back.
     @Test func aUTF16DatabaseLogsOnlyChangedTextAndTravelsBack() throws {
-        let shell = "/usr/bin/sqlite3"
-        try #require(FileManager.default.isExecutableFile(atPath: shell), "the sqlite3 shell (Debian package sqlite3) is needed")
         let path = directory.path("utf16.sqlite")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: shell)
-        process.arguments = [path, "PRAGMA encoding = 'UTF-16be'; CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT, b TEXT)"]
-        try process.run()
-        process.waitUntilExit()
+        try SQLiteShell.run("PRAGMA encoding = 'UTF-16be'; CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT, b TEXT)", on: path)
         let store = try Store(path: path)
         #expect(try store.read { db in try db.fetchValue("PRAGMA encoding", as: String.self) } == "UTF-16be")
         let long = String(repeating: "é😀", count: 1_000)

@@ -31,12 +31,7 @@ import Testing
 
     /// Runs `sql` in the sqlite3 shell, another process.
     func shell(_ sql: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [path, sql]
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        #expect(try SQLiteShell.run(sql, on: path).status == 0)
     }
 
     @Test func aWriteByTheSqlite3ShellArrivesWithoutPolling() throws {

@@ -205,8 +205,6 @@ import Testing
     }
 
     @Test func aWriteMadeWithoutRippleIsNeverRewoundWrongly() throws {
-        let shell = "/usr/bin/sqlite3"
-        try #require(FileManager.default.isExecutableFile(atPath: shell), "the sqlite3 shell (Debian package sqlite3) is needed")
         let directory = try TemporaryDirectory()
         let path = directory.path("untracked.sqlite")
         var configuration = Store.Configuration()
@@ -215,11 +213,7 @@ import Testing
         try store.write { db in try db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)") }
         try store.write { db in try db.execute("INSERT INTO notes (body) VALUES ('a')") }
         let before = try store.currentVersion()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: shell)
-        process.arguments = [path, "UPDATE notes SET body = 'from the shell'"]
-        try process.run()
-        process.waitUntilExit()
+        try SQLiteShell.run("UPDATE notes SET body = 'from the shell'", on: path)
         // Not noticed yet; asking for the past notices it first, and refuses to cross it.
         let error = #expect(throws: StoreError.self) {
             try store.history(table: "notes", sql: "SELECT id, body FROM notes", identity: "id", from: before, to: before)

@@ -124,8 +124,6 @@ extension CountedRecord: Equatable {
     }
 
     @Test func aWriteByAnotherProcessWithoutRippleIsDeliveredUnderANewVersion() throws {
-        let shell = "/usr/bin/sqlite3"
-        try #require(FileManager.default.isExecutableFile(atPath: shell), "the sqlite3 shell (Debian package sqlite3) is needed")
         let first = Todo.make(1)
         try todos.insert(first)
         let subscriber = ListViewSubscriber<Todo>()
@@ -133,12 +131,7 @@ extension CountedRecord: Equatable {
         defer { subscription.cancel() }
         let before = try store.currentVersion()
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: shell)
-        process.arguments = [directory.path("live.sqlite"), "UPDATE todos SET title = 'from the shell'"]
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        #expect(try SQLiteShell.run("UPDATE todos SET title = 'from the shell'", on: directory.path("live.sqlite")).status == 0)
 
         // The store's own poll may notice the write first (then it is delivered on the poll's
         // thread): wait for the version either way.

@@ -276,15 +276,8 @@ import Testing
     /// A database that stores text as UTF-16: snapshot keys and logged keys are both the UTF-8
     /// of the text, so changed rows are still recognized (and patched) in the result.
     @Test func keysOfAUTF16DatabaseAreRecognized() throws {
-        let shell = "/usr/bin/sqlite3"
-        try #require(FileManager.default.isExecutableFile(atPath: shell), "the sqlite3 shell (Debian package sqlite3) is needed")
         let path = directory.path("utf16.sqlite")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: shell)
-        process.arguments = [path, "PRAGMA encoding = 'UTF-16le'; CREATE TABLE seed(x)"]
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        #expect(try SQLiteShell.run("PRAGMA encoding = 'UTF-16le'; CREATE TABLE seed(x)", on: path).status == 0)
         let store = try Store(path: path)
         #expect(try store.read { db in try db.fetchValue("PRAGMA encoding", as: String.self) } == "UTF-16le")
         let named = try store.collection("named", of: Named.self)

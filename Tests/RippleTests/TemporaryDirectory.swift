@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 
 /// A directory under the system's temporary directory, removed when released.
 final class TemporaryDirectory {
@@ -13,4 +14,25 @@ final class TemporaryDirectory {
     func path(_ name: String) -> String { url.appendingPathComponent(name).path }
 
     deinit { try? FileManager.default.removeItem(at: url) }
+}
+
+/// The `sqlite3` shell (Debian package sqlite3): another process, not Ripple, writing to a
+/// store's file.
+enum SQLiteShell {
+    /// Runs `sql` on the database file at `database`; returns the shell's exit status and what
+    /// it wrote to standard error.
+    @discardableResult
+    static func run(_ sql: String, on database: String) throws -> (status: Int32, errors: String) {
+        let shell = "/usr/bin/sqlite3"
+        try #require(FileManager.default.isExecutableFile(atPath: shell), "the sqlite3 shell (Debian package sqlite3) is needed")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: shell)
+        process.arguments = [database, sql]
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, message)
+    }
 }

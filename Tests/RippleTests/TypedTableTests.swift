@@ -51,14 +51,7 @@ import Testing
         #expect(throws: DatabaseError.self) { try store.write { db in try db.execute("UPDATE todos SET rank = 'high' WHERE id = 1") } }
         #expect(throws: DatabaseError.self) { try store.write { db in try db.execute("UPDATE todos SET title = NULL WHERE id = 1") } }
         // The sqlite3 shell, another program: refused by the table.
-        let shell = Process()
-        shell.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        shell.arguments = [store.path!, "UPDATE todos SET title = NULL WHERE id = 2"]
-        let errors = Pipe()
-        shell.standardError = errors
-        try shell.run()
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        shell.waitUntilExit()
+        let message = try SQLiteShell.run("UPDATE todos SET title = NULL WHERE id = 2", on: store.path!).errors
         #expect(message.contains("NOT NULL constraint failed"), "\(message)")
         try store.noticeExternalWrites()
         #expect(live.error == nil)
