@@ -5,7 +5,7 @@ import Testing
 
 /// Issue 14: commits by other connections reach live queries without polling — from the
 /// `sqlite3` shell (another process, not Ripple) through a watch on the file, and from another
-/// store of this process directly. Every store here has polling off and the file watch on.
+/// store of this process directly. Every store here has polling off; the file watch is on by default.
 @Suite struct CrossProcessObservationTests {
     let directory: TemporaryDirectory
     let path: String
@@ -19,7 +19,6 @@ import Testing
     static var noPolling: Store.Configuration {
         var configuration = Store.Configuration()
         configuration.externalWritePollInterval = nil
-        configuration.watchesFile = true
         return configuration
     }
 
@@ -71,10 +70,65 @@ import Testing
         subscription.cancel()
         #expect(!store.observation.isWatching)
         #expect(!(try Store.inMemory()).observation.isWatching)
-        // Off unless asked for.
-        let unwatched = try Store(path: directory.path("unwatched.sqlite"))
+        // Off when asked.
+        var configuration = Store.Configuration()
+        configuration.watchesFile = false
+        let unwatched = try Store(path: directory.path("unwatched.sqlite"), configuration: configuration)
         let quiet = try unwatched.collection("items", of: Item.self).all.live().subscribe { _ in }
         #expect(!unwatched.observation.isWatching)
         quiet.cancel()
+    }
+
+    /// The watch wakes for the store's own commits too; they must not make it look for others'
+    /// (a look takes the writer, which would slow every write).
+    @Test func theStoresOwnCommitsDoNotMakeItLook() throws {
+        let items = try store.collection("items", of: Item.self)
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
+        defer { subscription.cancel() }
+        var expected: [Item] = []
+        for id in 1...40 {
+            try items.insert(Item(id: id, title: "own \(id)"))
+            expected.append(Item(id: id, title: "own \(id)"))
+            #expect(subscriber.waitFor(items: expected, timeout: 20))
+        }
+        // A foreign commit after them: once it arrived, the wake-ups of the own ones were handled.
+        try shell("INSERT INTO items(id, title) VALUES (100, 'from the shell')")
+        expected.append(Item(id: 100, title: "from the shell"))
+        #expect(subscriber.waitFor(items: expected, timeout: 20))
+        let looks = store.observation.looks.withLock { $0 }
+        #expect(looks >= 1 && looks <= 3, "the store looked for other connections' commits \(looks) times")
+        #expect(subscriber.failures.isEmpty)
+    }
+
+    /// A writer that stays open (no close of the WAL after its commits) is heard commit by commit.
+    @Test func eachCommitOfALongLivedOtherProcessArrives() throws {
+        let items = try store.collection("items", of: Item.self)
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
+        defer { subscription.cancel() }
+        let shell = try SQLiteShell.session(on: path)
+        defer { shell.end() }
+        var expected: [Item] = []
+        for id in 1...20 {
+            try shell.send("INSERT INTO items(id, title) VALUES (\(id), 'next door \(id)');")
+            expected.append(Item(id: id, title: "next door \(id)"))
+            #expect(subscriber.waitFor(items: expected, timeout: 20), "commit \(id) did not arrive")
+        }
+        #expect(subscriber.failures.isEmpty)
+    }
+
+    /// The file deleted under the store: its live queries end with the typed error, told by the
+    /// watch (nothing polls and nothing else reads or writes).
+    @Test func aDeletedFileEndsLiveQueriesWithoutPolling() throws {
+        let items = try store.collection("items", of: Item.self)
+        try items.insert(Item(id: 1, title: "a"))
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: try items.all.live())
+        defer { subscription.cancel() }
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
+        try FileManager.default.removeItem(atPath: path)
+        #expect(subscriber.waitForError(timeout: 20))
+        #expect((subscriber.error as? StoreError)?.kind == .fileMoved)
     }
 }

@@ -35,4 +35,35 @@ enum SQLiteShell {
         process.waitUntilExit()
         return (process.terminationStatus, message)
     }
+
+    /// A shell kept open on `database`, reading statements from a pipe: another process whose
+    /// commits are not followed by it closing the file.
+    static func session(on database: String) throws -> Session {
+        let shell = "/usr/bin/sqlite3"
+        try #require(FileManager.default.isExecutableFile(atPath: shell), "the sqlite3 shell (Debian package sqlite3) is needed")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: shell)
+        process.arguments = ["-bail", database]
+        let input = Pipe()
+        process.standardInput = input
+        try process.run()
+        return Session(process: process, input: input.fileHandleForWriting)
+    }
+
+    /// A running sqlite3 shell (see ``session(on:)``).
+    struct Session {
+        let process: Process
+        let input: FileHandle
+
+        /// Sends `sql` (whole statements, each committed on its own as the shell runs it).
+        func send(_ sql: String) throws {
+            try input.write(contentsOf: Data((sql + "\n").utf8))
+        }
+
+        /// Closes the shell's input and waits for it to exit.
+        func end() {
+            try? input.close()
+            process.waitUntilExit()
+        }
+    }
 }

@@ -225,37 +225,68 @@ final class ChangeLog {
     /// Commits changing more rows than this do not tell observers their keys (they re-read).
     private static var knownRowLimit: Int { 256 }
 
+    /// Whether no other connection committed since this one last looked (one `PRAGMA
+    /// data_version`; `false` when it cannot tell).
+    func knowsEveryCommit(_ db: Database) -> Bool {
+        (try? Self.dataVersion(db)) == dataVersion
+    }
+
     /// Notices commits of other connections since this one last looked, outside a transaction of
     /// its own: a foreign write without a version is adopted (when `adopt`) under a new version.
     /// Returns what changed, or `nil` when nothing did.
+    ///
+    /// It reads first: a commit by Ripple took a version, which a read transaction sees. Only a
+    /// write made without Ripple (neither the version nor the count of commits moved) needs the
+    /// write lock, to be given a version; so looking does not compete with another process's
+    /// writer for the lock while that process writes through Ripple.
     ///
     /// `beforeLock` (for tests) runs when a foreign commit was seen, before the transaction begins.
     func noticeForeignCommits(_ db: Database, adopt: Bool, beforeLock: (() -> Void)? = nil) throws -> CommitSummary? {
         guard try Self.dataVersion(db) != dataVersion else { return nil }
         beforeLock?()
-        return try db.transaction(adopt ? .immediate : .deferred) { () throws -> CommitSummary? in
-            let current = try Self.version(db)
-            let commits = try Self.commits(db)
-            // Read again inside the transaction: the look above may predate commits made before
-            // this transaction began, which would later be mistaken for a write without a version.
-            let data = try Self.dataVersion(db)
-            defer {
-                dataVersion = data
-                knownCommits = commits
-            }
-            if current > knownVersion {
-                let tables = try foreignTables(db, after: knownVersion, through: current)
-                knownVersion = current
-                return CommitSummary(version: current, tables: tables)
-            }
-            // Only Ripple commits that took no version (nothing changed), or nothing Ripple can tell.
-            guard adopt, commits == knownCommits else { return nil }
-            // A write that took no version: give it one, so that live queries re-read.
-            let version = try nextVersion(db)
-            adoptedForeignWrite = false
-            knownVersion = version
-            return CommitSummary(version: version, tables: [Self.everyTable])
+        switch try db.transaction(.deferred, { try look(db, adopting: false, mayAdopt: adopt) }) {
+        case .noticed(let summary): return summary
+        case .nothing: return nil
+        case .madeWithoutRipple:
+            let outcome = try db.transaction(.immediate) { try look(db, adopting: true, mayAdopt: true) }
+            if case .noticed(let summary) = outcome { return summary }
+            return nil
         }
+    }
+
+    /// What one look at the foreign commits found.
+    private enum Look {
+        case noticed(CommitSummary)
+        /// Only Ripple commits that took no version (nothing changed), or nothing Ripple can tell.
+        case nothing
+        /// A write made without Ripple, to adopt in a write transaction (nothing was updated).
+        case madeWithoutRipple
+    }
+
+    /// Looks, inside a transaction, at what other connections committed since this one last
+    /// looked; `adopting` (in a write transaction) gives a write made without Ripple a version.
+    private func look(_ db: Database, adopting: Bool, mayAdopt: Bool) throws -> Look {
+        let current = try Self.version(db)
+        let commits = try Self.commits(db)
+        // Read again inside the transaction: the look before it may predate commits made before
+        // it began, which would later be mistaken for a write without a version.
+        let data = try Self.dataVersion(db)
+        if current > knownVersion {
+            let tables = try foreignTables(db, after: knownVersion, through: current)
+            (knownVersion, knownCommits, dataVersion) = (current, commits, data)
+            return .noticed(CommitSummary(version: current, tables: tables))
+        }
+        guard mayAdopt, commits == knownCommits else {
+            (knownCommits, dataVersion) = (commits, data)
+            return .nothing
+        }
+        guard adopting else { return .madeWithoutRipple }
+        // A write that took no version: give it one (nextVersion sees data_version moved and logs
+        // it as a change to every table), so that live queries re-read.
+        let version = try nextVersion(db)
+        adoptedForeignWrite = false
+        knownVersion = version
+        return .noticed(CommitSummary(version: version, tables: [Self.everyTable]))
     }
 
     /// Bumps the stored version. A foreign write without a version since this connection last

@@ -3,10 +3,10 @@ import Foundation
 /// A store's registry of live observers: told of every commit (the store's own, and other
 /// processes' when noticed), it tells the observers whose tables changed.
 ///
-/// While observers are registered and the store is a file, a watch on the file (``FileWatch``)
-/// and, as a fallback, a timer every `pollInterval` make the store look for other connections'
-/// commits (see ``Store/noticeExternalWrites()``); another store of this process on the same
-/// file tells it directly after each commit.
+/// While observers are registered and the store is a file, a watch on the file (``FileWatch``,
+/// filtered by ``OwnCommitFilter``) or, when it cannot be watched, a timer every `pollInterval`
+/// makes the store look for other connections' commits (see ``Store/noticeExternalWrites()``);
+/// another store of this process on the same file tells it directly after each commit.
 final class ObservationCenter: Sendable {
     /// An observer's identity for the store's lifetime: drawn from a counter, never reused (an
     /// object's address is, once it is freed, and with it a stale compiled filter).
@@ -49,10 +49,14 @@ final class ObservationCenter: Sendable {
     private let watchedFile: String?
     /// Where the watch's and other stores' calls to look for commits run, one at a time.
     let noticeQueue = DispatchQueue(label: "ripple.observation.notice", qos: .userInitiated)
+    /// Tells the watch's wake-ups for the store's own commits from others' (`nil` unwatched).
+    let ownCommits: OwnCommitFilter?
     /// How many times live queries of this store ran their SQL (for tests of invalidation).
     let fetchCount = Locked(0)
     /// How many commits observers skipped without reading anything (for tests of invalidation).
     let skipCount = Locked(0)
+    /// How many times the store looked for other connections' commits on the writer (for tests).
+    let looks = Locked(0)
 
     private struct FilterCheckKey: Hashable {
         var table: String
@@ -62,6 +66,7 @@ final class ObservationCenter: Sendable {
     init(pollInterval: TimeInterval?, watchedFile: String?) {
         self.pollInterval = pollInterval
         self.watchedFile = watchedFile
+        self.ownCommits = watchedFile == nil ? nil : OwnCommitFilter(queue: noticeQueue)
     }
 
     deinit {
@@ -81,24 +86,36 @@ final class ObservationCenter: Sendable {
             state.targets[target.observerID] = target
             state.list = Array(state.targets.values)
             state.interests[target.observerID] = interest
-            if state.watch == nil, let watchedFile {
-                // The WAL grows with every commit; the file itself changes at checkpoints.
-                state.watch = FileWatch(paths: [watchedFile + "-wal", watchedFile], queue: noticeQueue) { [weak store] in
-                    // A failure (the file busy, say) is retried at the next change or tick.
-                    try? store?.noticeExternalWrites()
+            if state.watch == nil, state.poller == nil {
+                state.watch = watchedFile.flatMap { startWatch(of: $0, store: store) }
+                if state.watch == nil, let pollInterval, pollInterval > 0 {
+                    // The fallback: the file cannot be watched, or the watch is off.
+                    let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global(qos: .utility))
+                    timer.schedule(deadline: .now() + pollInterval, repeating: pollInterval, leeway: .milliseconds(10))
+                    timer.setEventHandler { [weak store] in
+                        // A failure (the file busy, say) is retried at the next tick.
+                        try? store?.noticeExternalWrites()
+                    }
+                    timer.resume()
+                    state.poller = timer
                 }
-            }
-            if state.poller == nil, let pollInterval, pollInterval > 0 {
-                let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global(qos: .utility))
-                timer.schedule(deadline: .now() + pollInterval, repeating: pollInterval, leeway: .milliseconds(10))
-                timer.setEventHandler { [weak store] in
-                    // A failure (the file busy, say) is retried at the next tick.
-                    try? store?.noticeExternalWrites()
-                }
-                timer.resume()
-                state.poller = timer
             }
         }
+    }
+
+    /// Watches the database file for other connections' commits; `nil` when it cannot.
+    private func startWatch(of path: String, store: Store) -> FileWatch? {
+        guard let ownCommits else { return nil }
+        // A failure to look (the file busy, say) is retried at the next change.
+        let look: @Sendable () -> Void = { [weak store] in try? store?.noticeExternalWrites() }
+        ownCommits.activate(look: look)
+        let watch = FileWatch(database: path, queue: noticeQueue) { [ownCommits] onlyWAL in
+            // The WAL changes with every commit, the store's own too: the filter tells them apart.
+            // Anything else (a checkpoint, the file replaced) is rare: look.
+            if onlyWAL { ownCommits.wake() } else { look() }
+        }
+        if watch == nil { ownCommits.deactivate() }
+        return watch
     }
 
     func unregister(_ target: any ObservationTarget) {
@@ -109,6 +126,7 @@ final class ObservationCenter: Sendable {
             if state.targets.isEmpty {
                 state.poller?.cancel()
                 state.poller = nil
+                if state.watch != nil { ownCommits?.deactivate() }
                 state.watch?.cancel()
                 state.watch = nil
             }

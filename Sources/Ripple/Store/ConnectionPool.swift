@@ -57,6 +57,9 @@ final class ConnectionPool: Sendable {
     private let sharesWriter: Bool
     /// How long a reader that fails to open is retried (the store's busy timeout).
     private let retryWindow: TimeInterval
+    /// Told when the writer is taken and released (how a file watch tells the store's own
+    /// commits from others').
+    private let writerUse: OwnCommitFilter?
     /// For tests: runs before each reader is opened, and may throw to simulate a failed open.
     let openFault = Locked<(@Sendable () throws -> Void)?>(nil)
 
@@ -66,8 +69,9 @@ final class ConnectionPool: Sendable {
     }
 
     init(writer: Database, readerLimit: Int, sharesWriter: Bool, retryWindow: TimeInterval,
-         openReader: @escaping @Sendable () throws -> Database) {
+         writerUse: OwnCommitFilter? = nil, openReader: @escaping @Sendable () throws -> Database) {
         self.retryWindow = retryWindow
+        self.writerUse = writerUse
         self.writer = Locked(writer)
         self.readers = Locked(ReaderState())
         self.readerLimit = max(1, readerLimit)
@@ -131,7 +135,11 @@ final class ConnectionPool: Sendable {
         if let access = currentAccess { throw Self.nestingError(access) }
         var whenDone: [() -> Void] = []
         defer { for action in whenDone { action() } }
-        return try writer.withLock { db in try lease(.writing(db), whenDone: &whenDone) { try body(db) } }
+        return try writer.withLock { db in
+            writerUse?.writerWillStart()
+            defer { writerUse?.writerWillRelease(db) }
+            return try lease(.writing(db), whenDone: &whenDone) { try body(db) }
+        }
     }
 
     /// Runs `body` with a reader connection of its own for the duration of the call (see

@@ -30,15 +30,18 @@ public final class Store: Sendable {
         /// it is mapped, touching a page past the new end kills the process (`SIGBUS`) instead of
         /// returning an error. Turn it on only for a file no other program writes.
         public var memoryMapSize = 0
-        /// While live queries are open, how often the store looks for commits made by other
-        /// processes (see ``Store/noticeExternalWrites()``), in seconds; `nil` never looks.
-        /// Default 0.25.
+        /// While live queries are open, watch the database file (its `-wal` file) so that commits
+        /// by other connections — another process, the `sqlite3` shell — are noticed as they
+        /// happen. Default on. The watch exists only while live queries do; the store's own
+        /// commits wake it too, and are told apart without taking the writer (a read of the
+        /// wal-index header). Another ``Store`` of this process on the same file is told directly
+        /// after each commit, watched or not.
+        public var watchesFile = true
+        /// When the file is not watched (``watchesFile`` off, an in-memory store, or a file
+        /// system where the watch cannot be set up), how often, while live queries are open, the
+        /// store looks for commits made by other processes (see ``Store/noticeExternalWrites()``),
+        /// in seconds; `nil` never looks. Default 0.25.
         public var externalWritePollInterval: TimeInterval? = 0.25
-        /// While live queries are open, watch the database file (and its WAL) so that commits by
-        /// other processes are noticed as they happen, not at the next poll. Default off for
-        /// now: the watch also fires for the store's own commits, and telling them apart without
-        /// taking the writer is not done yet (it would slow every write).
-        public var watchesFile = false
         /// Hears why a live query's stream ended when its subscriber gave no `onError` handler
         /// (the error and the query's description). A stream never ends silently: by default the
         /// reason is written to standard error. The error is also kept on ``Subscription/error``.
@@ -118,7 +121,7 @@ public final class Store: Sendable {
                                              watchedFile: configuration.watchesFile ? location : nil)
         let sharesWriter = location == nil
         self.pool = ConnectionPool(writer: writer, readerLimit: configuration.readerCount, sharesWriter: sharesWriter,
-                                   retryWindow: configuration.busyTimeout) {
+                                   retryWindow: configuration.busyTimeout, writerUse: observation.ownCommits) {
             let reader = try Database(path: location.map { "file:\(Self.uriEscaped($0))?mode=ro" } ?? ":memory:",
                                       readOnly: true, configuration: configuration)
             try reader.executeScript("PRAGMA query_only = ON; PRAGMA mmap_size = \(max(0, configuration.memoryMapSize))")
@@ -250,8 +253,9 @@ public final class Store: Sendable {
     /// Looks for commits made to the database file by other connections — another process, or
     /// another ``Store`` on the same file — and lets live queries re-read what they changed.
     ///
-    /// Live queries call this on their own every ``Configuration/externalWritePollInterval``;
-    /// call it directly when you know another process wrote (or in tests, to be deterministic).
+    /// Live queries call this on their own when the file watch sees the file change (or every
+    /// ``Configuration/externalWritePollInterval`` when it is not watched); call it directly
+    /// when you know another process wrote (or in tests, to be deterministic).
     /// A foreign commit made without Ripple (so without a version) is given the next version;
     /// a read-only store only notices foreign commits that took a version.
     ///
@@ -268,6 +272,7 @@ public final class Store: Sendable {
         }
         try checkFile()
         let summary = try pool.withWriter { db -> CommitSummary? in
+            observation.looks.withLock { $0 += 1 }
             guard let log = try changeLog(of: db) else { return nil }
             let gate = noticeGate.withLock { $0 }
             return try log.noticeForeignCommits(db, adopt: !configuration.readOnly, beforeLock: gate.map { gate in { gate() } })

@@ -1,0 +1,164 @@
+import Foundation
+import RippleSQLite
+
+/// The header of a WAL database's wal-index (the first 48 bytes of its `-shm` file), which every
+/// commit rewrites: the same header twice means no commit in between.
+struct WALIndexHeader: Equatable, Sendable {
+    private var words: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
+
+    /// The header in `index` (a mapping from `ripple_wal_index`), or `nil` while a commit is
+    /// rewriting it.
+    init?(index: UnsafeRawPointer) {
+        let read = withUnsafeMutableBytes(of: &words) { bytes in
+            ripple_wal_index_header(index, bytes.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
+        guard read == 1 else { return nil }
+    }
+
+    static func == (lhs: WALIndexHeader, rhs: WALIndexHeader) -> Bool {
+        lhs.words == rhs.words
+    }
+}
+
+/// Decides, when the file watch wakes, whether the store must look for other connections'
+/// commits (``Store/noticeExternalWrites()``, which takes the writer) — without taking it.
+///
+/// The watch wakes for the store's own commits as much as for others'. After each use of the
+/// writer, the filter keeps the wal-index header as it was, when no other connection committed
+/// since the writer last looked (`PRAGMA data_version`, read after the header). A wake that finds
+/// the same header needs no look; a wake while the writer is in use is answered when it is
+/// released. So the store's own commits cost a read of 48 bytes, and never take the writer.
+///
+/// A wake can also come before the commit it announces is visible: a writer appends its frames to
+/// the `-wal` file (the events) before it publishes them in the header (no event; with
+/// `synchronous=FULL` an `fsync` sits in between). So after a wake that found nothing new, the
+/// filter looks at the header again a few times, from 1 ms to 2 s after it ("settling"), and
+/// looks for commits as soon as it changed.
+final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is behind a lock; the timer is thread-safe and never replaced
+    private struct State {
+        /// Whether a file watch is on (otherwise every call returns at once).
+        var active = false
+        /// The writer's mapping of the wal-index (an address; 0 until known or without one).
+        var index: UInt = 0
+        /// The header when the store last knew of every commit in it; `nil` when in doubt.
+        var known: WALIndexHeader?
+        var writing = false
+        var wokeWhileWriting = false
+        /// The next settling look (an index into ``settleDelays``); `nil` when settled.
+        var settleStep: Int?
+        var settleStart = DispatchTime.now()
+        var look: (@Sendable () -> Void)?
+    }
+
+    /// When the settling looks come, after the wake that found nothing new, in milliseconds.
+    private static let settleDelays = [1, 3, 10, 30, 100, 300, 1_000, 2_000]
+
+    private let state = Locked(State())
+    private let queue: DispatchQueue
+    private let settleTimer: any DispatchSourceTimer
+
+    /// A filter whose looks (and settling) run on `queue`, one at a time.
+    init(queue: DispatchQueue) {
+        self.queue = queue
+        settleTimer = DispatchSource.makeTimerSource(queue: queue)
+        settleTimer.schedule(deadline: .distantFuture)
+        settleTimer.setEventHandler { [weak self] in self?.settle() }
+        settleTimer.activate()
+    }
+
+    deinit { settleTimer.cancel() }
+
+    /// Starts deciding for a watch: `look` runs (on the queue) when other connections may have
+    /// committed.
+    func activate(look: @escaping @Sendable () -> Void) {
+        state.withLock { state in
+            state = State()
+            state.active = true
+            state.look = look
+        }
+    }
+
+    /// Stops: the watch is gone.
+    func deactivate() {
+        state.withLock { $0 = State() }
+        settleTimer.schedule(deadline: .distantFuture)
+    }
+
+    /// The watch woke (on the queue): looks when the header moved past what the store knows.
+    func wake() {
+        let look = state.withLock { state -> (@Sendable () -> Void)? in
+            guard state.active else { return nil }
+            if state.writing {
+                state.wokeWhileWriting = true
+                return nil
+            }
+            return state.look
+        }
+        guard let look else { return }
+        decide(look: look, now: true)
+    }
+
+    /// Runs `look` (now, on the queue, or queued) when the header differs from the known one;
+    /// then settles either way.
+    private func decide(look: @escaping @Sendable () -> Void, now: Bool) {
+        let moved = state.withLock { state -> Bool in
+            state.settleStep = 0
+            state.settleStart = .now()
+            guard let index = UnsafeRawPointer(bitPattern: state.index), let known = state.known else { return true }
+            return WALIndexHeader(index: index) != known
+        }
+        settleTimer.schedule(deadline: .now() + .milliseconds(Self.settleDelays[0]))
+        if moved {
+            if now { look() } else { queue.async(execute: look) }
+        }
+    }
+
+    /// A settling look at the header (on the queue).
+    private func settle() {
+        let (look, next) = state.withLock { state -> ((@Sendable () -> Void)?, DispatchTime?) in
+            guard state.active, let step = state.settleStep else { return (nil, nil) }
+            let moved: Bool
+            if state.writing {
+                state.wokeWhileWriting = true   // the writer's release decides
+                moved = false
+            } else if let index = UnsafeRawPointer(bitPattern: state.index), let known = state.known {
+                moved = WALIndexHeader(index: index) != known
+            } else {
+                moved = true
+            }
+            let following = step + 1
+            state.settleStep = following < Self.settleDelays.count ? following : nil
+            let next = state.settleStep.map { state.settleStart + .milliseconds(Self.settleDelays[$0]) }
+            return (moved ? state.look : nil, next)
+        }
+        if let next { settleTimer.schedule(deadline: next) }
+        look?()
+    }
+
+    /// The writer is about to be used (by anything: a write, a look, a migration).
+    func writerWillStart() {
+        state.withLock { state in
+            if state.active { state.writing = true }
+        }
+    }
+
+    /// The writer, still held, is about to be released: keeps the header when the store knows of
+    /// every commit in it, and answers a wake that came meanwhile.
+    func writerWillRelease(_ db: Database) {
+        guard state.withLock({ $0.active }) else { return }
+        let index = ripple_wal_index(db.handle).map { UInt(bitPattern: $0) } ?? 0
+        // The header first, then the check that nobody else committed: a commit made after the
+        // header was read is seen in data_version, and the header is not trusted.
+        let header = UnsafeRawPointer(bitPattern: index).flatMap(WALIndexHeader.init(index:))
+        let current = db.changeLog?.knowsEveryCommit(db) ?? false
+        let look = state.withLock { state -> (@Sendable () -> Void)? in
+            guard state.active else { return nil }
+            state.index = index
+            state.known = current ? header : nil
+            state.writing = false
+            defer { state.wokeWhileWriting = false }
+            return state.wokeWhileWriting ? state.look : nil
+        }
+        if let look { decide(look: look, now: false) }
+    }
+}
