@@ -39,11 +39,12 @@ struct CommitSummary: Sendable {
     /// When every changed row is known (no foreign commit, no schema change, not too many rows):
     /// the keys of the changed rows, per table, exactly as stored.
     var rowKeys: [String: Set<RowKey>]? = nil
-    /// The row-precise observers (by ``ObservationCenter/ObserverID``) whose filters were
-    /// evaluated on the changed rows inside the transaction (see
-    /// ``ObservationCenter/evaluateFilters(of:in:)``), and those that matched.
-    var evaluated: Set<ObservationCenter.ObserverID> = []
+    /// The tables whose row-precise observers' filters were evaluated on the changed rows inside
+    /// the transaction (see ``ObservationCenter/evaluateFilters(of:in:)``); the observers that
+    /// matched, and those whose filter could not be evaluated.
+    var evaluatedTables: Set<String> = []
     var matching: Set<ObservationCenter.ObserverID> = []
+    var unevaluated: Set<ObservationCenter.ObserverID> = []
 }
 
 /// The writer's side of versioning: gives every committed write transaction that changed rows the

@@ -42,9 +42,6 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private var deliveringThread: Thread?
     /// The tables each source reads, once known (guarded by `condition`).
     private var interest: Set<String>?
-    /// For a single row-precise source: the keys of the result as of the last refresh, by
-    /// index (guarded by `condition`; published when a refresh ends).
-    private var publishedKeys: [RowKey: Int]?
 
     // Refresh state.
     private var snapshots: [Snapshot<Element>?]
@@ -88,19 +85,26 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
 
     func storeDidCommit(_ summary: CommitSummary) {
         condition.lock()
-        var interested = interest.map { !$0.isDisjoint(with: summary.tables) } ?? true
+        // The store tells a row-precise observer only of the commits that may change its result
+        // (see ObservationCenter.didCommit); the others, of the commits to the tables they read.
+        let interested = interest.map { !$0.isDisjoint(with: summary.tables) } ?? true
             || summary.tables.contains(ChangeLog.everyTable)
-        // An idle row-precise observer skips a commit whose changed rows are neither in its result
-        // nor (as evaluated inside the commit's transaction) matching its filter: nothing to read.
-        if interested, state.phase == .idle, let table = sources[0].rowCheck?.table, let keys = publishedKeys,
-           let changed = summary.rowKeys?[table], summary.evaluated.contains(observerID),
-           !summary.matching.contains(observerID), !changed.contains(where: { keys[$0] != nil }) {
-            interested = false
-            store.observation.skipCount.withLock { $0 += 1 }
-        }
+        let wasIdle = state.phase == .idle
         let action = interested ? state.invalidate() : .none
+        if wasIdle && action == .refresh && isRowPrecise { store.observation.observerBecameBusy(observerID) }
         condition.unlock()
         perform(action)
+    }
+
+    /// Whether the store evaluates this observer's filter in each commit (a single
+    /// row-precise source).
+    private var isRowPrecise: Bool { sources.count == 1 && sources[0].rowCheck != nil }
+
+    /// Under `condition`, after a change of phase: tells the store when a row-precise observer
+    /// became idle, with its result's keys.
+    private func tellStoreIfIdle() {
+        guard state.phase == .idle, isRowPrecise, let version = checkedVersion else { return }
+        store.observation.observerBecameIdle(observerID, keys: snapshots[0]?.items.map(\.key) ?? [], version: version)
     }
 
     // MARK: Running the actions
@@ -155,7 +159,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             defer { condition.unlock() }
             let action = state.refreshed(hasEvent: event != nil)
             if action == .deliver { ready = event }   // cancelled meanwhile: dropped at once
-            if sources.count == 1, sources[0].rowCheck != nil { publishedKeys = keyIndex(0) }
+            tellStoreIfIdle()
             return action
         } catch {
             condition.lock()
@@ -199,6 +203,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             if action == .deliverError { failure = thrown }
         } else {
             action = state.delivered()
+            tellStoreIfIdle()
         }
         condition.unlock()
         if action == .deliverError {
@@ -217,7 +222,11 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         condition.unlock()
         guard let event else { return }
         channel.offer(event) { [self] in
-            perform(withState { $0.delivered() })
+            condition.lock()
+            let action = state.delivered()
+            tellStoreIfIdle()
+            condition.unlock()
+            perform(action)
         }
     }
 
@@ -267,6 +276,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             condition.lock()
             interest = all
             condition.unlock()
+            store.observation.observer(observerID, reads: all)
         }
         var impacts = Array(repeating: Impact.everything, count: sources.count)
         if let since = checkedVersion {

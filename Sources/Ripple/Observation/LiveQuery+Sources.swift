@@ -21,7 +21,8 @@ extension RecordQuery {
             if let filter { try condition.appendCondition(filter) }
             let quotedKey = SQLIdentifier.quoted(schema.primaryKey)
             rowCheck = RowCheck(interest: RowInterest(table: schema.table, quotedTable: schema.quotedTable, quotedKey: quotedKey,
-                                                      filterSQL: condition.sql, filterArguments: condition.arguments))
+                                                      filterSQL: condition.sql, filterArguments: condition.arguments,
+                                                      filter: filter))
         }
         let cached = !(filter?.hasInList ?? false)
         let reader = SnapshotReader(keyColumn: Int32(schema.primaryKeyIndex))

@@ -22,28 +22,43 @@ final class ObservationCenter: Sendable {
         }
     }
 
+    /// A registered observer, as commits are routed to it.
+    private struct Registered {
+        /// Strong: an observer lives while its ``Subscription`` does, and the subscription's
+        /// release cancels it, which unregisters it.
+        let target: any ObservationTarget
+        /// A row-precise observer's table (its filter is in ``filters``).
+        let rowTable: String?
+        /// The tables it reads, once known (at once for a row-precise observer).
+        var tables: Set<String>?
+        /// Row-precise: the keys of its result when it last became idle.
+        var heldKeys: [RowKey] = []
+        /// Row-precise: the version of the commit evaluated last when it registered. That commit
+        /// may commit after the observer's first read without having evaluated its filter: the
+        /// observer hears every commit until it has read at least that version.
+        var registeredDuring: Int64 = 0
+    }
+
     private struct State {
-        /// Strong references: an observer lives while its ``Subscription`` does, and the
-        /// subscription's release cancels it, which unregisters it.
-        var targets: [ObserverID: any ObservationTarget] = [:]
-        /// `targets.values`, kept for commits (rebuilt when an observer comes or goes).
-        var list: [any ObservationTarget] = []
-        var interests: [ObserverID: RowInterest] = [:]
+        var observers: [ObserverID: Registered] = [:]
+        /// Observers that are not row-precise, by the tables they read (told of every commit to them).
+        var byTable: [String: Set<ObserverID>] = [:]
+        /// Observers whose tables are not known yet (told of every commit).
+        var untabled: Set<ObserverID> = []
+        /// Row-precise observers, by table.
+        var rowPrecise: [String: Set<ObserverID>] = [:]
+        /// Row-precise observers that are reading, or about to: told of every commit to their table.
+        var busy: Set<ObserverID> = []
+        /// Per table, the row-precise observers whose result holds each key (as of when they last
+        /// became idle): told of every commit that changes the row.
+        var holders: [String: [RowKey: [ObserverID]]] = [:]
         var poller: (any DispatchSourceTimer)?
         var watch: FileWatch?
     }
 
-    /// The statement evaluating the filters of some of one table's row-precise observers on a
-    /// number of changed keys, on the writer.
-    private struct FilterCheck {
-        var members: [ObserverID]
-        var keySlots: Int
-        var statement: Statement
-    }
-
     private let state = Locked(State())
-    /// Per table and batch of observers (writer-only, used under the writer's lock).
-    private let filterChecks = Locked<[FilterCheckKey: FilterCheck]>([:])
+    /// The row-precise observers' filters, grouped and indexed (evaluated under the writer's lock).
+    private let filters = Locked(FilterRegistry())
     private let pollInterval: TimeInterval?
     /// The database file to watch while observers are registered (`nil` in memory).
     private let watchedFile: String?
@@ -57,11 +72,6 @@ final class ObservationCenter: Sendable {
     let skipCount = Locked(0)
     /// How many times the store looked for other connections' commits on the writer (for tests).
     let looks = Locked(0)
-
-    private struct FilterCheckKey: Hashable {
-        var table: String
-        var batch: Int
-    }
 
     init(pollInterval: TimeInterval?, watchedFile: String?) {
         self.pollInterval = pollInterval
@@ -77,15 +87,31 @@ final class ObservationCenter: Sendable {
     }
 
     /// The number of registered observers.
-    var count: Int { state.withLock { $0.targets.count } }
+    var count: Int { state.withLock { $0.observers.count } }
 
-    /// Registers `target`; with `interest`, its filter is evaluated on the rows each commit
-    /// changes, inside the commit's transaction (see ``evaluateFilters(of:in:)``).
+    /// Registers `target`; with `interest`, it is row-precise: its filter is evaluated on the
+    /// rows each commit changes, inside the commit's transaction (see
+    /// ``evaluateFilters(of:in:)``), and it is told only of the commits that change a row of its
+    /// result or matching its filter (or while it reads). It counts as reading until it first
+    /// calls ``observerBecameIdle(_:keys:version:)``.
+    ///
+    /// - Complexity: O(1) amortized (a new distinct filter rebuilds its table's index at the next
+    ///   commit to the table).
     func register(_ target: any ObservationTarget, store: Store, interest: RowInterest? = nil) {
+        let id = target.observerID
+        // The filter first: a commit evaluated from now on sees it, and one evaluated before is
+        // the version returned.
+        let registeredDuring = interest.map { interest in filters.withLock { $0.add(id, interest) } } ?? 0
         state.withLock { state in
-            state.targets[target.observerID] = target
-            state.list = Array(state.targets.values)
-            state.interests[target.observerID] = interest
+            if let interest {
+                state.observers[id] = Registered(target: target, rowTable: interest.table, tables: [interest.table],
+                                                 registeredDuring: registeredDuring)
+                state.rowPrecise[interest.table, default: []].insert(id)
+                state.busy.insert(id)
+            } else {
+                state.observers[id] = Registered(target: target, rowTable: nil, tables: nil)
+                state.untabled.insert(id)
+            }
             if state.watch == nil, state.poller == nil {
                 state.watch = watchedFile.flatMap { startWatch(of: $0, store: store) }
                 if state.watch == nil, let pollInterval, pollInterval > 0 {
@@ -119,111 +145,125 @@ final class ObservationCenter: Sendable {
     }
 
     func unregister(_ target: any ObservationTarget) {
-        state.withLock { state in
-            guard state.targets.removeValue(forKey: target.observerID) != nil else { return }
-            state.list = Array(state.targets.values)
-            state.interests[target.observerID] = nil
-            if state.targets.isEmpty {
+        let id = target.observerID
+        let wasRowPrecise = state.withLock { state -> Bool in
+            guard let observer = state.observers.removeValue(forKey: id) else { return false }
+            if let table = observer.rowTable {
+                state.rowPrecise[table]?.remove(id)
+                state.busy.remove(id)
+                Self.release(observer.heldKeys, of: id, in: table, from: &state.holders)
+            } else if let tables = observer.tables {
+                for table in tables { state.byTable[table]?.remove(id) }
+            } else {
+                state.untabled.remove(id)
+            }
+            if state.observers.isEmpty {
                 state.poller?.cancel()
                 state.poller = nil
                 if state.watch != nil { ownCommits?.deactivate() }
                 state.watch?.cancel()
                 state.watch = nil
             }
+            return observer.rowTable != nil
+        }
+        if wasRowPrecise { filters.withLock { $0.remove(id) } }
+    }
+
+    /// An observer that is not row-precise learned which tables it reads: from now on it hears
+    /// only of commits to them.
+    func observer(_ id: ObserverID, reads tables: Set<String>) {
+        state.withLock { state in
+            guard var observer = state.observers[id], observer.rowTable == nil, observer.tables == nil else { return }
+            observer.tables = tables
+            state.observers[id] = observer
+            state.untabled.remove(id)
+            for table in tables { state.byTable[table, default: []].insert(id) }
         }
     }
 
-    /// Observers whose filters one statement evaluates at most (SQLite allows 2,000 result columns).
-    private static var batchSize: Int { 256 }
+    /// A row-precise observer is about to read (called under its own lock, as it leaves idle):
+    /// it hears of every commit to its table until it is idle again.
+    func observerBecameBusy(_ id: ObserverID) {
+        state.withLock { state in
+            if state.observers[id]?.rowTable != nil { state.busy.insert(id) }
+        }
+    }
 
-    /// Evaluates, inside a write transaction about to commit, the filter of every row-precise
-    /// observer of a changed table on the changed rows — one statement per table and batch of
-    /// observers — and records in `summary` who was evaluated and who matched. An observer whose
-    /// filter matches none of the changed rows, and whose result holds none of them, knows the
-    /// commit cannot change its result without reading anything.
+    /// A row-precise observer became idle (called under its own lock) with a result of `keys` as
+    /// of `version`: from now on it hears only of commits that change one of them or a row
+    /// matching its filter.
     ///
-    /// The changed keys are bound exactly as stored (type and bytes). This never fails the
-    /// write: an observer whose filter could not be evaluated is left out of `evaluated`, and
-    /// reads for itself.
+    /// - Complexity: O(keys) (the keys that left or joined its result are re-indexed).
+    func observerBecameIdle(_ id: ObserverID, keys: [RowKey], version: Int64) {
+        state.withLock { state in
+            guard var observer = state.observers[id], let table = observer.rowTable else { return }
+            if observer.heldKeys != keys {
+                let kept = Set(keys)
+                let old = Set(observer.heldKeys)
+                Self.release(observer.heldKeys.filter { !kept.contains($0) }, of: id, in: table, from: &state.holders)
+                for key in keys where !old.contains(key) { state.holders[table, default: [:]][key, default: []].append(id) }
+                observer.heldKeys = keys
+                state.observers[id] = observer
+            }
+            if version >= observer.registeredDuring { state.busy.remove(id) }
+        }
+    }
+
+    private static func release(_ keys: [RowKey], of id: ObserverID, in table: String,
+                                from holders: inout [String: [RowKey: [ObserverID]]]) {
+        for key in keys {
+            guard var list = holders[table]?[key] else { continue }
+            list.removeAll { $0 == id }
+            holders[table]![key] = list.isEmpty ? nil : list
+        }
+    }
+
+    /// Evaluates, inside a write transaction about to commit, the filters of the row-precise
+    /// observers of the changed tables on the changed rows (see ``FilterRegistry``), and records
+    /// in `summary` who matched. An observer whose filter matches none of the changed rows, and
+    /// whose result holds none of them, knows the commit cannot change its result: it is not
+    /// told of it. This never fails the write: an observer whose filter could not be evaluated
+    /// is told.
     func evaluateFilters(of summary: inout CommitSummary, in db: Database) {
-        guard let rowKeys = summary.rowKeys else { return }
-        let interests = state.withLock { $0.interests }
-        guard !interests.isEmpty else { return }
-        for (table, keys) in rowKeys {
-            let members = interests.filter { $0.value.table == table }.sorted { $0.key < $1.key }
-            guard !members.isEmpty else { continue }
-            let keys = Array(keys)
-            // Statements are cached per count of key slots: powers of two, padded with NULL.
-            var keySlots = 4
-            while keySlots < keys.count { keySlots *= 2 }
-            var batch = 0
-            var start = members.startIndex
-            while start < members.endIndex {
-                let end = min(start + Self.batchSize, members.endIndex)
-                let chunk = members[start..<end]
-                let arguments = chunk.reduce(0) { $0 + $1.value.filterArguments.count }
-                if arguments + keySlots < 30_000 {   // SQLite's parameter limit
-                    let matched = try? evaluate(chunk, table: table, batch: batch, keys: keys, keySlots: keySlots, in: db)
-                    if let matched {
-                        for (id, _) in chunk { summary.evaluated.insert(id) }
-                        summary.matching.formUnion(matched)
-                    }
-                }
-                start = end
-                batch += 1
-            }
-        }
+        filters.withLock { $0.evaluate(&summary, in: db) }
     }
 
-    /// Evaluates the filters of `members` on the rows of `keys`: the members matching any.
-    private func evaluate(_ members: ArraySlice<(key: ObserverID, value: RowInterest)>, table: String, batch: Int,
-                          keys: [RowKey], keySlots: Int, in db: Database) throws -> [ObserverID] {
-        let ids = members.map(\.key)
-        let statement = try filterChecks.withLock { checks -> Statement in
-            let checkKey = FilterCheckKey(table: table, batch: batch)
-            if let check = checks[checkKey], check.members == ids, check.keySlots == keySlots { return check.statement }
-            let first = members[members.startIndex].value
-            let conditions = members.map { member in
-                "max(" + (member.value.filterSQL.isEmpty ? "1" : "(" + member.value.filterSQL + ")") + ")"
-            }
-            let sql = "SELECT " + conditions.joined(separator: ", ") + " FROM " + first.quotedTable
-                + " WHERE " + first.quotedKey + " IN (" + Array(repeating: "?", count: keySlots).joined(separator: ", ") + ")"
-            let statement = try db.makeStatement(sql)
-            checks[checkKey] = FilterCheck(members: ids, keySlots: keySlots, statement: statement)
-            return statement
-        }
-        defer { statement.reset() }
-        var index: Int32 = 1
-        for member in members {
-            for argument in member.value.filterArguments {
-                try statement.bind(argument, at: index)
-                index += 1
-            }
-        }
-        for key in keys { index += try key.bind(to: statement, at: index) }
-        while index <= Int32(statement.parameterCount) {
-            try statement.bindNull(at: index)
-            index += 1
-        }
-        guard try statement.step() else { return [] }
-        var matched: [ObserverID] = []
-        for (column, id) in ids.enumerated()
-        where !statement.isNull(at: Int32(column)) && statement.integer(at: Int32(column)) != 0 {
-            matched.append(id)
-        }
-        return matched
-    }
-
-    /// Tells the observers whose tables `summary` names (all, for ``ChangeLog/everyTable``).
     /// Whether the file is watched (for tests: only while observers are registered).
     var isWatching: Bool { state.withLock { $0.watch != nil } }
 
     /// Whether observers are registered (and so whether other stores should tell this one of
     /// their commits).
-    var isObserving: Bool { state.withLock { !$0.targets.isEmpty } }
+    var isObserving: Bool { state.withLock { !$0.observers.isEmpty } }
 
+    /// Tells the observers a commit may concern: for a table whose changed rows are known and
+    /// whose filters were evaluated, the row-precise observers that matched, hold a changed row,
+    /// are reading, or could not be evaluated; every other observer of a changed table; every
+    /// observer for ``ChangeLog/everyTable``.
+    ///
+    /// - Complexity: O(changed rows + observers told), not O(observers).
     func didCommit(_ summary: CommitSummary) {
-        let targets = state.withLock { $0.list }
+        let targets = state.withLock { state -> [any ObservationTarget] in
+            if summary.tables.contains(ChangeLog.everyTable) { return state.observers.values.map(\.target) }
+            var told = state.untabled
+            for table in summary.tables {
+                told.formUnion(state.byTable[table] ?? [])
+                guard let rowPrecise = state.rowPrecise[table], !rowPrecise.isEmpty else { continue }
+                guard let keys = summary.rowKeys?[table], summary.evaluatedTables.contains(table) else {
+                    told.formUnion(rowPrecise)
+                    continue
+                }
+                var concerned = summary.matching.union(summary.unevaluated)
+                if let holders = state.holders[table] {
+                    for key in keys { concerned.formUnion(holders[key] ?? []) }
+                }
+                concerned.formUnion(state.busy)
+                concerned.formIntersection(rowPrecise)
+                told.formUnion(concerned)
+                let skipped = rowPrecise.count - concerned.count
+                if skipped > 0 { skipCount.withLock { $0 += skipped } }
+            }
+            return told.compactMap { state.observers[$0]?.target }
+        }
         for target in targets {
             target.storeDidCommit(summary)
         }
@@ -238,4 +278,6 @@ struct RowInterest: Sendable {
     /// The filter's SQL with `?` parameters (empty: every row matches), and its arguments.
     let filterSQL: String
     let filterArguments: [SQLValue]
+    /// The filter itself (`nil`: every row), for the index.
+    let filter: Filter?
 }

@@ -1,0 +1,301 @@
+import Foundation
+import RippleSQLite
+
+/// A filter as the store evaluates it: its SQL and arguments (equal filters share an evaluation).
+struct FilterKey: Hashable, Sendable {
+    var filterSQL: String
+    var arguments: [SQLValue]
+}
+
+/// The filters of a store's row-precise live queries, grouped (observers with the same filter
+/// share one evaluation) and indexed per table, so that a commit finds the observers its changed
+/// rows may concern without looking at the others: equality and `IN` terms by value in hash maps,
+/// ranges in an interval index, and only what no index covers (LIKE, OR, NOT, a collation, a
+/// conversion) evaluated by SQLite, in batches.
+///
+/// Used under its lock by the writer (evaluations) and by registrations.
+struct FilterRegistry {
+    /// The version of the commit evaluated last (see ``ObservationCenter/register(_:store:interest:)``).
+    private(set) var lastEvaluatedVersion: Int64 = 0
+    private var tables: [String: TableFilters] = [:]
+    private var memberships: [ObservationCenter.ObserverID: (table: String, key: FilterKey)] = [:]
+
+    /// Adds an observer's filter; returns the version of the commit evaluated last, which may
+    /// commit after the observer's first read without having evaluated its filter.
+    mutating func add(_ id: ObservationCenter.ObserverID, _ interest: RowInterest) -> Int64 {
+        let key = FilterKey(filterSQL: interest.filterSQL, arguments: interest.filterArguments)
+        memberships[id] = (interest.table, key)
+        tables[interest.table, default: TableFilters(interest: interest)].add(id, key: key, interest: interest)
+        return lastEvaluatedVersion
+    }
+
+    mutating func remove(_ id: ObservationCenter.ObserverID) {
+        guard let (table, key) = memberships.removeValue(forKey: id) else { return }
+        tables[table]?.remove(id, key: key)
+        if tables[table]?.isEmpty == true { tables[table] = nil }
+    }
+
+    /// Evaluates, inside the write transaction about to commit, the filters of the changed tables
+    /// on the changed rows, and records in `summary` which observers matched (and which could not
+    /// be evaluated). Never fails the write.
+    ///
+    /// - Complexity: per changed table, one read of the changed rows' indexed columns, then
+    ///   O(changed rows × (1 + log groups) + matches) lookups; plus SQLite's evaluation of the
+    ///   filters no index covers (and of the matches of partial index terms), in batches.
+    mutating func evaluate(_ summary: inout CommitSummary, in db: Database) {
+        lastEvaluatedVersion = summary.version
+        guard let rowKeys = summary.rowKeys else { return }
+        let schemaVersion = db.changeCapture?.schemaVersion ?? 0
+        for (table, keys) in rowKeys {
+            summary.evaluatedTables.insert(table)
+            guard !keys.isEmpty, var filters = tables[table] else { continue }
+            filters.evaluate(Array(keys), schemaVersion: schemaVersion, into: &summary, in: db)
+            tables[table] = filters
+        }
+    }
+}
+
+/// The filter groups of one table and their index.
+struct TableFilters {
+    private struct Group {
+        var key: FilterKey
+        var members: Set<ObservationCenter.ObserverID> = []
+        var interest: RowInterest
+        var plan: FilterPlan = .unindexed
+    }
+
+    private let quotedTable: String
+    private let quotedKey: String
+    private let table: String
+    private var groups: [Int: Group] = [:]
+    private var groupOfKey: [FilterKey: Int] = [:]
+    private var nextGroup = 0
+
+    // The index, rebuilt when groups come or go or the schema changes.
+    private var isBuilt = false
+    private var builtSchemaVersion: Int64 = -1
+    /// The indexed columns (read from each changed row, after its key).
+    private var columns: [String] = []
+    private var equality: [[IndexedValue: [Int]]] = []
+    private var intervals: [IntervalIndex<Int>] = []
+    private var everyRow: [Int] = []
+    private var unindexed: [Int] = []
+    /// SQLite's evaluation of the unindexed groups, per batch (rebuilt with the index).
+    private var batchStatements: [Int: Statement] = [:]
+
+    init(interest: RowInterest) {
+        table = interest.table
+        quotedTable = interest.quotedTable
+        quotedKey = interest.quotedKey
+    }
+
+    var isEmpty: Bool { groups.isEmpty }
+
+    mutating func add(_ id: ObservationCenter.ObserverID, key: FilterKey, interest: RowInterest) {
+        if let group = groupOfKey[key] {
+            groups[group]!.members.insert(id)
+            return
+        }
+        let group = nextGroup
+        nextGroup += 1
+        groups[group] = Group(key: key, members: [id], interest: interest)
+        groupOfKey[key] = group
+        isBuilt = false
+    }
+
+    mutating func remove(_ id: ObservationCenter.ObserverID, key: FilterKey) {
+        guard let group = groupOfKey[key] else { return }
+        groups[group]!.members.remove(id)
+        if groups[group]!.members.isEmpty {
+            groups[group] = nil
+            groupOfKey[key] = nil
+            isBuilt = false
+        }
+    }
+
+    /// Observers whose filters one SQLite statement evaluates at most (SQLite allows 2,000
+    /// result columns and, as built on Debian, 250,000 parameters; the batch stays far below).
+    private static var batchSize: Int { 200 }
+    /// Parameters of one statement at most (the filters' arguments and the keys).
+    private static var parameterLimit: Int { 30_000 }
+
+    private mutating func build(schemaVersion: Int64, in db: Database) {
+        var comparisons: [String: ColumnComparison?] = [:]
+        let table = self.table
+        func comparison(_ column: String) -> ColumnComparison? {
+            if let known = comparisons[column] { return known }
+            let found = ColumnComparison(table: table, column: column, in: db)
+            comparisons[column] = found
+            return found
+        }
+        var columnIndex: [String: Int] = [:]
+        var equalityEntries: [[IndexedValue: [Int]]] = []
+        var intervalEntries: [[(ValueInterval, Int)]] = []
+        everyRow = []
+        unindexed = []
+        func index(of column: String) -> Int {
+            if let index = columnIndex[column] { return index }
+            columnIndex[column] = equalityEntries.count
+            equalityEntries.append([:])
+            intervalEntries.append([])
+            return equalityEntries.count - 1
+        }
+        for id in groups.keys.sorted() {
+            let plan = FilterPlan.of(groups[id]!.interest.filter, comparison: comparison)
+            groups[id]!.plan = plan
+            switch plan {
+            case .everyRow:
+                everyRow.append(id)
+            case .equality(let column, let values, _):
+                let slot = index(of: column)
+                for value in values { equalityEntries[slot][value, default: []].append(id) }
+            case .interval(let column, let interval, _):
+                intervalEntries[index(of: column)].append((interval, id))
+            case .unindexed:
+                unindexed.append(id)
+            }
+        }
+        columns = columnIndex.sorted { $0.value < $1.value }.map(\.key)
+        equality = equalityEntries
+        intervals = intervalEntries.map(IntervalIndex.init)
+        batchStatements = [:]
+        builtSchemaVersion = schemaVersion
+        isBuilt = true
+    }
+
+    mutating func evaluate(_ keys: [RowKey], schemaVersion: Int64, into summary: inout CommitSummary, in db: Database) {
+        if !isBuilt || builtSchemaVersion != schemaVersion { build(schemaVersion: schemaVersion, in: db) }
+        var matched: [Int] = []
+        var toVerify: [Int] = []
+        var failed: [Int] = []
+        if !columns.isEmpty || !everyRow.isEmpty {
+            do {
+                var candidates: [Int] = []
+                let found = try readIndexedColumns(of: keys, in: db) { values in
+                    for (slot, value) in values.enumerated() {
+                        guard let value else { continue }
+                        if let groups = equality[slot][value] { candidates += groups }
+                        intervals[slot].members(containing: value, into: &candidates)
+                    }
+                }
+                if found { matched += everyRow }
+                for group in Set(candidates) {
+                    switch groups[group]?.plan {
+                    case .equality(_, _, exact: true)?, .interval(_, _, exact: true)?: matched.append(group)
+                    case nil: break
+                    default: toVerify.append(group)
+                    }
+                }
+            } catch {
+                failed += everyRow
+                for (id, group) in groups where group.plan.isIndexed { failed.append(id) }
+            }
+        }
+        // What the index cannot decide: SQLite evaluates it on the changed rows.
+        for (batch, start) in stride(from: 0, to: unindexed.count, by: Self.batchSize).enumerated() {
+            let members = Array(unindexed[start..<min(start + Self.batchSize, unindexed.count)])
+            evaluateInSQLite(members, batch: batch, keys: keys, matched: &matched, failed: &failed, in: db)
+        }
+        for start in stride(from: 0, to: toVerify.count, by: Self.batchSize) {
+            let members = Array(toVerify[start..<min(start + Self.batchSize, toVerify.count)])
+            evaluateInSQLite(members, batch: nil, keys: keys, matched: &matched, failed: &failed, in: db)
+        }
+        for group in matched { summary.matching.formUnion(groups[group]?.members ?? []) }
+        for group in failed { summary.unevaluated.formUnion(groups[group]?.members ?? []) }
+    }
+
+    /// Reads the indexed columns of the rows of `keys` (those that still exist), calling `body`
+    /// with each row's values; returns whether any row exists.
+    private func readIndexedColumns(of keys: [RowKey], in db: Database, _ body: ([IndexedValue?]) -> Void) throws -> Bool {
+        // Statements are cached per count of key slots: powers of two, padded with NULL.
+        var slots = 1
+        while slots < keys.count { slots *= 2 }
+        let selected = ([quotedKey] + columns.map(SQLIdentifier.quoted)).joined(separator: ", ")
+        let sql = "SELECT \(selected) FROM \(quotedTable) WHERE \(quotedKey) IN ("
+            + Array(repeating: "?", count: slots).joined(separator: ", ") + ")"
+        let statement = try db.cachedStatement(sql)
+        defer { statement.reset() }
+        var index: Int32 = 1
+        for key in keys { index += try key.bind(to: statement, at: index) }
+        while index <= Int32(statement.parameterCount) {
+            try statement.bindNull(at: index)
+            index += 1
+        }
+        var found = false
+        var values = [IndexedValue?](repeating: nil, count: columns.count)
+        while try statement.step() {
+            found = true
+            for slot in columns.indices {
+                values[slot] = IndexedValue(column: Int32(slot + 1), of: statement.handle)
+            }
+            body(values)
+        }
+        return found
+    }
+
+    /// Evaluates the filters of `members` on the rows of `keys` in one statement (cached per
+    /// `batch` for the unindexed groups); adds those matching any row to `matched`, or all to
+    /// `failed` when the statement fails.
+    private mutating func evaluateInSQLite(_ members: [Int], batch: Int?, keys: [RowKey], matched: inout [Int],
+                                           failed: inout [Int], in db: Database) {
+        let arguments = members.reduce(0) { $0 + (groups[$1]?.key.arguments.count ?? 0) }
+        guard arguments + keys.count < Self.parameterLimit else {
+            // Too many arguments for one statement: halve the batch.
+            guard members.count > 1 else {
+                failed += members
+                return
+            }
+            let half = members.count / 2
+            evaluateInSQLite(Array(members[..<half]), batch: nil, keys: keys, matched: &matched, failed: &failed, in: db)
+            evaluateInSQLite(Array(members[half...]), batch: nil, keys: keys, matched: &matched, failed: &failed, in: db)
+            return
+        }
+        do {
+            let conditions = members.map { group in
+                let sql = groups[group]!.key.filterSQL
+                return "max(" + (sql.isEmpty ? "1" : "(" + sql + ")") + ")"
+            }
+            // Key slots in powers of two, padded with NULL: the statement is reused as the count varies.
+            var slots = 1
+            while slots < keys.count { slots *= 2 }
+            let sql = "SELECT " + conditions.joined(separator: ", ") + " FROM " + quotedTable + " WHERE " + quotedKey
+                + " IN (" + Array(repeating: "?", count: slots).joined(separator: ", ") + ")"
+            let statement: Statement
+            if let batch, let cached = batchStatements[batch], cached.sql == sql {
+                statement = cached
+            } else {
+                statement = try db.makeStatement(sql)
+                if let batch { batchStatements[batch] = statement }
+            }
+            defer { statement.reset() }
+            var index: Int32 = 1
+            for group in members {
+                for argument in groups[group]!.key.arguments {
+                    try statement.bind(argument, at: index)
+                    index += 1
+                }
+            }
+            for key in keys { index += try key.bind(to: statement, at: index) }
+            while index <= Int32(statement.parameterCount) {
+                try statement.bindNull(at: index)
+                index += 1
+            }
+            guard try statement.step() else { return }
+            for (column, group) in members.enumerated()
+            where !statement.isNull(at: Int32(column)) && statement.integer(at: Int32(column)) != 0 {
+                matched.append(group)
+            }
+        } catch {
+            failed += members
+        }
+    }
+}
+
+extension FilterPlan {
+    var isIndexed: Bool {
+        switch self {
+        case .equality, .interval: true
+        case .everyRow, .unindexed: false
+        }
+    }
+}
