@@ -29,6 +29,9 @@ struct FilterRegistry {
         return lastEvaluatedVersion
     }
 
+    /// How many distinct filters `table` has.
+    func groupCount(of table: String) -> Int { tables[table]?.groupCount ?? 0 }
+
     mutating func remove(_ id: ObservationCenter.ObserverID) {
         guard let (table, key) = memberships.removeValue(forKey: id) else { return }
         tables[table]?.remove(id, key: key)
@@ -90,6 +93,7 @@ struct TableFilters {
     }
 
     var isEmpty: Bool { groups.isEmpty }
+    var groupCount: Int { groups.count }
 
     mutating func add(_ id: ObservationCenter.ObserverID, key: FilterKey, interest: RowInterest) {
         if let group = groupOfKey[key] {

@@ -228,6 +228,9 @@ final class ObservationCenter: Sendable {
         filters.withLock { $0.evaluate(&summary, in: db) }
     }
 
+    /// How many distinct filters the row-precise observers of `table` have (for tests).
+    func filterGroups(of table: String) -> Int { filters.withLock { $0.groupCount(of: table) } }
+
     /// Whether the file is watched (for tests: only while observers are registered).
     var isWatching: Bool { state.withLock { $0.watch != nil } }
 
