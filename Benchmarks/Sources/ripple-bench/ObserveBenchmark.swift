@@ -17,7 +17,16 @@ import RippleTesting
 ///   of the 2,000 lowest-rank rows (one whose flip changes the window);
 /// * O2: O1 on 1,000,000 rows, 200 writes;
 /// * O3: 10,000 rows, 100 live queries on disjoint 100-row `rank` ranges, 200 retitles back to
-///   back, each waiting for the one subscriber whose range holds the row.
+///   back, each waiting for the one subscriber whose range holds the row;
+/// * O4: across processes: a writer process makes 300 retitles of rows of O1's window while an
+///   observer process holds it, each write waiting for the observer's acknowledgement through a
+///   pipe. Ripple's observer hears of commits through its watch on the file (polling off); the
+///   floor's is woken through a pipe by the writer after each commit, and re-reads the window.
+///   The clock is `CLOCK_MONOTONIC`, read by the writer when the commit returned and by the
+///   observer when it held the window showing the write (see ``ObserveChild``). No GRDB: its
+///   observations do not see other processes' commits. A commit the observer never hears of
+///   ends the run after 60 s with an error. `--breakdown --workload O4` times the pieces of
+///   Ripple's notice path (``ObserveProcesses/breakdown(writes:realtimeWriter:in:)``).
 ///
 /// The clock is read when the write call returns; on a busy machine the threads the commit wakes
 /// could preempt the writer before it reads the clock, and so deliver "before" the commit
@@ -26,22 +35,22 @@ import RippleTesting
 struct ObserveBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "observe",
-        abstract: "Time commit-to-changeset latency of live queries (O1, O2, O3): ripple, grdb, c.")
+        abstract: "Time commit-to-changeset latency of live queries (O1–O4): ripple, grdb, c.")
 
-    @Option(help: "Run only this workload: O1, O2 or O3 (default: all).")
+    @Option(help: "Run only this workload: O1, O2, O3 or O4 (default: all).")
     var workload: ObserveWorkload?
 
     @Option(help: "Run only these impls (c, grdb, ripple); ratios need ripple and the peer.")
     var impl: [String] = []
 
-    @Option(help: "Timed writes per workload (defaults: O1 1000, O2 200, O3 200).")
+    @Option(help: "Timed writes per workload (defaults: O1 1000, O2 200, O3 200, O4 300).")
     var writes: Int?
 
     @Flag(inversion: .prefixedNo,
           help: "Run each write call under SCHED_FIFO, so that the threads it wakes cannot preempt it before it reads the clock.")
     var realtimeWriter = true
 
-    @Flag(help: "Instead of the workloads, time the pieces of Ripple's path one by one (--writes: repetitions, default 200).")
+    @Flag(help: "Instead of the workloads, time the pieces of Ripple's path one by one (--writes: repetitions, default 200); with --workload O4, its cross-process notice path.")
     var breakdown = false
 
     /// Untimed writes before the timed ones (statement caches, first allocations).
@@ -65,7 +74,12 @@ struct ObserveBenchmark: ParsableCommand {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         if breakdown {
-            try ObserveBreakdown(reps: writes ?? 200).run(in: directory)
+            if workload == .o4 {
+                try ObserveProcesses.breakdown(writes: writes ?? ObserveWorkload.o4.defaultWrites, realtimeWriter: realtimeWriter,
+                                               in: directory)
+            } else {
+                try ObserveBreakdown(reps: writes ?? 200).run(in: directory)
+            }
             return
         }
         let impls = ObserveImpl.all.filter { impl.isEmpty || impl.contains($0.name) }
@@ -83,6 +97,11 @@ struct ObserveBenchmark: ParsableCommand {
     /// targets. Returns how many checks failed.
     private func bench(_ workload: ObserveWorkload, impls: [ObserveImpl], in directory: URL) throws -> Int {
         let writes = self.writes ?? workload.defaultWrites
+        var impls = impls
+        if workload == .o4, impls.contains(where: { $0.name == "grdb" }) {
+            Report.note("O4: no grdb: GRDB's observations do not see commits of other processes")
+            impls.removeAll { $0.name == "grdb" }
+        }
         let seeded = directory.appendingPathComponent("\(workload.rawValue)-seed.sqlite").path
         Report.note("\(workload.rawValue): seeding \(workload.rows) rows")
         let model = ObserveModel(rows: workload.rows)
@@ -96,7 +115,12 @@ struct ObserveBenchmark: ParsableCommand {
             let fields: [JSONField] = [("bench", "observe"), ("workload", .string(workload.rawValue)),
                                        ("impl", .string(impl.name))]
             do {
-                let result = try run(workload, impl: impl, path: path, model: model, writes: writes)
+                let result = if workload == .o4 {
+                    try ObserveProcesses(impl: ObserveProcessImpl(rawValue: impl.name)!, path: path, writes: writes,
+                                         realtimeWriter: realtimeWriter, directory: directory).run()
+                } else {
+                    try run(workload, impl: impl, path: path, model: model, writes: writes)
+                }
                 for problem in result.problems { Report.emit(fields + [("error", .string(problem))]) }
                 failures += result.problems.count
                 Report.emit(fields + [
@@ -195,13 +219,16 @@ struct ObserveBenchmark: ParsableCommand {
         case .o3:
             target("ripple writes_per_s >= 1000", ripple.writesPerSecond, ripple.writesPerSecond >= 1000)
             target("ripple p50_us <= 2000", p50, p50 <= 2000)
+        case .o4:
+            if let cP50 = results["c"]?.percentile(0.5) { target("ripple/c p50_ratio <= 2", p50 / cP50, p50 / cP50 <= 2) }
+            target("ripple p50_us <= 5000", p50, p50 <= 5000)
         }
     }
 }
 
 /// The observe benchmark's workloads.
 enum ObserveWorkload: String, CaseIterable, ExpressibleByArgument {
-    case o1 = "O1", o2 = "O2", o3 = "O3"
+    case o1 = "O1", o2 = "O2", o3 = "O3", o4 = "O4"
 
     init?(argument: String) {
         self.init(rawValue: argument.uppercased())
@@ -209,7 +236,7 @@ enum ObserveWorkload: String, CaseIterable, ExpressibleByArgument {
 
     var rows: Int {
         switch self {
-        case .o1, .o3: 10_000
+        case .o1, .o3, .o4: 10_000
         case .o2: 1_000_000
         }
     }
@@ -218,12 +245,13 @@ enum ObserveWorkload: String, CaseIterable, ExpressibleByArgument {
         switch self {
         case .o1: 1_000
         case .o2, .o3: 200
+        case .o4: 300
         }
     }
 
     var queries: [ObserveQuery] {
         switch self {
-        case .o1, .o2: [.openWindow(limit: ObserveModel.window)]
+        case .o1, .o2, .o4: [.openWindow(limit: ObserveModel.window)]
         case .o3: (0..<100).map { .rankRange(low: $0 * ObserveModel.rangeWidth, count: ObserveModel.rangeWidth) }
         }
     }
@@ -445,6 +473,23 @@ final class ObserveMailbox: @unchecked Sendable {
     }
 }
 
+/// A value shared between threads under a lock.
+final class ObserveLocked<Value: Sendable>: @unchecked Sendable {
+    // @unchecked: `value` is guarded by `lock`.
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func set(_ newValue: Value) { lock.withLock { value = newValue } }
+    func get() -> Value { lock.withLock { value } }
+
+    /// Runs `body` on the value under the lock.
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        try lock.withLock { try body(&value) }
+    }
+}
+
 // MARK: - Data and writes
 
 /// The seeded rows and the writes made on them: the benchmark's own view of the table, so that
@@ -494,10 +539,10 @@ struct ObserveModel {
     /// The write number `index` of `workload`.
     func nextWrite(_ workload: ObserveWorkload, index: Int, using random: inout SeededGenerator) -> Write {
         switch workload {
-        case .o1, .o2:
+        case .o1, .o2, .o4:
             let window = openWindow()
             let last = window.last!
-            if index % 10 == 9 {
+            if workload != .o4 && index % 10 == 9 {
                 // Flip `done` of a low-rank row whose flip changes the window: one in it, or a
                 // done row ranked before its end.
                 while true {
@@ -524,6 +569,12 @@ struct ObserveModel {
                 snapshot.count == Self.rangeWidth && snapshot.contains { $0.id == id && $0.title == title }
             }, kind: "title")
         }
+    }
+
+    /// The number of the write that set `title` (`…, write 12` → 12), `nil` for a seeded title.
+    static func writeNumber(in title: String) -> Int? {
+        guard let marker = title.range(of: ", write ", options: .backwards) else { return nil }
+        return Int(title[marker.upperBound...])
     }
 
     mutating func apply(_ record: ObserveTodo) {

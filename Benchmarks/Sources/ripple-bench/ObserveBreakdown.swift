@@ -133,15 +133,3 @@ struct ObserveBreakdown {
         }
     }
 }
-
-/// A value shared between threads under a lock.
-private final class ObserveLocked<Value: Sendable>: @unchecked Sendable {
-    // @unchecked: `value` is guarded by `lock`.
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func set(_ newValue: Value) { lock.withLock { value = newValue } }
-    func get() -> Value { lock.withLock { value } }
-}

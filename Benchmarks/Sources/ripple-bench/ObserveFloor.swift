@@ -16,33 +16,15 @@ final class ObserveFloor: ObserveSubject {
         let reader = CFloor.open(path)
         writer = CFloor.open(path)
         self.reader = reader
-        update = Self.prepare(writer, "UPDATE todo SET title = ?, rank = ?, done = ? WHERE id = ?")
-        selects = queries.map { query in
-            switch query {
-            case .openWindow(let limit):
-                ObserveFloor.prepare(reader, "SELECT id, title, rank, done FROM todo WHERE done = 0 ORDER BY rank LIMIT \(limit)")
-            case .rankRange(let low, let count):
-                ObserveFloor.prepare(reader, "SELECT id, title, rank, done FROM todo WHERE rank >= \(low) AND rank < \(low + count) ORDER BY rank")
-            }
-        }
+        update = Self.prepare(writer, Self.updateSQL)
+        selects = queries.map { ObserveFloor.prepare(reader, ObserveFloor.selectSQL($0)) }
         for index in selects.indices {
             mailbox.post(query: index, at: .now, snapshot: fetch(index), changes: -1, initial: true)
         }
     }
 
     func write(_ record: ObserveTodo, query: Int) throws -> ContinuousClock.Instant {
-        CFloor.exec(writer, "BEGIN IMMEDIATE")
-        Self.bind(update, 1, record.title)
-        sqlite3_bind_int64(update, 2, Int64(record.rank))
-        sqlite3_bind_int64(update, 3, record.done ? 1 : 0)
-        Self.bind(update, 4, record.id)
-        guard sqlite3_step(update) == SQLITE_DONE, sqlite3_changes(writer) == 1 else {
-            sqlite3_reset(update)
-            CFloor.exec(writer, "ROLLBACK")
-            throw ObserveFailure("C floor: update of \(record.id) failed")
-        }
-        sqlite3_reset(update)
-        CFloor.exec(writer, "COMMIT")
+        try Self.commit(record, with: update, on: writer)
         let committed = ContinuousClock.now
         let snapshot = fetch(query)
         mailbox.post(query: query, at: .now, snapshot: snapshot, changes: -1, initial: false)
@@ -58,7 +40,40 @@ final class ObserveFloor: ObserveSubject {
 
     /// Runs select `index` on the reader into records.
     private func fetch(_ index: Int) -> [ObserveTodo] {
-        let statement = selects[index]
+        Self.records(of: selects[index])
+    }
+
+    /// The update of one row by id (``commit(_:with:on:)`` binds it).
+    static let updateSQL = "UPDATE todo SET title = ?, rank = ?, done = ? WHERE id = ?"
+
+    /// The select of `query`.
+    static func selectSQL(_ query: ObserveQuery) -> String {
+        switch query {
+        case .openWindow(let limit):
+            "SELECT id, title, rank, done FROM todo WHERE done = 0 ORDER BY rank LIMIT \(limit)"
+        case .rankRange(let low, let count):
+            "SELECT id, title, rank, done FROM todo WHERE rank >= \(low) AND rank < \(low + count) ORDER BY rank"
+        }
+    }
+
+    /// Writes `record` (by id) through `update` (``updateSQL``, prepared on `db`) in one transaction.
+    static func commit(_ record: ObserveTodo, with update: OpaquePointer, on db: OpaquePointer) throws {
+        CFloor.exec(db, "BEGIN IMMEDIATE")
+        bind(update, 1, record.title)
+        sqlite3_bind_int64(update, 2, Int64(record.rank))
+        sqlite3_bind_int64(update, 3, record.done ? 1 : 0)
+        bind(update, 4, record.id)
+        guard sqlite3_step(update) == SQLITE_DONE, sqlite3_changes(db) == 1 else {
+            sqlite3_reset(update)
+            CFloor.exec(db, "ROLLBACK")
+            throw ObserveFailure("C floor: update of \(record.id) failed")
+        }
+        sqlite3_reset(update)
+        CFloor.exec(db, "COMMIT")
+    }
+
+    /// Runs a select of ``selectSQL(_:)`` into records.
+    static func records(of statement: OpaquePointer) -> [ObserveTodo] {
         defer { sqlite3_reset(statement) }
         var todos: [ObserveTodo] = []
         while sqlite3_step(statement) == SQLITE_ROW {
@@ -93,7 +108,7 @@ final class ObserveFloor: ObserveSubject {
 
     // MARK: C helpers
 
-    private static func prepare(_ db: OpaquePointer, _ sql: String) -> OpaquePointer {
+    static func prepare(_ db: OpaquePointer, _ sql: String) -> OpaquePointer {
         var statement: OpaquePointer?
         guard sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil) == SQLITE_OK,
               let statement else {

@@ -8,7 +8,7 @@ struct RippleBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ripple-bench",
         abstract: "Ripple's benchmarks: one JSON object per line on stdout, notes on stderr.",
-        subcommands: [DiffBenchmark.self, DiffMemoryProbe.self, StoreBenchmark.self, ObserveBenchmark.self,
+        subcommands: [DiffBenchmark.self, DiffMemoryProbe.self, StoreBenchmark.self, ObserveBenchmark.self, ObserveChild.self,
                       HistoryBenchmark.self, HistoryMemoryProbe.self]
     )
 }
