@@ -51,6 +51,34 @@ import Testing
         #expect(subscriber.failures.isEmpty)
     }
 
+    /// A store opened and observed without writing or looking first: the first foreign commit
+    /// after its first read is heard (the store knew where it stood among other connections'
+    /// commits only from its first look, which took that commit as the starting point).
+    @Test func theFirstForeignCommitAfterOpeningArrives() throws {
+        try store.collection("items", of: Item.self).insert(Item(id: 1, title: "a"))
+        let reopened = try Store(path: path, configuration: Self.noPolling)
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: reopened.liveQuery(Item.self, sql: "SELECT id, title FROM items ORDER BY id",
+                                                                       identity: "id"))
+        defer { subscription.cancel() }
+        #expect(subscriber.items == [Item(id: 1, title: "a")])
+        try shell("INSERT INTO items(id, title) VALUES (2, 'from the shell')")
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "from the shell")], timeout: 20))
+        #expect(subscriber.failures.isEmpty)
+
+        // Deterministically: nothing watches or polls, the commit is complete before the first look.
+        var unwatched = Self.noPolling
+        unwatched.watchesFile = false
+        let quiet = try Store(path: path, configuration: unwatched)
+        let second = ListViewSubscriber<Item>()
+        let secondSubscription = second.subscribe(to: quiet.liveQuery(Item.self, sql: "SELECT id, title FROM items ORDER BY id",
+                                                                      identity: "id"))
+        defer { secondSubscription.cancel() }
+        try shell("INSERT INTO items(id, title) VALUES (3, 'later')")
+        try quiet.noticeExternalWrites()
+        #expect(second.items.last == Item(id: 3, title: "later"))
+    }
+
     @Test func aWriteByAnotherStoreInThisProcessArrivesWithoutPolling() throws {
         let items = try store.collection("items", of: Item.self)
         let subscriber = ListViewSubscriber<Item>()

@@ -131,7 +131,16 @@ public final class Store: Sendable {
         let schema = try Migrator.storeSchema()
         var schemaFailure: StoreError?
         do {
-            try runOnWriter { db throws(StoreError) in try schema.migrate(db, checkOnly: readOnly) }
+            try runOnWriter { db throws(StoreError) in
+                try schema.migrate(db, checkOnly: readOnly)
+                // Where the file stands among other connections' commits, from now: a foreign
+                // commit made after a live query's first read is one to tell it of.
+                do {
+                    _ = try changeLog(of: db)
+                } catch {
+                    throw StoreError(.migration, "cannot read the store's version (ripple_meta)", underlying: error as? DatabaseError)
+                }
+            }
         } catch {
             schemaFailure = error
         }
