@@ -87,7 +87,7 @@ struct DemoPrinter: Sendable {
             "Ripple demo: the live query \"open todos, by rank\" is watched while todos are written.",
             "\(seeded) todos are seeded, \(done) of them done. After each write the subscriber receives an event: the",
             "list as a list view would show it, and the changeset that turns the previous list into it.",
-            "Legend: + inserted   ~ updated (the changed columns)   ↕ moved (from its old row)   − deleted   vN: store version",
+            EventText.legend,
         ]
         for line in lines { label(line) }
     }
@@ -107,58 +107,14 @@ struct DemoPrinter: Sendable {
         if json { Console.note(text) } else { print(text) }
     }
 
-    /// Prints `event`, which follows the list `previous`.
+    /// Prints `event`, which follows the list `previous`: as a list view shows it, each todo by its
+    /// title, or as a JSON line.
     func event(_ event: LiveQueryEvent<Todo>, previous: [Todo]) {
         if json {
             printJSON(event)
         } else {
-            print(Self.describe(event, previous: previous).joined(separator: "\n"))
+            print(EventText.lines(event, previous: previous, title: \.title).joined(separator: "\n"))
         }
-    }
-
-    /// The event as a list view shows it: a summary line (`v4 (after v3): 1 updated, 1 moved`),
-    /// then each row of the new list, marked, then the deleted rows.
-    static func describe(_ event: LiveQueryEvent<Todo>, previous: [Todo]) -> [String] {
-        let changeset = event.changeset
-        var counts: [String] = []
-        for (count, word) in [(changeset.inserts.count, "inserted"), (changeset.updates.count, "updated"),
-                              (changeset.moves.count, "moved"), (changeset.deletes.count, "deleted")] where count > 0 {
-            counts.append("\(count) \(word)")
-        }
-        let heading = event.previousVersion.map { "   v\(event.version) (after v\($0)): " } ?? "   v\(event.version), the first event: "
-        var lines = [heading + (event.previousVersion == nil ? "\(event.snapshot.count) rows" : counts.joined(separator: ", "))]
-        guard event.previousVersion != nil else {
-            for (row, todo) in event.snapshot.enumerated() { lines.append(Self.row(" ", row, todo.title)) }
-            return lines
-        }
-        let inserted = Set(changeset.inserts)
-        let movedFrom = Dictionary(changeset.moves.map { ($0.new, $0.old) }, uniquingKeysWith: { first, _ in first })
-        let updated = Dictionary(zip(changeset.updates.map(\.new), event.updatedColumns), uniquingKeysWith: { first, _ in first })
-        for (row, todo) in event.snapshot.enumerated() {
-            var notes: [String] = []
-            var mark = " "
-            if inserted.contains(row) { mark = "+" }
-            if let columns = updated[row] {
-                mark = "~"
-                notes.append("changed: " + columns.sorted().joined(separator: ", "))
-            }
-            if let old = movedFrom[row] {
-                mark = "↕"
-                notes.append("from row \(old + 1)")
-            }
-            lines.append(Self.row(mark, row, todo.title, notes: notes))
-        }
-        for row in changeset.deletes {
-            lines.append("    −      \(previous[row].title)  (was row \(row + 1))")
-        }
-        return lines
-    }
-
-    /// `  ~  3  Water the ferns  (changed: title)`: a mark, the 1-based row, the title, notes.
-    private static func row(_ mark: String, _ row: Int, _ title: String, notes: [String] = []) -> String {
-        let number = String(row + 1)
-        let padded = String(repeating: " ", count: max(0, 3 - number.count)) + number
-        return "    \(mark) \(padded)  \(title)" + (notes.isEmpty ? "" : "  (" + notes.joined(separator: "; ") + ")")
     }
 
     // MARK: JSON
@@ -167,11 +123,8 @@ struct DemoPrinter: Sendable {
     /// `{"changeset":{"deletes":[…],"inserts":[…],"moves":[…],"updates":[…]},"previousVersion":…,
     /// "snapshot":[…],"updatedColumns":[…],"version":…}`.
     private func printJSON(_ event: LiveQueryEvent<Todo>) {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         do {
-            let step = try Transcript.Step(event, encoder: encoder)
-            print(String(decoding: try encoder.encode(step), as: UTF8.self))
+            print(try EventText.jsonLine(Transcript.Step(event, encoder: EventText.jsonEncoder)))
         } catch {
             Console.error("cannot encode the event of v\(event.version): \(error)")
         }

@@ -52,28 +52,7 @@ struct HistoryCommand: ParsableCommand {
             configuration.externalWritePollInterval = nil
             let store = try Store(path: database, configuration: configuration)
             let quotedTable = quotedIdentifier(table)
-            let key = try store.read { db -> String in
-                guard let sql = try db.fetchValue("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", [table],
-                                                  as: String.self) else {
-                    throw ValidationError("no table \(table) in \(database)")
-                }
-                let columns = try db.fetchAll("SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid", [table])
-                let names = try columns.map { try $0.value("name", as: String.self) }
-                let key = try columns.filter { try $0.value("pk", as: Int.self) > 0 }
-                    .sorted { try $0.value("pk", as: Int.self) < $1.value("pk", as: Int.self) }
-                let withoutRowid = sql.uppercased().contains("WITHOUT ROWID")
-                // A rowid table's rows are told apart by the rowid, under a name no column takes
-                // (a column named rowid, oid or _rowid_ hides that name), or its INTEGER PRIMARY KEY.
-                if !withoutRowid, let alias = RowidAlias.available(avoiding: names) { return alias }
-                if !withoutRowid, key.count == 1, try key[0].value("type", as: String.self).uppercased() == "INTEGER" {
-                    return quotedIdentifier(try key[0].value("name", as: String.self))
-                }
-                guard !key.isEmpty else {
-                    throw ValidationError("the rows of \(table) have no identity to follow: its columns take every name of "
-                                          + "the rowid (rowid, oid, _rowid_) and it declares no primary key")
-                }
-                return "json_array(" + (try key.map { quotedIdentifier(try $0.value("name", as: String.self)) }).joined(separator: ", ") + ")"
-            }
+            let key = try store.read { db in try TableKey(table: table, in: db, database: database).rowidOrKey() }
             var sql = "SELECT \(key) AS \"$key\", * FROM \(quotedTable)"
             if let condition { sql += " WHERE (\(condition))" }
             if let orderBy { sql += " ORDER BY \(quotedIdentifier(orderBy))" }

@@ -10,6 +10,7 @@ struct RippleCommand: ParsableCommand {
         commandName: "ripple",
         abstract: "Ripple: a SQLite-backed collection store whose live queries deliver changesets.",
         subcommands: [DemoCommand.self, ReplayCommand.self, CrashTestCommand.self, CrashTestChildCommand.self, FuzzCommand.self,
-                      HistoryCommand.self, InfoCommand.self, StressCommand.self, StressChildCommand.self]
+                      HistoryCommand.self, InfoCommand.self, WatchCommand.self, StressCommand.self,
+                      StressChildCommand.self]
     )
 }
