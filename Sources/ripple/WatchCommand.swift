@@ -81,15 +81,10 @@ struct WatchCommand: ParsableCommand {
         let status: Int32
         do {
             try StoreFileCheck.requireStore(at: database)
-            var configuration = Store.Configuration()
-            // Commits by other processes are heard as they happen, not at the next poll. Read-write,
-            // not read-only: a read-only store cannot adopt commits made without Ripple (the sqlite3 shell).
-            configuration.watchesFile = true
-            let store = try Store(path: database, configuration: configuration)
-            // The store takes its bearings among other processes' commits at its first look, not
-            // when it opens: look now, before the first snapshot, or a commit made between that
-            // snapshot and the first look (the poll's or the file watch's) would go unnoticed.
-            try store.noticeExternalWrites()
+            // Commits by other processes are heard as they happen (the store watches its file).
+            // Read-write, not read-only: a read-only store cannot adopt commits made without
+            // Ripple (the sqlite3 shell).
+            let store = try Store(path: database)
             let query = try store.read { db in try table.map { try tableQuery($0, db) } ?? sqlQuery(db) }
             let live = store.liveQuery(sql: query.sql, arguments: query.arguments, identity: query.identity)
             let mode: WatchDisplay.Mode = json ? .json : isatty(STDOUT_FILENO) == 1 ? .terminal : .plain
