@@ -10,7 +10,7 @@ import RippleTesting
 /// checked against an independent in-memory model (see `StressTest` in RippleTesting).
 ///
 /// The last line reads
-/// `stress: seed=S ops=N events=E discrepancies=D write_errors=W busy_retried=B`; the exit status
+/// `stress: seed=S ops=N events=E discrepancies=D write_errors=W busy_retried=B peak_subscribers=P`; the exit status
 /// is non-zero when D or W is not 0, after an account of the first wrong event on stderr.
 struct StressCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

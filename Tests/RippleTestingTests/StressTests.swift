@@ -193,7 +193,7 @@ import Testing
         configuration.childExecutable = executable.path
         let report = try StressTest.run(configuration)
         expectPassed(report)
-        let line = #/stress: seed=5 ops=\d+ events=\d+ discrepancies=\d+ write_errors=\d+ busy_retried=\d+/#
+        let line = #/stress: seed=5 ops=\d+ events=\d+ discrepancies=\d+ write_errors=\d+ busy_retried=\d+ peak_subscribers=\d+/#
         #expect(report.summaryLine.wholeMatch(of: line) != nil)
     }
 }

@@ -36,6 +36,8 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
     private var floors: [Int: Int64] = [:]
     private var flagged: Set<Int> = []
     private var nextSubscriberID = 1
+    /// The most subscribers open at once.
+    private var peakSubscribers = 0
     private var lastPrune: Int64 = 0
     /// Counts every recorded event, so that a waiter knows whether one came while it looked.
     private var serial = 0
@@ -118,6 +120,7 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
                                               queries: queryIndices.map { queries[$0] })
             nextSubscriberID += 1
             subscribers[subscriber.id] = subscriber
+            peakSubscribers = max(peakSubscribers, subscribers.count)
             floors[subscriber.id] = model.version
             return subscriber
         }
@@ -455,14 +458,16 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
 
     func report(seed: UInt64, database: String) -> StressReport {
         locked {
-            StressReport(seed: seed, operations: operations, events: events, discrepancies: discrepancyCount,
-                         writeErrors: writeErrors, busyRetried: busyRetried, finalVersion: model.version,
-                         discrepanciesByKind: Dictionary(uniqueKeysWithValues: byKind.map { ($0.key.rawValue, $0.value) }),
-                         firstWrongEvent: firstWrongEvent.map { "[\($0.kind.rawValue)] \($0.detail)" },
-                         firstDiscrepancy: firstDiscrepancy.map { "[\($0.kind.rawValue)] \($0.summary)\n\($0.detail)" },
-                         firstByKind: firstByLabel.mapValues { "\($0.summary)\n\($0.detail)" },
-                         firstWriteError: firstWriteError, samples: samples, uncheckedEvents: uncheckable,
-                         databasePath: database)
+            var report = StressReport(seed: seed, operations: operations, events: events, discrepancies: discrepancyCount,
+                                      writeErrors: writeErrors, busyRetried: busyRetried, finalVersion: model.version,
+                                      discrepanciesByKind: Dictionary(uniqueKeysWithValues: byKind.map { ($0.key.rawValue, $0.value) }),
+                                      firstWrongEvent: firstWrongEvent.map { "[\($0.kind.rawValue)] \($0.detail)" },
+                                      firstDiscrepancy: firstDiscrepancy.map { "[\($0.kind.rawValue)] \($0.summary)\n\($0.detail)" },
+                                      firstByKind: firstByLabel.mapValues { "\($0.summary)\n\($0.detail)" },
+                                      firstWriteError: firstWriteError, samples: samples, uncheckedEvents: uncheckable,
+                                      databasePath: database)
+            report.peakSubscribers = peakSubscribers
+            return report
         }
     }
 }

@@ -7,7 +7,7 @@ import Foundation
 /// configuration.seed = 7
 /// configuration.seconds = 3
 /// let report = try StressTest.run(configuration)
-/// print(report.summaryLine)   // stress: seed=7 ops=… events=… discrepancies=0 write_errors=0 busy_retried=0
+/// print(report.summaryLine)   // stress: seed=7 ops=… events=… discrepancies=0 write_errors=0 busy_retried=0 peak_subscribers=…
 /// ```
 public struct StressReport: Sendable {
     /// The seed the run's data, queries and writes came from.
@@ -46,14 +46,16 @@ public struct StressReport: Sendable {
     public let uncheckedEvents: Int
     /// The database the run used.
     public let databasePath: String
+    /// The most subscriptions open at once.
+    public var peakSubscribers = 0
 
     /// Whether the run found nothing wrong.
     public var passed: Bool { discrepancies == 0 && writeErrors == 0 }
 
-    /// `stress: seed=S ops=N events=E discrepancies=D write_errors=W busy_retried=B`.
+    /// `stress: seed=S ops=N events=E discrepancies=D write_errors=W busy_retried=B peak_subscribers=P`.
     public var summaryLine: String {
         "stress: seed=\(seed) ops=\(operations) events=\(events) discrepancies=\(discrepancies) "
-            + "write_errors=\(writeErrors) busy_retried=\(busyRetried)"
+            + "write_errors=\(writeErrors) busy_retried=\(busyRetried) peak_subscribers=\(peakSubscribers)"
     }
 
     /// A readable account of the failures (empty when the run passed): the seed, the findings by
