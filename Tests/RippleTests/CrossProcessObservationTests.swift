@@ -159,4 +159,17 @@ import Testing
         #expect(subscriber.waitForError(timeout: 20))
         #expect((subscriber.error as? StoreError)?.kind == .fileMoved)
     }
+
+    /// Another file renamed over the store's: the same, from the watch.
+    @Test func aReplacedFileEndsLiveQueriesWithoutPolling() throws {
+        let items = try store.collection("items", of: Item.self)
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: try items.all.live())
+        defer { subscription.cancel() }
+        let other = directory.path("other.sqlite")
+        #expect(try SQLiteShell.run("CREATE TABLE t(x)", on: other).status == 0)
+        #expect(rename(other, path) == 0)
+        #expect(subscriber.waitForError(timeout: 20))
+        #expect((subscriber.error as? StoreError)?.kind == .fileMoved)
+    }
 }
