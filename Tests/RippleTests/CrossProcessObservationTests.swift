@@ -79,6 +79,26 @@ import Testing
         #expect(second.items.last == Item(id: 3, title: "later"))
     }
 
+    /// Another store's commit not yet noticed when this store commits: this store's commit
+    /// takes it in (its version comes after), and its rows concern a live query that this
+    /// store's own changed rows do not. It must still be told, with the other commit's rows.
+    @Test func aForeignCommitTakenInByAnOwnCommitIsHeard() throws {
+        let items = try store.collection("items", of: Item.self)
+        try items.insert(Item(id: 1, title: "mine"))
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: try items.filter(Column("title") == "theirs").order(by: Column("id")).live())
+        defer { subscription.cancel() }
+        // Hold this store's looks back (the other store tells it through this queue).
+        let held = DispatchSemaphore(value: 0)
+        store.observation.noticeQueue.async { held.wait() }
+        defer { held.signal() }
+        let other = try Store(path: path, configuration: Self.noPolling)
+        try other.collection("items", of: Item.self).insert(Item(id: 2, title: "theirs"))
+        try items.insert(Item(id: 3, title: "mine too"))
+        #expect(subscriber.waitFor(items: [Item(id: 2, title: "theirs")], timeout: 5))
+        #expect(subscriber.failures.isEmpty)
+    }
+
     @Test func aWriteByAnotherStoreInThisProcessArrivesWithoutPolling() throws {
         let items = try store.collection("items", of: Item.self)
         let subscriber = ListViewSubscriber<Item>()

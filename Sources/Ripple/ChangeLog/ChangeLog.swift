@@ -39,6 +39,8 @@ struct CommitSummary: Sendable {
     /// When every changed row is known (no foreign commit, no schema change, not too many rows):
     /// the keys of the changed rows, per table, exactly as stored.
     var rowKeys: [String: Set<RowKey>]? = nil
+    /// With ``rowKeys``: the tables where rows were inserted or deleted (not only updated).
+    var insertedOrDeleted: Set<String> = []
     /// The tables whose row-precise observers' filters were evaluated on the changed rows inside
     /// the transaction (see ``ObservationCenter/evaluateFilters(of:in:)``); the observers that
     /// matched, and those whose filter could not be evaluated.
@@ -165,10 +167,16 @@ final class ChangeLog {
             try insertEntry(db, version: version, group, exactKeys: !(bulk && group.keysJSONIsExact))
         }
         let changedTables = Set(groups.map(\.table))
+        // Other connections' commits this one had not noticed take versions before this one; their
+        // rows are not among this commit's, so then the changed rows are not all known.
+        let takesInOthers = knownVersion < version - 1
         var summary = try finishRecord(db, version: version, changedTables: changedTables, schemaChanged: schemaChanged)
-        if summary.tables == changedTables && tellsKeys {
+        if summary.tables == changedTables && tellsKeys && !takesInOthers {
             var rowKeys: [String: Set<RowKey>] = [:]
-            for group in groups { rowKeys[group.table, default: []].formUnion(group.rowKeys) }
+            for group in groups {
+                rowKeys[group.table, default: []].formUnion(group.rowKeys)
+                if group.operation != .update { summary.insertedOrDeleted.insert(group.table) }
+            }
             summary.rowKeys = rowKeys
         }
         capture.reset()

@@ -263,6 +263,9 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     /// Returns the event to deliver, or `nil` when no result changed.
     private func refresh(_ db: Database) throws -> Event? {
         let version = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'version'", as: Int64.self) ?? 0
+        // What the store told this observer of the commits up to this version (taken either way:
+        // what this read covers is done with).
+        let told = isRowPrecise ? store.observation.told(observerID, through: version) : nil
         let isInitial = checkedVersion == nil
         if !isInitial && version == checkedVersion { return nil }
         if isInitial {
@@ -270,7 +273,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             logQueries = tables.map { tables in
                 let names = (tables + [ChangeLog.everyTable]).map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }
                 return "SELECT table_name, operation, exact_keys FROM ripple_changes WHERE version > ? AND version <= ? "
-                    + "AND table_name IN (\(names.joined(separator: ", ")))"
+                    + "AND table_name IN (\(names.joined(separator: ", "))) LIMIT \(Self.rowCheckLimit + 1)"
             }
             let all = tables.reduce(into: Set<String>()) { $0.formUnion($1) }
             condition.lock()
@@ -282,8 +285,12 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         if let since = checkedVersion {
             let oldest = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'oldest_version'", as: Int64.self) ?? 0
             if oldest <= since {
-                for index in sources.indices {
-                    impacts[index] = try impact(on: index, after: since, through: version, in: db)
+                if let told {
+                    impacts[0] = try impact(told: told, after: since, through: version, in: db)
+                } else {
+                    for index in sources.indices {
+                        impacts[index] = try impact(on: index, after: since, through: version, in: db)
+                    }
                 }
             }
         }
@@ -359,9 +366,48 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
 
     /// What the logged changes in `(after, through]` do to source `index`'s result.
     private func impact(on index: Int, after: Int64, through: Int64, in db: Database) throws -> Impact {
+        guard let (keys, updatesOnly) = try loggedKeys(of: index, after: after, through: through, in: db) else {
+            return .everything
+        }
+        return try impact(of: keys, updatesOnly: updatesOnly, on: index, in: db)
+    }
+
+    /// What the commits in `(after, through]` do to a row-precise observer's result, from what
+    /// the store told it: the keys of the commits it was told of, and the change log for those
+    /// not routed yet when this read began. The commits it was not told of cannot change its
+    /// result (the store's filter index ruled them out), and are not read.
+    private func impact(told: ObservationCenter.Told, after since: Int64, through version: Int64,
+                        in db: Database) throws -> Impact {
+        var keys: [RowKey] = []
+        var updatesOnly = true
+        for commit in told.commits where commit.version > since {
+            // A commit whose changed rows were not told (another connection's, too many rows).
+            guard let changed = commit.keys else { return try impact(on: 0, after: since, through: version, in: db) }
+            keys += changed
+            updatesOnly = updatesOnly && commit.updatesOnly
+            if keys.count > Self.rowCheckLimit { return .everything }
+        }
+        let logged = max(since, min(told.routedThrough, version))
+        if logged < version {
+            guard let (more, moreUpdatesOnly) = try loggedKeys(of: 0, after: logged, through: version, in: db) else {
+                return .everything
+            }
+            keys += more
+            updatesOnly = updatesOnly && moreUpdatesOnly
+        }
+        return try impact(of: keys, updatesOnly: updatesOnly, on: 0, in: db)
+    }
+
+    /// The keys of the rows the change log says changed in `(after, through]` in source
+    /// `index`'s tables, and whether they were all updates; `nil` when they cannot be known
+    /// row by row (re-run the query).
+    private func loggedKeys(of index: Int, after: Int64, through: Int64, in db: Database) throws
+        -> (keys: [RowKey], updatesOnly: Bool)? {
         let entries = try db.fetchAll(logQueries[index], [after, through])
-        guard !entries.isEmpty else { return .none }
-        guard let check = sources[index].rowCheck, snapshots[index] != nil else { return .everything }
+        guard !entries.isEmpty else { return ([], true) }
+        guard let check = sources[index].rowCheck, snapshots[index] != nil, entries.count <= Self.rowCheckLimit else {
+            return nil
+        }
         var keys: [RowKey] = []
         var updatesOnly = true
         for entry in entries {
@@ -369,11 +415,18 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             // change of unknown extent) re-runs the query.
             guard entry.values.count == 3, case .text(let table) = entry.values[0], table == check.table,
                   case .text(let operation) = entry.values[1], case .blob(let list) = entry.values[2],
-                  let parsed = RowKey.list(list) else { return .everything }
+                  let parsed = RowKey.list(list) else { return nil }
             updatesOnly = updatesOnly && operation == ChangeLogEntry.Operation.update.rawValue
             keys += parsed
-            if keys.count > Self.rowCheckLimit { return .everything }
+            if keys.count > Self.rowCheckLimit { return nil }
         }
+        return (keys, updatesOnly)
+    }
+
+    /// What changes to the rows of `keys` do to source `index`'s result.
+    private func impact(of keys: [RowKey], updatesOnly: Bool, on index: Int, in db: Database) throws -> Impact {
+        guard !keys.isEmpty else { return .none }
+        guard let check = sources[index].rowCheck, snapshots[index] != nil else { return .everything }
         let positions = keyIndex(index)
         let inResult = keys.filter { positions[$0] != nil }
         if updatesOnly, sources[index].fetchRows != nil, keys.count <= Self.patchLimit,

@@ -37,7 +37,35 @@ final class ObservationCenter: Sendable {
         /// may commit after the observer's first read without having evaluated its filter: the
         /// observer hears every commit until it has read at least that version.
         var registeredDuring: Int64 = 0
+        /// Row-precise: the commits it was told of and has not read yet (see ``told(_:through:)``).
+        var told: [ToldCommit] = []
     }
+
+    /// A commit a row-precise observer was told of: its version, and the keys of its table's
+    /// changed rows (`nil`: unknown, read the change log).
+    struct ToldCommit: Sendable {
+        var version: Int64
+        var keys: Set<RowKey>?
+        var updatesOnly: Bool
+    }
+
+    /// What a row-precise observer about to read needs to know of the commits since its last read.
+    struct Told: Sendable {
+        /// The commits it was told of, in version order.
+        var commits: [ToldCommit]
+        /// Every commit up to this version was routed: one it was not told of cannot change its
+        /// result. Commits after it must be read from the change log.
+        var routedThrough: Int64
+    }
+
+    /// Who a commit concerns, decided under the writer's lock (see ``route(_:)``).
+    struct Routing {
+        let summary: CommitSummary
+        let targets: [any ObservationTarget]
+    }
+
+    /// At most this many told commits are kept per observer; past it, it reads the change log.
+    private static var toldLimit: Int { 256 }
 
     private struct State {
         var observers: [ObserverID: Registered] = [:]
@@ -52,6 +80,9 @@ final class ObservationCenter: Sendable {
         /// Per table, the row-precise observers whose result holds each key (as of when they last
         /// became idle): told of every commit that changes the row.
         var holders: [String: [RowKey: [ObserverID]]] = [:]
+        /// Every commit with a version up to this one was routed (routing happens in version
+        /// order, under the writer's lock).
+        var routedThrough: Int64 = 0
         var poller: (any DispatchSourceTimer)?
         var watch: FileWatch?
     }
@@ -238,37 +269,86 @@ final class ObservationCenter: Sendable {
     /// their commits).
     var isObserving: Bool { state.withLock { !$0.observers.isEmpty } }
 
-    /// Tells the observers a commit may concern: for a table whose changed rows are known and
-    /// whose filters were evaluated, the row-precise observers that matched, hold a changed row,
-    /// are reading, or could not be evaluated; every other observer of a changed table; every
-    /// observer for ``ChangeLog/everyTable``.
+    /// Tells the observers a commit may concern (``route(_:)`` then ``deliver(_:)``), for a
+    /// summary that needs no order among commits (the file lost).
+    func didCommit(_ summary: CommitSummary) {
+        deliver(route(summary))
+    }
+
+    /// Decides who a commit concerns: for a table whose changed rows are known and whose filters
+    /// were evaluated, the row-precise observers that matched, hold a changed row, are reading,
+    /// or could not be evaluated; every other observer of a changed table; every observer for
+    /// ``ChangeLog/everyTable``. A row-precise observer told of it keeps its changed keys until
+    /// it reads.
+    ///
+    /// Call it under the writer's lock, right after the commit, so that commits are routed in
+    /// version order (an observer then skips, unread, the commits it was not told of).
     ///
     /// - Complexity: O(changed rows + observers told), not O(observers).
-    func didCommit(_ summary: CommitSummary) {
+    func route(_ summary: CommitSummary) -> Routing {
         let targets = state.withLock { state -> [any ObservationTarget] in
-            if summary.tables.contains(ChangeLog.everyTable) { return state.observers.values.map(\.target) }
-            var told = state.untabled
-            for table in summary.tables {
-                told.formUnion(state.byTable[table] ?? [])
-                guard let rowPrecise = state.rowPrecise[table], !rowPrecise.isEmpty else { continue }
-                guard let keys = summary.rowKeys?[table], summary.evaluatedTables.contains(table) else {
-                    told.formUnion(rowPrecise)
-                    continue
+            var told: Set<ObserverID>
+            if summary.tables.contains(ChangeLog.everyTable) {
+                told = Set(state.observers.keys)
+            } else {
+                told = state.untabled
+                for table in summary.tables {
+                    told.formUnion(state.byTable[table] ?? [])
+                    guard let rowPrecise = state.rowPrecise[table], !rowPrecise.isEmpty else { continue }
+                    guard let keys = summary.rowKeys?[table], summary.evaluatedTables.contains(table) else {
+                        told.formUnion(rowPrecise)
+                        continue
+                    }
+                    var concerned = summary.matching.union(summary.unevaluated)
+                    if let holders = state.holders[table] {
+                        for key in keys { concerned.formUnion(holders[key] ?? []) }
+                    }
+                    concerned.formUnion(state.busy)
+                    concerned.formIntersection(rowPrecise)
+                    told.formUnion(concerned)
+                    let skipped = rowPrecise.count - concerned.count
+                    if skipped > 0 { skipCount.withLock { $0 += skipped } }
                 }
-                var concerned = summary.matching.union(summary.unevaluated)
-                if let holders = state.holders[table] {
-                    for key in keys { concerned.formUnion(holders[key] ?? []) }
-                }
-                concerned.formUnion(state.busy)
-                concerned.formIntersection(rowPrecise)
-                told.formUnion(concerned)
-                let skipped = rowPrecise.count - concerned.count
-                if skipped > 0 { skipCount.withLock { $0 += skipped } }
             }
-            return told.compactMap { state.observers[$0]?.target }
+            var targets: [any ObservationTarget] = []
+            targets.reserveCapacity(told.count)
+            for id in told {
+                guard var observer = state.observers[id] else { continue }
+                targets.append(observer.target)
+                guard let table = observer.rowTable, summary.version > 0 else { continue }
+                let keys = summary.evaluatedTables.contains(table) ? summary.rowKeys?[table] : nil
+                let commit = ToldCommit(version: summary.version, keys: keys,
+                                        updatesOnly: !summary.insertedOrDeleted.contains(table))
+                if observer.told.count < Self.toldLimit {
+                    observer.told.append(commit)
+                } else {
+                    observer.told = [ToldCommit(version: summary.version, keys: nil, updatesOnly: false)]
+                }
+                state.observers[id] = observer
+            }
+            state.routedThrough = max(state.routedThrough, summary.version)
+            return targets
         }
-        for target in targets {
-            target.storeDidCommit(summary)
+        return Routing(summary: summary, targets: targets)
+    }
+
+    /// Tells the routed observers (outside the writer's lock: a handler may run now).
+    func deliver(_ routing: Routing) {
+        for target in routing.targets {
+            target.storeDidCommit(routing.summary)
+        }
+    }
+
+    /// For a row-precise observer reading at `version`: the commits up to it that it was told of
+    /// since it last read (those after stay for its next read), and how far routing went.
+    func told(_ id: ObserverID, through version: Int64) -> Told {
+        state.withLock { state in
+            guard var observer = state.observers[id] else { return Told(commits: [], routedThrough: 0) }
+            let split = observer.told.partition { $0.version > version }
+            let commits = Array(observer.told[..<split])
+            observer.told.removeSubrange(..<split)
+            state.observers[id] = observer
+            return Told(commits: commits.sorted { $0.version < $1.version }, routedThrough: state.routedThrough)
         }
     }
 }

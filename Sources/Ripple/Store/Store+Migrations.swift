@@ -19,7 +19,7 @@ extension Store {
                              + "commits in a transaction of its own, so migrations cannot run inside one. Migrate outside")
         }
         try checkFile()
-        var summary: CommitSummary?
+        var routing: ObservationCenter.Routing?
         var failure: StoreError?
         try runOnWriter { db throws(StoreError) in
             let countSQL = "SELECT count(*) FROM ripple_migrations"
@@ -35,7 +35,7 @@ extension Store {
             do throws(StoreError) { try migrator.migrate(db) } catch { failure = error }
             do {
                 if let log, try db.fetchValue(countSQL, as: Int.self) != appliedBefore {
-                    summary = try log.recordSchemaChange(db)
+                    routing = observation.route(try log.recordSchemaChange(db))
                 }
             } catch {
                 if failure == nil {
@@ -44,7 +44,7 @@ extension Store {
                 }
             }
         }
-        if let summary { observation.didCommit(summary) }
+        if let routing { observation.deliver(routing) }
         if let failure { throw failure }
     }
 

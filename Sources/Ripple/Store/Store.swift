@@ -225,10 +225,11 @@ public final class Store: Sendable {
         case nil:
             break
         }
-        var summary: CommitSummary?
+        var routing: ObservationCenter.Routing?
         let result = try pool.withWriter { db in
             let log = try changeLog(of: db)
-            return try db.transaction(.immediate) {
+            var summary: CommitSummary?
+            let result = try db.transaction(.immediate) {
                 try log?.begin(db)
                 let result = try body(db)
                 // The last moment to refuse: committing to a file no longer at `path` would
@@ -242,9 +243,12 @@ public final class Store: Sendable {
                 }
                 return result
             }
+            // Committed: routed before another commit can be, so in version order.
+            routing = summary.map(observation.route)
+            return result
         }
-        if let summary {
-            observation.didCommit(summary)
+        if let routing {
+            observation.deliver(routing)
             tellOtherStores()
         }
         return result
@@ -280,13 +284,14 @@ public final class Store: Sendable {
         case nil: break
         }
         try checkFile()
-        let summary = try pool.withWriter { db -> CommitSummary? in
+        let routing = try pool.withWriter { db -> ObservationCenter.Routing? in
             observation.looks.withLock { $0 += 1 }
             guard let log = try changeLog(of: db) else { return nil }
             let gate = noticeGate.withLock { $0 }
-            return try log.noticeForeignCommits(db, adopt: !configuration.readOnly, beforeLock: gate.map { gate in { gate() } })
+            let summary = try log.noticeForeignCommits(db, adopt: !configuration.readOnly, beforeLock: gate.map { gate in { gate() } })
+            return summary.map(observation.route)
         }
-        if let summary { observation.didCommit(summary) }
+        if let routing { observation.deliver(routing) }
     }
 
     /// The writer's change log, installed once the store's schema exists.
@@ -346,7 +351,7 @@ public final class Store: Sendable {
                              + (access.isWrite ? "write" : "read") + ": it runs outside any transaction, so it cannot run inside one")
         }
         try checkFile()
-        var summary: CommitSummary?
+        var routing: ObservationCenter.Routing?
         let result = try pool.withWriter { db in
             let log = try changeLog(of: db)
             try log?.begin(db)
@@ -360,7 +365,7 @@ public final class Store: Sendable {
                 }
             }
             if let log, !log.capture.isEmpty {
-                summary = try db.transaction(.immediate) { try log.record(db) }
+                routing = try db.transaction(.immediate) { try log.record(db) }.map(observation.route)
             } else if let log, !configuration.readOnly {
                 // The statements committed on their own without changing rows: count them, so that
                 // other connections do not take them for a write made without Ripple. The body's
@@ -369,7 +374,7 @@ public final class Store: Sendable {
             }
             return try outcome.get()
         }
-        if let summary { observation.didCommit(summary) }
+        if let routing { observation.deliver(routing) }
         return result
     }
 }
