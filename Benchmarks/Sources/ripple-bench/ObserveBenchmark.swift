@@ -97,7 +97,10 @@ struct ObserveBenchmark: ParsableCommand {
         var failures = 0
         for workload in self.workload.map({ [$0] }) ?? ObserveWorkload.allCases {
             if workload == .o5 {
-                guard impls.contains(where: { $0.name == "ripple" }) else { continue }
+                guard impls.contains(where: { $0.name == "ripple" }) else {
+                    Report.note("O5: skipped: it runs ripple only")
+                    continue
+                }
                 failures += try ObserveSubscribers(writes: writes ?? workload.defaultWrites, realtimeWriter: realtimeWriter,
                                                    directory: directory).run()
             } else {
