@@ -26,7 +26,15 @@ import RippleTesting
 ///   observer when it held the window showing the write (see ``ObserveChild``). No GRDB: its
 ///   observations do not see other processes' commits. A commit the observer never hears of
 ///   ends the run after 60 s with an error. `--breakdown --workload O4` times the pieces of
-///   Ripple's notice path (``ObserveProcesses/breakdown(writes:realtimeWriter:in:)``).
+///   Ripple's notice path (``ObserveProcesses/breakdown(writes:realtimeWriter:in:)``);
+/// * O5: 10,000 live queries on one store, `owner == k ORDER BY id` for every owner of a
+///   100,000-row table (10 rows each): the time to subscribe them all and the resident memory
+///   each holds, then 500 writes that each move a row to another owner, waiting for both
+///   concerned queries' events, beside the same writes with no live query (see
+///   ``ObserveSubscribers``). Ripple only: GRDB and the floor have no index of their observers'
+///   filters. `--breakdown --workload O5` runs its writes with 2 to 10,000 subscribers, queued
+///   or `.immediate`, waiting or not, and times the change-log read of a query that fell behind
+///   (``ObserveSubscribers/breakdown()``).
 ///
 /// The clock is read when the write call returns; on a busy machine the threads the commit wakes
 /// could preempt the writer before it reads the clock, and so deliver "before" the commit
@@ -35,22 +43,22 @@ import RippleTesting
 struct ObserveBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "observe",
-        abstract: "Time commit-to-changeset latency of live queries (O1–O4): ripple, grdb, c.")
+        abstract: "Time commit-to-changeset latency of live queries (O1–O5): ripple, grdb, c.")
 
-    @Option(help: "Run only this workload: O1, O2, O3 or O4 (default: all).")
+    @Option(help: "Run only this workload: O1, O2, O3, O4 or O5 (default: all).")
     var workload: ObserveWorkload?
 
     @Option(help: "Run only these impls (c, grdb, ripple); ratios need ripple and the peer.")
     var impl: [String] = []
 
-    @Option(help: "Timed writes per workload (defaults: O1 1000, O2 200, O3 200, O4 300).")
+    @Option(help: "Timed writes per workload (defaults: O1 1000, O2 200, O3 200, O4 300, O5 500).")
     var writes: Int?
 
     @Flag(inversion: .prefixedNo,
           help: "Run each write call under SCHED_FIFO, so that the threads it wakes cannot preempt it before it reads the clock.")
     var realtimeWriter = true
 
-    @Flag(help: "Instead of the workloads, time the pieces of Ripple's path one by one (--writes: repetitions, default 200); with --workload O4, its cross-process notice path.")
+    @Flag(help: "Instead of the workloads, time the pieces of Ripple's path one by one (--writes: repetitions, default 200); with --workload O4, its cross-process notice path; with --workload O5, its writes with 2 to 10,000 subscribers.")
     var breakdown = false
 
     /// Untimed writes before the timed ones (statement caches, first allocations).
@@ -77,6 +85,9 @@ struct ObserveBenchmark: ParsableCommand {
             if workload == .o4 {
                 try ObserveProcesses.breakdown(writes: writes ?? ObserveWorkload.o4.defaultWrites, realtimeWriter: realtimeWriter,
                                                in: directory)
+            } else if workload == .o5 {
+                try ObserveSubscribers(writes: writes ?? ObserveWorkload.o5.defaultWrites, realtimeWriter: realtimeWriter,
+                                       directory: directory).breakdown()
             } else {
                 try ObserveBreakdown(reps: writes ?? 200).run(in: directory)
             }
@@ -85,7 +96,16 @@ struct ObserveBenchmark: ParsableCommand {
         let impls = ObserveImpl.all.filter { impl.isEmpty || impl.contains($0.name) }
         var failures = 0
         for workload in self.workload.map({ [$0] }) ?? ObserveWorkload.allCases {
-            failures += try bench(workload, impls: impls, in: directory)
+            if workload == .o5 {
+                guard impls.contains(where: { $0.name == "ripple" }) else {
+                    Report.note("O5: skipped: it runs ripple only")
+                    continue
+                }
+                failures += try ObserveSubscribers(writes: writes ?? workload.defaultWrites, realtimeWriter: realtimeWriter,
+                                                   directory: directory).run()
+            } else {
+                failures += try bench(workload, impls: impls, in: directory)
+            }
         }
         if failures > 0 {
             Report.note("\(failures) check(s) failed: see the lines with \"error\"")
@@ -148,7 +168,7 @@ struct ObserveBenchmark: ParsableCommand {
     private func run(_ workload: ObserveWorkload, impl: ObserveImpl, path: String, model initial: ObserveModel,
                      writes: Int) throws -> ObserveResult {
         let queries = workload.queries
-        let mailbox = ObserveMailbox(queries: queries.count)
+        let mailbox = ObserveMailbox<ObserveTodo>(queries: queries.count)
         let subject = try impl.open(path, queries, mailbox)
         defer { subject.close() }
         guard mailbox.waitForInitialEvents(timeout: Self.timeout) else {
@@ -219,16 +239,22 @@ struct ObserveBenchmark: ParsableCommand {
         case .o3:
             target("ripple writes_per_s >= 1000", ripple.writesPerSecond, ripple.writesPerSecond >= 1000)
             target("ripple p50_us <= 2000", p50, p50 <= 2000)
+            if let c = results["c"] {
+                let ratio = ripple.writesPerSecond / c.writesPerSecond
+                target("ripple/c writes_per_s_ratio >= 0.8", ratio, ratio >= 0.8)
+            }
         case .o4:
             if let cP50 = results["c"]?.percentile(0.5) { target("ripple/c p50_ratio <= 2", p50 / cP50, p50 / cP50 <= 2) }
             target("ripple p50_us <= 5000", p50, p50 <= 5000)
+        case .o5:
+            break   // ObserveSubscribers prints its own
         }
     }
 }
 
 /// The observe benchmark's workloads.
 enum ObserveWorkload: String, CaseIterable, ExpressibleByArgument {
-    case o1 = "O1", o2 = "O2", o3 = "O3", o4 = "O4"
+    case o1 = "O1", o2 = "O2", o3 = "O3", o4 = "O4", o5 = "O5"
 
     init?(argument: String) {
         self.init(rawValue: argument.uppercased())
@@ -238,6 +264,7 @@ enum ObserveWorkload: String, CaseIterable, ExpressibleByArgument {
         switch self {
         case .o1, .o3, .o4: 10_000
         case .o2: 1_000_000
+        case .o5: ObserveSubscribers.rows
         }
     }
 
@@ -246,6 +273,7 @@ enum ObserveWorkload: String, CaseIterable, ExpressibleByArgument {
         case .o1: 1_000
         case .o2, .o3: 200
         case .o4: 300
+        case .o5: 500
         }
     }
 
@@ -253,6 +281,7 @@ enum ObserveWorkload: String, CaseIterable, ExpressibleByArgument {
         switch self {
         case .o1, .o2, .o4: [.openWindow(limit: ObserveModel.window)]
         case .o3: (0..<100).map { .rankRange(low: $0 * ObserveModel.rangeWidth, count: ObserveModel.rangeWidth) }
+        case .o5: []   // its own table and queries: see ObserveSubscribers
         }
     }
 }
@@ -277,7 +306,7 @@ struct ObserveTodo: Codable, Sendable, Identifiable, Equatable {
 struct ObserveImpl: Sendable {
     var name: String
     /// Opens the store at a path and subscribes to every query, posting events to the mailbox.
-    var open: @Sendable (String, [ObserveQuery], ObserveMailbox) throws -> any ObserveSubject
+    var open: @Sendable (String, [ObserveQuery], ObserveMailbox<ObserveTodo>) throws -> any ObserveSubject
 
     static let all: [ObserveImpl] = [
         ObserveImpl(name: "c") { try ObserveFloor(path: $0, queries: $1, mailbox: $2) },
@@ -379,37 +408,43 @@ extension Duration {
 
 // MARK: - Mailbox
 
-/// Where subscribers' handlers report, and where the writer waits for the event that shows its
-/// write. The writer states what that event must hold before writing; the handler that delivers
-/// it records the instant it started.
-final class ObserveMailbox: @unchecked Sendable {
+/// Where subscribers' handlers report, and where the writer waits for the events that show its
+/// write (one, or one per query a write concerns, as in O5). The writer states what each event
+/// must hold before writing; the handler that delivers it records the instant it started.
+final class ObserveMailbox<Element: Sendable>: @unchecked Sendable {
     // @unchecked: every property is guarded by `condition`.
-    typealias Check = @Sendable ([ObserveTodo]) -> Bool
+    typealias Check = @Sendable ([Element]) -> Bool
+    /// When a matching event's handler started, and the size of its changeset.
+    typealias Match = (time: ContinuousClock.Instant, changes: Int)
 
     private let condition = NSCondition()
     private var initialEvents: [Int]
-    private var pending: (query: Int, check: Check)?
-    private var matched: (time: ContinuousClock.Instant, changes: Int)?
+    /// Queries whose initial event has not come yet.
+    private var missingInitialEvents: Int
+    private var pending: [(query: Int, check: Check)] = []
+    private var matched: [Match] = []
     private var valueCount = 0
     private var problems: [String] = []
 
     init(queries: Int) {
         initialEvents = Array(repeating: 0, count: queries)
+        missingInitialEvents = queries
     }
 
     /// A handler received `snapshot` for query `query` at `time`; `changes` is the size of its
     /// changeset (-1 for the floor, which does not diff).
-    func post(query: Int, at time: ContinuousClock.Instant, snapshot: [ObserveTodo], changes: Int, initial: Bool) {
+    func post(query: Int, at time: ContinuousClock.Instant, snapshot: [Element], changes: Int, initial: Bool) {
         condition.lock()
         defer { condition.unlock() }
         if initial {
+            if initialEvents[query] == 0 { missingInitialEvents -= 1 }
             initialEvents[query] += 1
         } else {
             valueCount += 1
         }
-        if let pending, pending.query == query, pending.check(snapshot) {
-            self.pending = nil
-            matched = (time, changes)
+        if let index = pending.firstIndex(where: { $0.query == query && $0.check(snapshot) }) {
+            pending.remove(at: index)
+            matched.append((time, changes))
         }
         condition.broadcast()
     }
@@ -427,7 +462,7 @@ final class ObserveMailbox: @unchecked Sendable {
         let deadline = Date(timeIntervalSinceNow: timeout)
         condition.lock()
         defer { condition.unlock() }
-        while initialEvents.contains(0) && problems.isEmpty {
+        while missingInitialEvents > 0 && problems.isEmpty {
             if !condition.wait(until: deadline) { return false }
         }
         return problems.isEmpty
@@ -435,19 +470,29 @@ final class ObserveMailbox: @unchecked Sendable {
 
     /// The next write must show in an event of `query` whose snapshot passes `check`.
     func expect(query: Int, _ check: @escaping Check) {
+        expect([(query, check)])
+    }
+
+    /// The next write must show in an event of each of these queries whose snapshot passes its check.
+    func expect(_ events: [(query: Int, check: Check)]) {
         condition.lock()
-        pending = (query, check)
-        matched = nil
+        pending = events
+        matched = []
         condition.unlock()
     }
 
     /// Waits for the event announced by ``expect(query:_:)``: when its handler started, and the
     /// size of its changeset.
-    func waitForExpected(timeout: TimeInterval) -> (time: ContinuousClock.Instant, changes: Int)? {
+    func waitForExpected(timeout: TimeInterval) -> Match? {
+        waitForAllExpected(timeout: timeout)?.first
+    }
+
+    /// Waits for every event announced by ``expect(_:)``; returns them in the order they came.
+    func waitForAllExpected(timeout: TimeInterval) -> [Match]? {
         let deadline = Date(timeIntervalSinceNow: timeout)
         condition.lock()
         defer { condition.unlock() }
-        while matched == nil {
+        while !pending.isEmpty {
             if !problems.isEmpty || !condition.wait(until: deadline) { return nil }
         }
         return matched
@@ -531,7 +576,7 @@ struct ObserveModel {
     struct Write {
         var record: ObserveTodo
         var query: Int
-        var check: ObserveMailbox.Check
+        var check: ObserveMailbox<ObserveTodo>.Check
         /// `title` (a retitle) or `flip` (`done` toggled).
         var kind: String
     }
@@ -568,6 +613,8 @@ struct ObserveModel {
             return Write(record: record, query: record.rank / Self.rangeWidth, check: { snapshot in
                 snapshot.count == Self.rangeWidth && snapshot.contains { $0.id == id && $0.title == title }
             }, kind: "title")
+        case .o5:
+            preconditionFailure("observe: O5 makes its own writes (ObserveSubscribers)")
         }
     }
 

@@ -9,9 +9,9 @@ final class ObserveFloor: ObserveSubject {
     private let reader: OpaquePointer
     private let update: OpaquePointer
     private let selects: [OpaquePointer]
-    private let mailbox: ObserveMailbox
+    private let mailbox: ObserveMailbox<ObserveTodo>
 
-    init(path: String, queries: [ObserveQuery], mailbox: ObserveMailbox) throws {
+    init(path: String, queries: [ObserveQuery], mailbox: ObserveMailbox<ObserveTodo>) throws {
         self.mailbox = mailbox
         let reader = CFloor.open(path)
         writer = CFloor.open(path)

@@ -18,7 +18,7 @@ final class ObserveGRDB: ObserveSubject {
     private let pool: DatabasePool
     private var cancellables: [AnyDatabaseCancellable] = []
 
-    init(path: String, queries: [ObserveQuery], mailbox: ObserveMailbox) throws {
+    init(path: String, queries: [ObserveQuery], mailbox: ObserveMailbox<ObserveTodo>) throws {
         var configuration = Configuration()
         configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
         pool = try DatabasePool(path: path, configuration: configuration)

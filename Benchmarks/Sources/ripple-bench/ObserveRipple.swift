@@ -8,7 +8,7 @@ final class ObserveRipple: ObserveSubject {
     private let todos: RecordCollection<ObserveTodo>
     private var subscriptions: [Subscription] = []
 
-    init(path: String, queries: [ObserveQuery], mailbox: ObserveMailbox) throws {
+    init(path: String, queries: [ObserveQuery], mailbox: ObserveMailbox<ObserveTodo>) throws {
         store = try Store(path: path)
         // The table and its index exist already (seeded through the C API): the collection adopts them.
         todos = try store.collection("todo", of: ObserveTodo.self)

@@ -1,14 +1,25 @@
 import Foundation
 
-/// Peak memory of a process, and of this executable run as a child process.
+/// Peak (and current) memory of a process, and of this executable run as a child process.
 enum PeakMemory {
     /// This process's peak resident set size in kB (KiB): `VmHWM` in `/proc/self/status`.
     /// `nil` where there is no such file (not Linux).
     static func ofThisProcess() -> Int? {
+        statusField("VmHWM")
+    }
+
+    /// This process's resident set size now, in kB (KiB): `VmRSS` in `/proc/self/status`.
+    /// `nil` where there is no such file (not Linux).
+    static func residentNow() -> Int? {
+        statusField("VmRSS")
+    }
+
+    /// The value in kB of the line `name:` of `/proc/self/status`.
+    private static func statusField(_ name: String) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else {
             return nil
         }
-        for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        for line in status.split(separator: "\n") where line.hasPrefix(name + ":") {
             // "VmHWM:     123456 kB"
             return line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first
                 .flatMap { Int($0) }
