@@ -30,8 +30,8 @@ import RippleTesting
 /// * O5: 10,000 live queries on one store, `owner == k ORDER BY id` for every owner of a
 ///   100,000-row table (10 rows each): the time to subscribe them all and the resident memory
 ///   each holds, then 500 writes that each move a row to another owner, waiting for both
-///   concerned queries' events, beside the same writes with no live query (see
-///   ``ObserveSubscribers``). Ripple only: GRDB and the floor have no index of their observers'
+///   concerned queries' events, beside the same writes with no live query, and writes between
+///   two owners with their two queries alone and among all 10,000 (see ``ObserveSubscribers``). Ripple only: GRDB and the floor have no index of their observers'
 ///   filters. `--breakdown --workload O5` runs its writes with 2 to 10,000 subscribers, queued
 ///   or `.immediate`, waiting or not, and times the change-log read of a query that fell behind
 ///   (``ObserveSubscribers/breakdown()``).

@@ -11,7 +11,11 @@ import RippleTesting
 /// queue (as in O1–O3). Each write moves one row to another owner (`update(record)`), and waits
 /// for both concerned queries' events: the old owner's without the row, the new owner's with it.
 ///
-/// Beside it, the same writes on the same shape of store with no live query, back to back.
+/// Beside it, the same writes on the same shape of store with no live query, back to back; and,
+/// to show what the number of queries costs a write, writes moving rows between owners 0 and 1
+/// with those two queries subscribed alone, then among all 10,000 (each write waiting for both
+/// events). The subscribed run comes first: the resident memory it reports is not blurred by
+/// what an earlier run freed.
 struct ObserveSubscribers {
     /// Timed writes, after ``ObserveBenchmark/warmUpWrites`` untimed ones.
     var writes: Int
@@ -80,6 +84,33 @@ struct ObserveSubscribers {
                 Report.emit(fields + [("queries", .int(subscribers)), ("error", .string("\(error)"))])
                 failures += 1
             }
+        }
+        // Whether a write's cost depends on how many queries exist: the same writes, moving rows
+        // between owners 0 and 1, with those two queries subscribed alone and among 10,000.
+        var fewAndMany: [ObserveResult] = []
+        for setup in [Setup.twoAlone, .twoAmongAll] {
+            do {
+                let (result, _) = try run(setup)
+                for problem in result.problems { Report.emit(fields + [("error", .string(problem))]) }
+                failures += result.problems.count
+                Report.emit(fields + [
+                    ("rows", .int(Self.rows)), ("queries", .int(setup.subscribers)), ("write_owners", .int(setup.writeOwners)),
+                    ("writes", .int(result.writeDurations.count)), ("writes_per_s", .number(result.writesPerSecond)),
+                    ("write_p50_us", .number(result.percentile(0.5, of: result.writeDurations))),
+                    ("p50_us", .number(result.percentile(0.5))), ("p99_us", .number(result.percentile(0.99))),
+                ])
+                fewAndMany.append(result)
+            } catch {
+                Report.emit(fields + [("queries", .int(setup.subscribers)), ("error", .string("\(error)"))])
+                failures += 1
+            }
+        }
+        if fewAndMany.count == 2 {
+            let ratio = fewAndMany[1].writesPerSecond / fewAndMany[0].writesPerSecond
+            Report.emit([("bench", "observe"), ("workload", "O5"), ("ratio", "ripple-10k-subscribers/ripple-2-subscribers"),
+                         ("writes_per_s_ratio", .number(ratio))])
+            Report.emit([("bench", "observe"), ("workload", "O5"), ("target", "10k/2 subscribers writes_per_s ratio >= 0.9"),
+                         ("value", .number(ratio)), ("met", .string(ratio >= 0.9 ? "yes" : "no"))])
         }
         emitRatioAndTargets(results, subscribing: subscribed)
         return failures
@@ -192,6 +223,12 @@ struct ObserveSubscribers {
         /// The workload: 10,000 subscribers, each write waiting for its two events.
         static let subscribed = Setup(subscribers: ObserveSubscribers.owners, writeOwners: ObserveSubscribers.owners,
                                       delivery: .queue(DispatchQueue(label: "ripple-bench.observe.o5")), waits: true)
+        /// Two queries alone (owners 0 and 1), each write moving a row between them and waiting.
+        static let twoAlone = Setup(subscribers: 2, writeOwners: 2,
+                                    delivery: .queue(DispatchQueue(label: "ripple-bench.observe.o5.two")), waits: true)
+        /// The same two queries and writes among 10,000 subscribed queries.
+        static let twoAmongAll = Setup(subscribers: ObserveSubscribers.owners, writeOwners: 2,
+                                       delivery: .queue(DispatchQueue(label: "ripple-bench.observe.o5.all")), waits: true)
         /// Its baseline: the same writes with no live query.
         static let bare = Setup(subscribers: 0, writeOwners: ObserveSubscribers.owners, delivery: .immediate, waits: false)
     }

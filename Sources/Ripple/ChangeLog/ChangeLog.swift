@@ -105,8 +105,12 @@ final class ChangeLog {
         if try Self.dataVersion(db) == dataVersion { knownCommits = commits }
     }
 
+    /// `PRAGMA data_version` (read after every commit while the file is watched: a cached
+    /// statement, no row built).
     private static func dataVersion(_ db: Database) throws -> Int64 {
-        try db.fetchValue("PRAGMA data_version", as: Int64.self) ?? 0
+        let statement = try db.cachedStatement("PRAGMA data_version")
+        defer { statement.reset() }
+        return try statement.step() ? statement.integer(at: 0) : 0
     }
 
     /// `PRAGMA schema_version` when the current write transaction began.

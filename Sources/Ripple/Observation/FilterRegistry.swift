@@ -51,9 +51,9 @@ struct FilterRegistry {
         let schemaVersion = db.changeCapture?.schemaVersion ?? 0
         for (table, keys) in rowKeys {
             summary.evaluatedTables.insert(table)
-            guard !keys.isEmpty, var filters = tables[table] else { continue }
-            filters.evaluate(Array(keys), schemaVersion: schemaVersion, into: &summary, in: db)
-            tables[table] = filters
+            guard !keys.isEmpty else { continue }
+            // In place: a copy of the table's index would be made on its first change.
+            tables[table]?.evaluate(Array(keys), schemaVersion: schemaVersion, into: &summary, in: db)
         }
     }
 }

@@ -46,6 +46,9 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
         var wokeWhileWriting = false
         /// The next settling look (an index into ``settleDelays``); `nil` when settled.
         var settleStep: Int?
+        /// Whether the first settling look is scheduled (a wake in a burst then only moves the
+        /// start of the following ones: no timer is rescheduled per commit).
+        var firstSettleArmed = false
         var settleStart = DispatchTime.now()
         var look: (@Sendable () -> Void)?
     }
@@ -101,13 +104,15 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
     /// Runs `look` (now, on the queue, or queued) when the header differs from the known one;
     /// then settles either way.
     private func decide(look: @escaping @Sendable () -> Void, now: Bool) {
-        let moved = state.withLock { state -> Bool in
+        let (moved, arm) = state.withLock { state -> (Bool, Bool) in
             state.settleStep = 0
             state.settleStart = .now()
-            guard let index = UnsafeRawPointer(bitPattern: state.index), let known = state.known else { return true }
-            return WALIndexHeader(index: index) != known
+            let arm = !state.firstSettleArmed
+            state.firstSettleArmed = true
+            guard let index = UnsafeRawPointer(bitPattern: state.index), let known = state.known else { return (true, arm) }
+            return (WALIndexHeader(index: index) != known, arm)
         }
-        settleTimer.schedule(deadline: .now() + .milliseconds(Self.settleDelays[0]))
+        if arm { settleTimer.schedule(deadline: .now() + .milliseconds(Self.settleDelays[0])) }
         if moved {
             if now { look() } else { queue.async(execute: look) }
         }
@@ -116,6 +121,7 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
     /// A settling look at the header (on the queue).
     private func settle() {
         let (look, next) = state.withLock { state -> ((@Sendable () -> Void)?, DispatchTime?) in
+            state.firstSettleArmed = false
             guard state.active, let step = state.settleStep else { return (nil, nil) }
             let moved: Bool
             if state.writing {
