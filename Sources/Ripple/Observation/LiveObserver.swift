@@ -380,11 +380,13 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                         in db: Database) throws -> Impact {
         var keys: [RowKey] = []
         var updatesOnly = true
+        var matched = false
         for commit in told.commits where commit.version > since {
             // A commit whose changed rows were not told (another connection's, too many rows).
             guard let changed = commit.keys else { return try impact(on: 0, after: since, through: version, in: db) }
             keys += changed
             updatesOnly = updatesOnly && commit.updatesOnly
+            matched = matched || commit.matched
             if keys.count > Self.rowCheckLimit { return .everything }
         }
         let logged = max(since, min(told.routedThrough, version))
@@ -395,7 +397,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             keys += more
             updatesOnly = updatesOnly && moreUpdatesOnly
         }
-        return try impact(of: keys, updatesOnly: updatesOnly, on: 0, in: db)
+        return try impact(of: keys, updatesOnly: updatesOnly, knownToMatch: matched, on: 0, in: db)
     }
 
     /// The keys of the rows the change log says changed in `(after, through]` in source
@@ -423,8 +425,10 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         return (keys, updatesOnly)
     }
 
-    /// What changes to the rows of `keys` do to source `index`'s result.
-    private func impact(of keys: [RowKey], updatesOnly: Bool, on index: Int, in db: Database) throws -> Impact {
+    /// What changes to the rows of `keys` do to source `index`'s result; `knownToMatch` when the
+    /// commit found that one of them matched the filter (then the filter is not checked again).
+    private func impact(of keys: [RowKey], updatesOnly: Bool, knownToMatch: Bool = false, on index: Int,
+                        in db: Database) throws -> Impact {
         guard !keys.isEmpty else { return .none }
         guard let check = sources[index].rowCheck, snapshots[index] != nil else { return .everything }
         let positions = keyIndex(index)
@@ -433,7 +437,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
            !inResult.isEmpty, inResult.count == keys.count {
             return .updated(Set(keys))
         }
-        if !inResult.isEmpty { return .everything }
+        if !inResult.isEmpty || knownToMatch { return .everything }
         return try check.anyMatches(keys, in: db) ? .everything : .none
     }
 
@@ -444,7 +448,10 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         let positions = keyIndex(index)
         guard let fetchRows = sources[index].fetchRows, keys.allSatisfy({ positions[$0] != nil }) else { return nil }
         let rows = try fetchRows(db, Array(keys))
-        guard rows.items.count == keys.count, rows.columnNames == old.columnNames else { return nil }
+        // A row that no longer matches leaves the result; with a window (LIMIT), another row
+        // would take its place: the query re-runs.
+        let left = rows.items.count < keys.count
+        guard !left || !sources[index].isWindowed, rows.columnNames == old.columnNames else { return nil }
         let width = old.columnNames.count
         var new = old
         var updated: [(index: Int, columns: Set<String>)] = []
@@ -458,6 +465,16 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                 updated.append((position, old.changedColumns(from: position, to: row, in: rows)))
                 new.replace(position, with: row, of: rows)
             }
+        }
+        if left {
+            let kept = Set(rows.items.map(\.key))
+            for position in keys.filter({ !kept.contains($0) }).compactMap({ positions[$0] }).sorted(by: >) {
+                new.remove(at: position)
+            }
+            snapshots[index] = new
+            keyIndexes[index] = nil
+            let changeset = Changeset(from: old.items, to: new.items)
+            return (new.elements, changeset, changeset.updates.map { old.changedColumns(from: $0.old, to: $0.new, in: new) })
         }
         updated.sort { $0.index < $1.index }
         snapshots[index] = new

@@ -39,6 +39,7 @@ extension RecordQuery {
         }
         if let rowCheck, !orderings.isEmpty {
             // Rows whose ordering columns did not change keep their place: they are read alone.
+            source.isWindowed = limit != nil
             source.orderColumns = orderings.compactMap { schema.layout.indexByName[$0.column.name] }
             let select = "\(schema.selectAllSQL) WHERE \(rowCheck.interest.quotedKey) IN ("
             source.fetchRows = { db, keys in

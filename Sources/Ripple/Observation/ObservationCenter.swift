@@ -47,6 +47,8 @@ final class ObservationCenter: Sendable {
         var version: Int64
         var keys: Set<RowKey>?
         var updatesOnly: Bool
+        /// Whether its filter matched one of the changed rows (evaluated in the commit).
+        var matched: Bool
     }
 
     /// What a row-precise observer about to read needs to know of the commits since its last read.
@@ -313,18 +315,20 @@ final class ObservationCenter: Sendable {
             var targets: [any ObservationTarget] = []
             targets.reserveCapacity(told.count)
             for id in told {
-                guard var observer = state.observers[id] else { continue }
-                targets.append(observer.target)
-                guard let table = observer.rowTable, summary.version > 0 else { continue }
+                // Fields, not the record: a copy of it would share its told list, and the append
+                // below would copy that.
+                guard let target = state.observers[id]?.target else { continue }
+                targets.append(target)
+                guard let table = state.observers[id]?.rowTable, summary.version > 0 else { continue }
                 let keys = summary.evaluatedTables.contains(table) ? summary.rowKeys?[table] : nil
                 let commit = ToldCommit(version: summary.version, keys: keys,
-                                        updatesOnly: !summary.insertedOrDeleted.contains(table))
-                if observer.told.count < Self.toldLimit {
-                    observer.told.append(commit)
+                                        updatesOnly: !summary.insertedOrDeleted.contains(table),
+                                        matched: keys != nil && summary.matching.contains(id))
+                if state.observers[id]!.told.count < Self.toldLimit {
+                    state.observers[id]?.told.append(commit)
                 } else {
-                    observer.told = [ToldCommit(version: summary.version, keys: nil, updatesOnly: false)]
+                    state.observers[id]?.told = [ToldCommit(version: summary.version, keys: nil, updatesOnly: false, matched: false)]
                 }
-                state.observers[id] = observer
             }
             state.routedThrough = max(state.routedThrough, summary.version)
             return targets

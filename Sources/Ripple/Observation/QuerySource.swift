@@ -26,6 +26,13 @@ struct Snapshot<Element: Sendable>: Sendable {
     }
 
     /// Replaces element `index` with element `row` of `rows` (same columns).
+    mutating func remove(at index: Int) {
+        let width = columnNames.count
+        elements.remove(at: index)
+        items.remove(at: index)
+        columnHashes.removeSubrange(index * width ..< (index + 1) * width)
+    }
+
     mutating func replace(_ index: Int, with row: Int, of rows: Snapshot) {
         let width = columnNames.count
         elements[index] = rows.elements[row]
@@ -192,6 +199,8 @@ struct QuerySource<Element: Sendable>: Sendable {
     var fetchRows: (@Sendable (Database, [RowKey]) throws -> Snapshot<Element>)? = nil
     /// The result columns of the ORDER BY terms.
     var orderColumns: [Int] = []
+    /// Whether the query has a window (LIMIT): a row leaving it lets another in.
+    var isWindowed = false
 
     /// The tables the query reads, found by SQLite's authorizer while preparing it.
     func tables(in db: Database) throws -> Set<String> {
