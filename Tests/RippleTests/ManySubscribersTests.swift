@@ -93,6 +93,34 @@ import Testing
         #expect(lists.problems.isEmpty, "\(lists.problems.prefix(3))")
     }
 
+    /// A subscriber told of more commits than it keeps (its handler held while 300 commits
+    /// change its rows) reads what they changed from the change log: its list ends exact.
+    @Test func aSubscriberToldOfTooManyCommitsStaysExact() throws {
+        let items = try store.collection("items", of: Item.self)
+        try store.write { _ in
+            for id in 0..<20 { try items.insert(Item(id: id, owner: id % 2, score: 0, name: "n\(id)")) }
+        }
+        let query = items.filter(Column("owner") == 0).order(by: Column("id"))
+        let queue = DispatchQueue(label: "held")
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: try query.live(), on: .queue(queue))
+        defer { subscription.cancel() }
+        #expect(subscriber.waitFor(items: try query.fetchAll()))
+        let held = DispatchSemaphore(value: 0)
+        queue.async { held.wait() }
+        // Row 1 joins the result and changes, then only row 3 (never in it) changes: what the
+        // first commits told must not be forgotten.
+        for round in 0..<300 {
+            var item = try #require(try items.fetch(id: round < 260 ? 1 : 3))
+            item.score = Double(round)
+            if round < 260 { item.owner = round % 2 == 0 ? 0 : 1 } else { item.owner = 1 }
+            try items.update(item)
+        }
+        held.signal()
+        #expect(subscriber.waitFor(items: try query.fetchAll()))
+        #expect(subscriber.failures.isEmpty, "\(subscriber.failures)")
+    }
+
     /// Subscribers with the same filter share one evaluation.
     @Test func equalFiltersShareAnEvaluation() throws {
         let items = try store.collection("items", of: Item.self)

@@ -378,6 +378,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     /// result (the store's filter index ruled them out), and are not read.
     private func impact(told: ObservationCenter.Told, after since: Int64, through version: Int64,
                         in db: Database) throws -> Impact {
+        // Too many commits were told to keep: the change log says what they changed.
+        if told.lostThrough > since { return try impact(on: 0, after: since, through: version, in: db) }
         var keys: [RowKey] = []
         var updatesOnly = true
         var matched = false

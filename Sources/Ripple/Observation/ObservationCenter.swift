@@ -39,6 +39,9 @@ final class ObservationCenter: Sendable {
         var registeredDuring: Int64 = 0
         /// Row-precise: the commits it was told of and has not read yet (see ``told(_:through:)``).
         var told: [ToldCommit] = []
+        /// Row-precise: past ``toldLimit`` commits, the list is dropped: what it told is unknown up
+        /// to this version (0: nothing lost).
+        var lostThrough: Int64 = 0
     }
 
     /// A commit a row-precise observer was told of: its version, and the keys of its table's
@@ -58,6 +61,9 @@ final class ObservationCenter: Sendable {
         /// Every commit up to this version was routed: one it was not told of cannot change its
         /// result. Commits after it must be read from the change log.
         var routedThrough: Int64
+        /// What it was told of commits up to this version was dropped (too many): those after its
+        /// last read must be read from the change log. 0: nothing was.
+        var lostThrough: Int64
     }
 
     /// Who a commit concerns, decided under the writer's lock (see ``route(_:)``).
@@ -327,7 +333,8 @@ final class ObservationCenter: Sendable {
                 if state.observers[id]!.told.count < Self.toldLimit {
                     state.observers[id]?.told.append(commit)
                 } else {
-                    state.observers[id]?.told = [ToldCommit(version: summary.version, keys: nil, updatesOnly: false, matched: false)]
+                    state.observers[id]?.told = []
+                    state.observers[id]?.lostThrough = summary.version
                 }
             }
             state.routedThrough = max(state.routedThrough, summary.version)
@@ -347,12 +354,15 @@ final class ObservationCenter: Sendable {
     /// since it last read (those after stay for its next read), and how far routing went.
     func told(_ id: ObserverID, through version: Int64) -> Told {
         state.withLock { state in
-            guard var observer = state.observers[id] else { return Told(commits: [], routedThrough: 0) }
+            guard var observer = state.observers[id] else { return Told(commits: [], routedThrough: 0, lostThrough: 0) }
             let split = observer.told.partition { $0.version > version }
             let commits = Array(observer.told[..<split])
             observer.told.removeSubrange(..<split)
+            let lost = observer.lostThrough
+            if version >= lost { observer.lostThrough = 0 }   // this read covers what was lost
             state.observers[id] = observer
-            return Told(commits: commits.sorted { $0.version < $1.version }, routedThrough: state.routedThrough)
+            return Told(commits: commits.sorted { $0.version < $1.version }, routedThrough: state.routedThrough,
+                        lostThrough: lost)
         }
     }
 }
