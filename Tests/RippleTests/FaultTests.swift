@@ -152,7 +152,9 @@ import Testing
         try #require(FileManager.default.isExecutableFile(atPath: shellPath), "the sqlite3 shell (Debian package sqlite3) is needed")
         var configuration = Store.Configuration()
         configuration.busyTimeout = 0.2
-        configuration.externalWritePollInterval = nil   // the shell's write is noticed when the test says
+        // The shell's write is noticed when the test says (no poll, no watch).
+        configuration.externalWritePollInterval = nil
+        configuration.watchesFile = false
         let setup = try makeStore("locked.sqlite", configuration: configuration)
         let subscriber = ListViewSubscriber<Todo>()
         let subscription = subscriber.subscribe(to: setup.live)

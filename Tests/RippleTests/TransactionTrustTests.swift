@@ -338,6 +338,7 @@ import Testing
         let path = directory.path("quiet.sqlite")
         var configuration = Store.Configuration()
         configuration.externalWritePollInterval = nil
+        configuration.watchesFile = false   // the explicit look tells (the watch would, on its own thread)
         let store = try Store(path: path, configuration: configuration)
         let items = try store.collection("items", of: Item.self)
         let subscriber = ListViewSubscriber<Item>()
