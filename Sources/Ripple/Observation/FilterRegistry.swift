@@ -34,8 +34,9 @@ struct FilterRegistry {
 
     mutating func remove(_ id: ObservationCenter.ObserverID) {
         guard let (table, key) = memberships.removeValue(forKey: id) else { return }
+        // The table's index stays, even empty: its statements belong to the writer connection and
+        // are released by its next rebuild, on the writer (this may be any thread).
         tables[table]?.remove(id, key: key)
-        if tables[table]?.isEmpty == true { tables[table] = nil }
     }
 
     /// Evaluates, inside the write transaction about to commit, the filters of the changed tables
@@ -92,7 +93,6 @@ struct TableFilters {
         quotedKey = interest.quotedKey
     }
 
-    var isEmpty: Bool { groups.isEmpty }
     var groupCount: Int { groups.count }
 
     mutating func add(_ id: ObservationCenter.ObserverID, key: FilterKey, interest: RowInterest) {

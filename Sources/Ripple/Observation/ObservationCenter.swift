@@ -123,6 +123,8 @@ final class ObservationCenter: Sendable {
             $0.poller?.cancel()
             $0.watch?.cancel()
         }
+        // Never again read the writer's mapping of the wal-index (the connection is closing).
+        ownCommits?.deactivate()
     }
 
     /// The number of registered observers.
