@@ -86,7 +86,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     func storeDidCommit(_ summary: CommitSummary) {
         condition.lock()
         // The store tells a row-precise observer only of the commits that may change its result
-        // (see ObservationCenter.didCommit); the others, of the commits to the tables they read.
+        // (see ObservationCenter.route); the others, of the commits to the tables they read.
         let interested = interest.map { !$0.isDisjoint(with: summary.tables) } ?? true
             || summary.tables.contains(ChangeLog.everyTable)
         let wasIdle = state.phase == .idle
