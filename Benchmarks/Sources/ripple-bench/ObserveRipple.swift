@@ -23,12 +23,7 @@ final class ObserveRipple: ObserveSubject {
             let subscription = try request.live().subscribe(on: .queue(queue), onError: { error in
                 mailbox.fail("ripple: query \(index) failed: \(error)")
             }) { event in
-                let started = ContinuousClock.now
-                let changeset = event.changeset
-                let changes = changeset.deletes.count + changeset.inserts.count + changeset.updates.count
-                    + changeset.moves.count
-                mailbox.post(query: index, at: started, snapshot: event.snapshot, changes: changes,
-                             initial: event.isInitial)
+                mailbox.post(query: index, at: .now, event: event)
             }
             subscriptions.append(subscription)
         }
@@ -42,5 +37,14 @@ final class ObserveRipple: ObserveSubject {
     func close() {
         subscriptions.forEach { $0.cancel() }
         subscriptions = []
+    }
+}
+
+extension ObserveMailbox {
+    /// A Ripple handler received `event` for query `query` at `time` (read first thing in it).
+    func post(query: Int, at time: ContinuousClock.Instant, event: LiveQueryEvent<Element>) {
+        let changeset = event.changeset
+        let changes = changeset.deletes.count + changeset.inserts.count + changeset.updates.count + changeset.moves.count
+        post(query: query, at: time, snapshot: event.snapshot, changes: changes, initial: event.isInitial)
     }
 }

@@ -261,12 +261,7 @@ struct ObserveSubscribers {
                 subscriptions.append(live.subscribe(on: setup.delivery, onError: { error in
                     mailbox.fail("ripple: query of owner \(owner) failed: \(error)")
                 }) { event in
-                    let started = ContinuousClock.now
-                    let changeset = event.changeset
-                    let changes = changeset.deletes.count + changeset.inserts.count + changeset.updates.count
-                        + changeset.moves.count
-                    mailbox.post(query: owner, at: started, snapshot: event.snapshot, changes: changes,
-                                 initial: event.isInitial)
+                    mailbox.post(query: owner, at: .now, event: event)
                 })
             }
             let called = clock.now
