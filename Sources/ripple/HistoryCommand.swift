@@ -47,10 +47,7 @@ struct HistoryCommand: ParsableCommand {
 
     func run() throws {
         do {
-            var configuration = Store.Configuration()
-            configuration.readOnly = true
-            configuration.externalWritePollInterval = nil
-            let store = try Store(path: database, configuration: configuration)
+            let store = try StoreFileCheck.openForReading(database)
             let quotedTable = quotedIdentifier(table)
             let key = try store.read { db in try TableKey(table: table, in: db, database: database).rowidOrKey() }
             var sql = "SELECT \(key) AS \"$key\", * FROM \(quotedTable)"

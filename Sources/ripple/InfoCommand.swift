@@ -19,10 +19,7 @@ struct InfoCommand: ParsableCommand {
 
     func run() throws {
         do {
-            var configuration = Store.Configuration()
-            configuration.readOnly = true
-            configuration.externalWritePollInterval = nil
-            let store = try Store(path: database, configuration: configuration)
+            let store = try StoreFileCheck.openForReading(database)
             let report = try store.read { db in try Self.report(db) }
             print("\(database)")
             print("  version \(report.current); history from version \(report.historyStart) "

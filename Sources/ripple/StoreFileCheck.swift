@@ -6,6 +6,15 @@ import Ripple
 /// afterwards: a `Store` creates a missing file, and makes any SQLite database a store (it adds
 /// its tables), so a mistyped path or someone else's database must be refused before that.
 enum StoreFileCheck {
+    /// The store at `path`, opened read-only and never polling, for subcommands that only read it
+    /// (`ripple info`, `ripple history`).
+    static func openForReading(_ path: String) throws -> Store {
+        var configuration = Store.Configuration()
+        configuration.readOnly = true
+        configuration.externalWritePollInterval = nil
+        return try Store(path: path, configuration: configuration)
+    }
+
     /// Returns when `path` is a Ripple store; otherwise throws a `ValidationError` saying what it
     /// is instead: missing, a directory, not a SQLite database, or one without Ripple's tables.
     /// The file is read, never written: it is attached read-only to a private in-memory store.
