@@ -11,7 +11,7 @@ import Testing
     // MARK: Recording a real run
 
     @Test func aRecordedRunSavesLoadsAndReplays() throws {
-        let directory = try TranscriptTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-transcripts")
         let transcript = try recordChores(in: directory)
         #expect(transcript.steps.count == 7)
         #expect(transcript.steps[0].previousVersion == nil)
@@ -34,7 +34,7 @@ import Testing
     }
 
     @Test func aRecorderOnAQueueRecordsAValidTranscript() throws {
-        let directory = try TranscriptTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-transcripts")
         let store = try Store(path: directory.path("chores.sqlite"))
         let chores = try store.collection("chores", of: Chore.self)
         let query = chores.order(by: Column("rank"))
@@ -53,7 +53,7 @@ import Testing
     // MARK: Tampered transcripts
 
     @Test func aChangedIndexIsRefusedNamingTheStep() throws {
-        let directory = try TranscriptTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-transcripts")
         let transcript = try recordChores(in: directory)
 
         var deleted = transcript   // step 3 deletes #2, at index 1: claim index 0
@@ -72,7 +72,7 @@ import Testing
     }
 
     @Test func swappedSnapshotElementsAreRefusedNamingTheStep() throws {
-        let directory = try TranscriptTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-transcripts")
         var transcript = try recordChores(in: directory)
         #expect(transcript.steps[2].changeset.inserts.isEmpty)
         transcript.steps[2].snapshot.swapAt(1, 2)
@@ -80,7 +80,7 @@ import Testing
     }
 
     @Test func aMissingStepIsRefusedNamingTheStep() throws {
-        let directory = try TranscriptTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-transcripts")
         var transcript = try recordChores(in: directory)
         transcript.steps.remove(at: 2)
         expectRefused(transcript, atStep: 2, mentioning: "a step is missing")
@@ -93,7 +93,7 @@ import Testing
     /// The README's recipe saves a test's first recording into `Transcripts/`, which does not
     /// exist yet: it failed with "The file doesn't exist".
     @Test func savingCreatesTheFolder() throws {
-        let directory = try TranscriptTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-transcripts")
         let transcript = try recordChores(in: directory)
         let file = directory.url.appendingPathComponent("Transcripts/nested/chores.json")
         try transcript.save(to: file)
@@ -101,7 +101,7 @@ import Testing
     }
 
     @Test func anotherFormatIsRefused() throws {
-        let directory = try TranscriptTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-transcripts")
         var transcript = try recordChores(in: directory)
         transcript.format = 2
         let file = directory.url.appendingPathComponent("future.json")
@@ -117,7 +117,7 @@ import Testing
     }
 
     @Test func otherInconsistenciesAreRefused() throws {
-        let directory = try TranscriptTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-transcripts")
         let transcript = try recordChores(in: directory)
 
         var columns = transcript
@@ -140,7 +140,7 @@ import Testing
     // MARK: Comparing runs
 
     @Test func twoEqualRunsCompareEqualAndDifferentOnesNameTheFirstDifferingStep() throws {
-        let directory = try TranscriptTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-transcripts")
         let first = try recordChores(in: directory, file: "first.sqlite")
         let second = try recordChores(in: directory, file: "second.sqlite")
         #expect(compare(recorded: first, fresh: second) == nil)
@@ -171,7 +171,7 @@ import Testing
     /// The README's "Testing with recorded history" example (the transcript lives in a temporary
     /// directory here rather than beside the test).
     @Test func readmeRecordedHistoryExample() throws {
-        let directory = try TranscriptTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-transcripts")
         let store = try Store(path: directory.path("todos.sqlite"))
         let todos = try store.collection("todos", of: Chore.self)
         let open = try todos.filter(Column("done") == false).order(by: Column("rank")).live()
@@ -265,7 +265,7 @@ import Testing
 
     /// Seven events: the initial snapshot, an insert, a rename, a delete, a move, one transaction
     /// of four changes, and a chore leaving the open list.
-    private func recordChores(in directory: TranscriptTestDirectory, file: String = "chores.sqlite",
+    private func recordChores(in directory: TemporaryDirectory, file: String = "chores.sqlite",
                               renameTo newTitle: String = "Sweep the hall") throws -> Transcript {
         let store = try Store(path: directory.path(file))
         let chores = try store.collection("chores", of: Chore.self)
@@ -320,19 +320,4 @@ private struct Chore: Codable, Sendable, Identifiable, Equatable {
     var title: String
     var rank: Int
     var done: Bool
-}
-
-/// A directory under the system's temporary directory, removed when released.
-private final class TranscriptTestDirectory {
-    let url: URL
-
-    init() throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("ripple-transcripts-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
-    /// A path for a file in the directory.
-    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
-
-    deinit { try? FileManager.default.removeItem(at: url) }
 }

@@ -10,7 +10,7 @@ import Testing
     // MARK: Events
 
     @Test func jsonLinesFollowEveryKindOfChangeMadeByOtherProcesses() throws {
-        let directory = try WatchTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-watch")
         let path = directory.path("todo.sqlite")
         let store = try Self.todoStore(at: path)
         let watch = try WatchedProcess(["watch", path, "--table", "todo", "--order-by", "rank", "--json"])
@@ -56,7 +56,7 @@ import Testing
     /// look (the poll's, the file watch's), not when it opened; a commit made right after the
     /// first event, before that look, was never delivered.
     @Test func aCommitRightAfterTheFirstEventIsHeard() throws {
-        let directory = try WatchTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-watch")
         let path = directory.path("todo.sqlite")
         let store = try Self.todoStore(at: path)
         let watch = try WatchedProcess(["watch", path, "--table", "todo", "--json"])
@@ -68,7 +68,7 @@ import Testing
     }
 
     @Test func aWindowShowsOnlyTheRowsOfItsConditionOrderAndLimit() throws {
-        let directory = try WatchTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-watch")
         let path = directory.path("todo.sqlite")
         let store = try Self.todoStore(at: path)
         let watch = try WatchedProcess(["watch", path, "--table", "todo", "--where", "done = 0", "--order-by", "rank",
@@ -99,7 +99,7 @@ import Testing
     }
 
     @Test func rawSQLIsFollowedByItsIdentityColumn() throws {
-        let directory = try WatchTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-watch")
         let path = directory.path("todo.sqlite")
         let store = try Self.todoStore(at: path)
         let sql = "SELECT done, count(*) AS n FROM todo GROUP BY done ORDER BY done"
@@ -119,7 +119,7 @@ import Testing
     }
 
     @Test func tablesWithoutAOneColumnKeyAreFollowedByRowidOrTheirWholeKey() throws {
-        let directory = try WatchTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-watch")
         let path = directory.path("tags.sqlite")
         let store = try Store(path: path)
         try store.write { db in
@@ -148,7 +148,7 @@ import Testing
     }
 
     @Test func plainOutputMarksEachRowAndShowsTheVersions() throws {
-        let directory = try WatchTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-watch")
         let path = directory.path("todo.sqlite")
         let store = try Self.todoStore(at: path)
         let watch = try WatchedProcess(["watch", path, "--table", "todo", "--order-by", "rank"])
@@ -184,7 +184,7 @@ import Testing
 
     @Test(arguments: [SIGINT, SIGTERM])
     func aSignalEndsTheWatchCleanlyWithACompleteRecording(_ signal: Int32) throws {
-        let directory = try WatchTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-watch")
         let path = directory.path("todo.sqlite")
         let store = try Self.todoStore(at: path)
         let record = directory.path("watch.json")
@@ -209,7 +209,7 @@ import Testing
     // MARK: Files and queries it refuses
 
     @Test func aMissingFileIsRefusedAndNotCreated() throws {
-        let directory = try WatchTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-watch")
         let path = directory.path("missing.sqlite")
         let watch = try WatchedProcess(["watch", path, "--table", "todo"])
         #expect(try watch.exitStatus() == 1)
@@ -218,7 +218,7 @@ import Testing
     }
 
     @Test func aSQLiteFileThatIsNotAStoreIsLeftAsItIs() throws {
-        let directory = try WatchTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-watch")
         let path = directory.path("plain.sqlite")
         try SQLiteShell.run("CREATE TABLE todo (id INTEGER PRIMARY KEY, title TEXT); INSERT INTO todo VALUES (1, 'Milk')", on: path)
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -230,7 +230,7 @@ import Testing
     }
 
     @Test func aFileThatIsNotSQLiteIsRefused() throws {
-        let directory = try WatchTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-watch")
         let path = directory.path("garbage.sqlite")
         let garbage = Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 151 &+ 7) })
         try garbage.write(to: URL(fileURLWithPath: path))
@@ -241,7 +241,7 @@ import Testing
     }
 
     @Test func unknownTablesColumnsAndMalformedSQLAreNamed() throws {
-        let directory = try WatchTestDirectory()
+        let directory = try TemporaryDirectory(prefix: "ripple-watch")
         let path = directory.path("todo.sqlite")
         _ = try Self.todoStore(at: path)
         let cases: [(arguments: [String], message: String)] = [
@@ -431,19 +431,4 @@ private enum SQLiteShell {
         process.waitUntilExit()
         #expect(process.terminationStatus == 0, "sqlite3: \(message)")
     }
-}
-
-/// A directory under the system's temporary directory, removed when released.
-private final class WatchTestDirectory {
-    let url: URL
-
-    init() throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("ripple-watch-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
-    /// A path for a file in the directory.
-    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
-
-    deinit { try? FileManager.default.removeItem(at: url) }
 }

@@ -1,6 +1,7 @@
 import Foundation
 @testable import Ripple
 import Testing
+import RippleTesting
 
 /// The change capture's byte-level key formatting and grouping, seen through the change log and
 /// directly, and the fast paths of the row coders (records read in place, decoded into a buffer).

@@ -1,6 +1,7 @@
 import Foundation
 @testable import Ripple
 import Testing
+import RippleTesting
 
 @Suite struct ConnectionTests {
     let directory: TemporaryDirectory

@@ -2,6 +2,7 @@ import Foundation
 @testable import Ripple
 import RippleDiff
 import Testing
+import RippleTesting
 
 /// A store file written by the code of 2026-11-23 (before typed tables and the compact change
 /// log), committed as `Fixtures/legacy-2026-11-23.sqlite`: today's code must open it, read it,

@@ -2,6 +2,7 @@ import Foundation
 import Observation
 @testable import Ripple
 import Testing
+import RippleTesting
 
 /// A view model isolated to the main actor, as a Swift 6 app writes it: it sets its state in the
 /// handler directly (no `MainActor.assumeIsolated`, nothing `@unchecked`).

@@ -3,6 +3,7 @@ import Ripple
 import RippleSchema
 import Synchronization
 import Testing
+import RippleTesting
 
 @Suite struct MigrationTests {
     let directory: TemporaryDirectory

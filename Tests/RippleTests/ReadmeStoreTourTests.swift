@@ -1,6 +1,7 @@
 import Foundation
 import Ripple
 import Testing
+import RippleTesting
 
 /// The README's store tour, kept compiling and true.
 @Suite struct ReadmeStoreTourTests {

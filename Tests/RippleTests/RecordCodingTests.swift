@@ -1,6 +1,7 @@
 import Foundation
 import Ripple
 import Testing
+import RippleTesting
 
 @Suite struct RecordCodingTests {
     let directory: TemporaryDirectory

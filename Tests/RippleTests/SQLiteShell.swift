@@ -1,21 +1,6 @@
 import Foundation
 import Testing
 
-/// A directory under the system's temporary directory, removed when released.
-final class TemporaryDirectory {
-    let url: URL
-
-    init() throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("ripple-tests-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
-    /// A path for a file in the directory.
-    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
-
-    deinit { try? FileManager.default.removeItem(at: url) }
-}
-
 /// The `sqlite3` shell (Debian package sqlite3): another process, not Ripple, writing to a
 /// store's file.
 enum SQLiteShell {
