@@ -91,18 +91,13 @@ struct ColumnComparison: Sendable {
         var notNull: Int32 = 0, primaryKey: Int32 = 0, autoIncrement: Int32 = 0
         guard sqlite3_table_column_metadata(db.handle, "main", table, column, &declared, &collation,
                                             &notNull, &primaryKey, &autoIncrement) == SQLITE_OK else { return nil }
-        let type = declared.map { String(cString: $0).uppercased() } ?? ""
-        // SQLite's rules for a column's affinity, in their order (datatype3.html, 3.1).
-        if type.contains("INT") {
-            affinity = .integer
-        } else if type.contains("CHAR") || type.contains("CLOB") || type.contains("TEXT") {
-            affinity = .text
-        } else if type.contains("BLOB") || type.isEmpty || type == "ANY" {
-            affinity = .blob
-        } else if type.contains("REAL") || type.contains("FLOA") || type.contains("DOUB") {
-            affinity = .real
-        } else {
-            affinity = .numeric
+        // SQLite's rules for a column's affinity, as the collection's table check reads them.
+        switch DeclaredTable.affinity(of: declared.map { String(cString: $0).uppercased() } ?? "") {
+        case nil: affinity = .blob
+        case "INTEGER": affinity = .integer
+        case "TEXT": affinity = .text
+        case "REAL": affinity = .real
+        default: affinity = .numeric
         }
         isBinary = collation.map { String(cString: $0).uppercased() == "BINARY" } ?? true
     }

@@ -211,20 +211,11 @@ struct TableFilters {
     /// Reads the indexed columns of the rows of `keys` (those that still exist), calling `body`
     /// with each row's values; returns whether any row exists.
     private func readIndexedColumns(of keys: [RowKey], in db: Database, _ body: ([IndexedValue?]) -> Void) throws -> Bool {
-        // Statements are cached per count of key slots: powers of two, padded with NULL.
-        var slots = 1
-        while slots < keys.count { slots *= 2 }
         let selected = ([quotedKey] + columns.map(SQLIdentifier.quoted)).joined(separator: ", ")
-        let sql = "SELECT \(selected) FROM \(quotedTable) WHERE \(quotedKey) IN ("
-            + Array(repeating: "?", count: slots).joined(separator: ", ") + ")"
+        let sql = "SELECT \(selected) FROM \(quotedTable) WHERE \(quotedKey) IN (" + Self.keySlots(for: keys.count) + ")"
         let statement = try db.cachedStatement(sql)
         defer { statement.reset() }
-        var index: Int32 = 1
-        for key in keys { index += try key.bind(to: statement, at: index) }
-        while index <= Int32(statement.parameterCount) {
-            try statement.bindNull(at: index)
-            index += 1
-        }
+        try Self.bind(keys, to: statement, from: 1)
         var found = false
         var values = [IndexedValue?](repeating: nil, count: columns.count)
         while try statement.step() {
@@ -235,6 +226,24 @@ struct TableFilters {
             body(values)
         }
         return found
+    }
+
+    /// The `?`s of an `IN` list for `count` keys: a power of two of them, so that a statement is
+    /// reused as the count varies (see ``bind(_:to:from:)``).
+    private static func keySlots(for count: Int) -> String {
+        var slots = 1
+        while slots < count { slots *= 2 }
+        return Array(repeating: "?", count: slots).joined(separator: ", ")
+    }
+
+    /// Binds `keys` exactly as stored from parameter `index` on, then NULL in the slots left.
+    private static func bind(_ keys: [RowKey], to statement: Statement, from index: Int32) throws {
+        var index = index
+        for key in keys { index += try key.bind(to: statement, at: index) }
+        while index <= Int32(statement.parameterCount) {
+            try statement.bindNull(at: index)
+            index += 1
+        }
     }
 
     /// Evaluates the filters of `members` on the rows of `keys` in one statement (cached per
@@ -259,11 +268,8 @@ struct TableFilters {
                 let sql = groups[group]!.key.filterSQL
                 return "max(" + (sql.isEmpty ? "1" : "(" + sql + ")") + ")"
             }
-            // Key slots in powers of two, padded with NULL: the statement is reused as the count varies.
-            var slots = 1
-            while slots < keys.count { slots *= 2 }
             let sql = "SELECT " + conditions.joined(separator: ", ") + " FROM " + quotedTable + " WHERE " + quotedKey
-                + " IN (" + Array(repeating: "?", count: slots).joined(separator: ", ") + ")"
+                + " IN (" + Self.keySlots(for: keys.count) + ")"
             let statement: Statement
             if let batch, let cached = batchStatements[batch], cached.sql == sql {
                 statement = cached
@@ -279,11 +285,7 @@ struct TableFilters {
                     index += 1
                 }
             }
-            for key in keys { index += try key.bind(to: statement, at: index) }
-            while index <= Int32(statement.parameterCount) {
-                try statement.bindNull(at: index)
-                index += 1
-            }
+            try Self.bind(keys, to: statement, from: index)
             guard try statement.step() else { return }
             for (column, group) in members.enumerated()
             where !statement.isNull(at: Int32(column)) && statement.integer(at: Int32(column)) != 0 {

@@ -29,7 +29,7 @@ final class ObservationCenter: Sendable {
         let target: any ObservationTarget
         /// A row-precise observer's table (its filter is in ``filters``).
         let rowTable: String?
-        /// The tables it reads, once known (at once for a row-precise observer).
+        /// Not row-precise: the tables it reads, once known.
         var tables: Set<String>?
         /// Row-precise: the keys of its result when it last became idle.
         var heldKeys: [RowKey] = []
@@ -145,7 +145,7 @@ final class ObservationCenter: Sendable {
         let registeredDuring = interest.map { interest in filters.withLock { $0.add(id, interest) } } ?? 0
         state.withLock { state in
             if let interest {
-                state.observers[id] = Registered(target: target, rowTable: interest.table, tables: [interest.table],
+                state.observers[id] = Registered(target: target, rowTable: interest.table, tables: nil,
                                                  registeredDuring: registeredDuring)
                 state.rowPrecise[interest.table, default: []].insert(id)
                 state.busy.insert(id)

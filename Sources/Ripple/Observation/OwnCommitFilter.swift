@@ -151,8 +151,10 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
     /// The writer, still held, is about to be released: keeps the header when the store knows of
     /// every commit in it, and answers a wake that came meanwhile.
     func writerWillRelease(_ db: Database) {
-        guard state.withLock({ $0.active }) else { return }
-        let index = ripple_wal_index(db.handle).map { UInt(bitPattern: $0) } ?? 0
+        let (active, known) = state.withLock { ($0.active, $0.index) }
+        guard active else { return }
+        // The mapping stays while the connection is open: asked of the VFS once per activation.
+        let index = known != 0 ? known : ripple_wal_index(db.handle).map { UInt(bitPattern: $0) } ?? 0
         // The header first, then the check that nobody else committed: a commit made after the
         // header was read is seen in data_version, and the header is not trusted.
         let header = UnsafeRawPointer(bitPattern: index).flatMap(WALIndexHeader.init(index:))
