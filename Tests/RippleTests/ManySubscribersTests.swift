@@ -121,6 +121,27 @@ import Testing
         #expect(subscriber.failures.isEmpty, "\(subscriber.failures)")
     }
 
+    /// A database in UTF-16 compares text by its UTF-16 bytes, an order unlike UTF-8's: "😀" sorts
+    /// before "～" there, after it in UTF-8. A text range filter on such a file is left to SQLite,
+    /// so a row entering it is told.
+    @Test func aTextRangeInAUTF16DatabaseFollowsSQLitesOrder() throws {
+        let path = directory.path("utf16.sqlite")
+        #expect(try SQLiteShell.run("PRAGMA encoding = 'UTF-16le'; CREATE TABLE seed(x); DROP TABLE seed;", on: path).status == 0)
+        var configuration = Store.Configuration()
+        configuration.watchesFile = false
+        let store = try Store(path: path, configuration: configuration)
+        #expect(try store.read { db in try db.fetchValue("PRAGMA encoding", as: String.self) } == "UTF-16le")
+        let items = try store.collection("items", of: Item.self)
+        let query = items.filter(Column("name") < "～").order(by: Column("id"))
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: try query.live())
+        defer { subscription.cancel() }
+        try items.insert(Item(id: 1, owner: 0, score: 0, name: "😀"))
+        #expect(try query.fetchAll().map(\.id) == [1])
+        #expect(subscriber.items == (try query.fetchAll()))
+        #expect(subscriber.failures.isEmpty, "\(subscriber.failures)")
+    }
+
     /// Subscribers with the same filter share one evaluation.
     @Test func equalFiltersShareAnEvaluation() throws {
         let items = try store.collection("items", of: Item.self)

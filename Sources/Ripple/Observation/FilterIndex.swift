@@ -82,10 +82,13 @@ enum IndexedValue: Hashable, Comparable, Sendable {
 struct ColumnComparison: Sendable {
     enum Affinity: Sendable { case integer, real, numeric, text, blob }
     let affinity: Affinity
-    let isBinary: Bool
+    /// Whether SQLite compares the column's text as the index does, by its UTF-8 bytes: the
+    /// collation is BINARY and the database is in UTF-8 (BINARY compares a UTF-16 database's
+    /// text by its UTF-16 bytes, another order).
+    let comparesUTF8Bytes: Bool
 
-    /// The column's, or `nil` when SQLite does not know it.
-    init?(table: String, column: String, in db: Database) {
+    /// The column's, or `nil` when SQLite does not know it. `isUTF8`: the database's encoding.
+    init?(table: String, column: String, isUTF8: Bool, in db: Database) {
         var declared: UnsafePointer<CChar>?
         var collation: UnsafePointer<CChar>?
         var notNull: Int32 = 0, primaryKey: Int32 = 0, autoIncrement: Int32 = 0
@@ -99,7 +102,7 @@ struct ColumnComparison: Sendable {
         case "REAL": affinity = .real
         default: affinity = .numeric
         }
-        isBinary = collation.map { String(cString: $0).uppercased() == "BINARY" } ?? true
+        comparesUTF8Bytes = isUTF8 && (collation.map { String(cString: $0).uppercased() == "BINARY" } ?? true)
     }
 
     /// Whether `column <op> constant` compares the stored value with the constant as it is: no
@@ -107,8 +110,8 @@ struct ColumnComparison: Sendable {
     func comparesAsIs(_ constant: IndexedValue) -> Bool {
         switch affinity {
         case .integer, .real, .numeric: constant.isNumber   // a text constant would be converted
-        case .text: !constant.isNumber && isBinary          // a number would become text
-        case .blob: constant.isNumber || isBinary
+        case .text: !constant.isNumber && comparesUTF8Bytes          // a number would become text
+        case .blob: constant.isNumber || comparesUTF8Bytes
         }
     }
 }
