@@ -218,4 +218,74 @@ import Testing
         }
         #expect(lists.problems.isEmpty, "\(lists.problems.prefix(3))")
     }
+
+    /// A seeded model check of placing rows in place: ordered queries without a window (one to
+    /// three terms over integers, reals, text with canonically equivalent spellings and NULLs,
+    /// ascending and descending) see rows enter, leave, move and change, one row per commit.
+    /// Every list equals its query read afresh after each commit, every changeset applies, and
+    /// no query runs again: each changed row is read alone and placed by the order's values.
+    @Test(arguments: [UInt64(4), 5, 6])
+    func rowsArePlacedWhereTheOrderPutsThem(seed: UInt64) throws {
+        var random = SeededGenerator(seed: seed)
+        let items = try store.collection("items", of: Item.self)
+        let names = ["a", "b", "B", "ab", "é", "e\u{301}", "10", "", "😀", "～"]
+        func randomItem(_ id: Int) -> Item {
+            Item(id: id, owner: Int.random(in: -2...3, using: &random), score: [0, 1, 1.5, -3, 1e20, -0.0].randomElement(using: &random)!,
+                 name: names.randomElement(using: &random)!, tag: Bool.random(using: &random) ? nil : names.randomElement(using: &random))
+        }
+        try store.write { _ in for id in 0..<30 { try items.insert(randomItem(id)) } }
+        func randomOrder() -> [any OrderingTerm] {
+            let columns = ["owner", "score", "name", "tag", "id"].shuffled(using: &random).prefix(Int.random(in: 1...3, using: &random))
+            return columns.map { ColumnOrdering(Column($0), descending: Bool.random(using: &random)) }
+        }
+        let filters: [Filter?] = [nil, Column("owner") >= 0, Column("name") != "b", .isNull(Column("tag")), Column("score") < 2]
+        let queries = (0..<40).map { index in
+            let query = items.all.order(by: randomOrder())
+            return filters[index % filters.count].map(query.filter) ?? query
+        }
+        let lists = Lists(count: queries.count)
+        let subscriptions = try queries.enumerated().map { index, query in
+            try query.live().subscribe { lists.receive($0, at: index) }
+        }
+        defer { subscriptions.forEach { $0.cancel() } }
+        let fetchesBefore = store.observation.fetchCount.withLock { $0 }
+        var nextID = 30
+        for step in 0..<80 {
+            switch Int.random(in: 0..<4, using: &random) {
+            case 0:
+                try items.insert(randomItem(nextID))
+                nextID += 1
+            case 1:
+                _ = try items.delete(id: Int.random(in: 0..<nextID, using: &random))
+            default:
+                try items.upsert(randomItem(Int.random(in: 0..<nextID, using: &random)))
+            }
+            for (index, query) in queries.enumerated() {
+                #expect(lists.list(index) == (try query.fetchAll()), "seed \(seed), step \(step), subscriber \(index): \(query)")
+            }
+        }
+        #expect(store.observation.fetchCount.withLock { $0 } == fetchesBefore, "a query ran again")
+        #expect(lists.problems.isEmpty, "\(lists.problems.prefix(3))")
+    }
+
+    /// A column SQLite orders with another collation than by bytes (NOCASE) cannot be placed in
+    /// Swift: a row entering the result re-runs the query, and the list stays exact.
+    @Test func anOrderByAnotherCollationRunsTheQueryAgain() throws {
+        try store.write { db in
+            try db.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, owner INTEGER NOT NULL, score REAL NOT NULL, "
+                           + "name TEXT NOT NULL COLLATE NOCASE, tag TEXT)")
+        }
+        let items = try store.collection("items", of: Item.self)
+        try items.insert(contentsOf: ["b", "C", "a"].enumerated().map { Item(id: $0, owner: 0, score: 0, name: $1) })
+        let query = items.order(by: Column("name"))
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: try query.live())
+        defer { subscription.cancel() }
+        let fetchesBefore = store.observation.fetchCount.withLock { $0 }
+        try items.insert(Item(id: 3, owner: 0, score: 0, name: "B"))
+        #expect(try query.fetchAll().map(\.name) == ["a", "b", "B", "C"])
+        #expect(subscriber.items == (try query.fetchAll()))
+        #expect(store.observation.fetchCount.withLock { $0 } == fetchesBefore + 1)
+        #expect(subscriber.failures.isEmpty, "\(subscriber.failures)")
+    }
 }

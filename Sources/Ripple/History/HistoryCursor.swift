@@ -218,6 +218,7 @@ struct HistoryCursor<Element: Sendable> {
         let width = old.columnNames.count
         var merged = Snapshot<Element>()
         merged.columnNames = old.columnNames
+        merged.sortWidth = old.sortWidth
         merged.elements.reserveCapacity(order.count)
         merged.items.reserveCapacity(order.count)
         merged.columnHashes.reserveCapacity(order.count * width)
@@ -243,12 +244,3 @@ struct HistoryCursor<Element: Sendable> {
     }
 }
 
-extension Snapshot {
-    /// Appends element `index` of `other` (same columns).
-    mutating func append(_ index: Int, of other: Snapshot) {
-        let width = columnNames.count
-        elements.append(other.elements[index])
-        items.append(other.items[index])
-        columnHashes.append(contentsOf: other.columnHashes[index * width ..< (index + 1) * width])
-    }
-}

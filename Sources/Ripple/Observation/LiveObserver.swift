@@ -47,6 +47,9 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private var snapshots: [Snapshot<Element>?]
     /// Per source, the index of each key of its snapshot, built when first needed.
     private var keyIndexes: [[RowKey: Int]?]
+    /// Per source that places rows by its order (``QuerySource/orderTerms``), that order, as the
+    /// schema read by its last run of the query allows (`nil`: the query runs again instead).
+    private var orders: [RowOrder?]
     private var tables: [Set<String>] = []
     private var logQueries: [String] = []
     private var checkedVersion: Int64?
@@ -61,6 +64,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         self.makeEvent = makeEvent
         self.snapshots = Array(repeating: nil, count: sources.count)
         self.keyIndexes = Array(repeating: nil, count: sources.count)
+        self.orders = Array(repeating: nil, count: sources.count)
     }
 
     /// Registers an observer and starts its first refresh; returns its subscription.
@@ -329,6 +333,10 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                 }
                 snapshots[index] = new
                 keyIndexes[index] = nil
+                // A schema change re-runs the query: the order is read again with it.
+                if !sources[index].orderTerms.isEmpty, let table = sources[index].rowCheck?.table {
+                    orders[index] = RowOrder(terms: sources[index].orderTerms, table: table, in: db)
+                }
                 member = LiveQueryEvent(version: version, previousVersion: previous, snapshot: new.elements,
                                         changeset: changeset, updatedColumns: columns)
             }
@@ -358,7 +366,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private enum Impact: Equatable {
         /// They cannot: the result stands.
         case none
-        /// Only rows of the result with these keys were updated (they may still leave it).
+        /// Only the rows with these keys changed: they are read again and replaced, removed or
+        /// placed in the result (see ``patch(_:_:keys:in:)``).
         case updated(Set<RowKey>)
         /// Re-run the query.
         case everything
@@ -433,6 +442,11 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                         in db: Database) throws -> Impact {
         guard !keys.isEmpty else { return .none }
         guard let check = sources[index].rowCheck, snapshots[index] != nil else { return .everything }
+        // Rows placed by the order: whatever the changes, the changed rows are read alone.
+        if orders[index] != nil, sources[index].fetchRows != nil {
+            let changed = Set(keys)
+            if changed.count <= Self.patchLimit { return .updated(changed) }
+        }
         let positions = keyIndex(index)
         let inResult = keys.filter { positions[$0] != nil }
         if updatesOnly, sources[index].fetchRows != nil, keys.count <= Self.patchLimit,
@@ -443,12 +457,20 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         return try check.anyMatches(keys, in: db) ? .everything : .none
     }
 
-    /// The result of source `index` with the rows of `keys` read again and replaced in place,
-    /// or `nil` when one left the result or changed an ordering column (then the query re-runs).
+    /// The result of source `index` with the rows of `keys` read again: replaced in place, or
+    /// for a source that places rows by its order, also removed, moved and inserted; `nil`
+    /// when the query must run again instead (a row left a window or changed an ordering
+    /// column, and the order cannot place it).
     private func patch(_ index: Int, _ old: Snapshot<Element>, keys: Set<RowKey>, in db: Database) throws
         -> (elements: [Element], changeset: Changeset, columns: [Set<String>])? {
         let positions = keyIndex(index)
-        guard let fetchRows = sources[index].fetchRows, keys.allSatisfy({ positions[$0] != nil }) else { return nil }
+        guard let fetchRows = sources[index].fetchRows else { return nil }
+        if let order = orders[index] {
+            let rows = try fetchRows(db, Array(keys))
+            guard rows.columnNames == old.columnNames, rows.sortWidth == old.sortWidth else { return nil }
+            return place(index, old, rows: rows, keys: keys, positions: positions, order: order)
+        }
+        guard keys.allSatisfy({ positions[$0] != nil }) else { return nil }
         let rows = try fetchRows(db, Array(keys))
         // A row that no longer matches leaves the result; with a window (LIMIT), another row
         // would take its place: the query re-runs.
@@ -481,6 +503,55 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         updated.sort { $0.index < $1.index }
         snapshots[index] = new
         return (new.elements, .updating(updated.map(\.index), count: new.elements.count), updated.map(\.columns))
+    }
+
+    /// Source `index`'s result with the changed rows of `keys` (`rows`: those that match now)
+    /// put where they belong: a row that no longer matches leaves; one whose ORDER BY values
+    /// kept their values is replaced where it stands; any other is placed by `order`.
+    ///
+    /// - Complexity: O(n + k log n) for n rows in the result and k changed rows, plus the diff
+    ///   (O(n)) when rows left, entered or moved.
+    private func place(_ index: Int, _ old: Snapshot<Element>, rows: Snapshot<Element>, keys: Set<RowKey>,
+                       positions: [RowKey: Int], order: RowOrder) -> (elements: [Element], changeset: Changeset, columns: [Set<String>]) {
+        var fetched: [RowKey: Int] = [:]
+        for (row, item) in rows.items.enumerated() { fetched[item.key] = row }
+        var new = old
+        var updated: [(index: Int, columns: Set<String>)] = []
+        var leaving: [Int] = []
+        var entering: [Int] = []
+        for key in keys {
+            switch (positions[key], fetched[key]) {
+            case (nil, nil):
+                continue
+            case (let position?, nil):
+                leaving.append(position)
+            case (nil, let row?):
+                entering.append(row)
+            case (let position?, let row?):
+                if old.sortValues(of: position) == rows.sortValues(of: row) {
+                    if old.items[position].content != rows.items[row].content {
+                        updated.append((position, old.changedColumns(from: position, to: row, in: rows)))
+                        new.replace(position, with: row, of: rows)
+                    }
+                } else {
+                    leaving.append(position)
+                    entering.append(row)
+                }
+            }
+        }
+        if leaving.isEmpty && entering.isEmpty {
+            updated.sort { $0.index < $1.index }
+            snapshots[index] = new
+            return (new.elements, .updating(updated.map(\.index), count: new.elements.count), updated.map(\.columns))
+        }
+        for position in leaving.sorted(by: >) { new.remove(at: position) }
+        for row in entering.sorted() {
+            new.insert(row, of: rows, at: order.insertionIndex(of: rows.sortValues(of: row), in: new))
+        }
+        snapshots[index] = new
+        keyIndexes[index] = nil
+        let changeset = Changeset(from: old.items, to: new.items)
+        return (new.elements, changeset, changeset.updates.map { old.changedColumns(from: $0.old, to: $0.new, in: new) })
     }
 
     /// At most this many changed rows are patched in place.

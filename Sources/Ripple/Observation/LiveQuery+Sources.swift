@@ -25,7 +25,22 @@ extension RecordQuery {
                                                       filter: filter))
         }
         let cached = !(filter?.hasInList ?? false)
-        let reader = SnapshotReader(keyColumn: Int32(schema.primaryKeyIndex))
+        // Without a window, a row entering the result (or moving in it) is placed by the order's
+        // values, which the snapshots keep: the primary key closes the order, as in the SQL.
+        var orderTerms: [RowOrder.Term] = []
+        var sortColumns: [Int32] = []
+        if rowCheck != nil, limit == nil, !orderings.isEmpty {
+            orderTerms = orderings.map { RowOrder.Term(column: $0.column.name, isDescending: $0.isDescending) }
+            if !orderings.contains(where: { $0.column.name == schema.primaryKey }) {
+                orderTerms.append(RowOrder.Term(column: schema.primaryKey, isDescending: false))
+            }
+            sortColumns = orderTerms.compactMap { schema.layout.indexByName[$0.column].map(Int32.init) }
+            if sortColumns.count != orderTerms.count {
+                orderTerms = []
+                sortColumns = []
+            }
+        }
+        let reader = SnapshotReader(keyColumn: Int32(schema.primaryKeyIndex), sortColumns: sortColumns)
         var source = QuerySource<Record>(
             description: compiled.sql, sql: compiled.sql, arguments: compiled.arguments,
             knownTables: [schema.table], rowCheck: rowCheck
@@ -41,6 +56,7 @@ extension RecordQuery {
             // Rows whose ordering columns did not change keep their place: they are read alone.
             source.isWindowed = limit != nil
             source.orderColumns = orderings.compactMap { schema.layout.indexByName[$0.column.name] }
+            source.orderTerms = orderTerms
             let select = "\(schema.selectAllSQL) WHERE \(rowCheck.interest.quotedKey) IN ("
             source.fetchRows = { db, keys in
                 var sql = select + Array(repeating: "?", count: keys.count).joined(separator: ", ") + ")"

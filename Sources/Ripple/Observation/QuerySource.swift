@@ -13,6 +13,11 @@ struct Snapshot<Element: Sendable>: Sendable {
     var columnNames: [String] = []
     /// Per element, one fingerprint per column (`items.count × columnNames.count`, row-major).
     var columnHashes: [UInt64] = []
+    /// For a source that places rows in place (see ``QuerySource/orderTerms``): per element, the
+    /// values of its ORDER BY terms as SQLite compares them, `nil` for NULL
+    /// (`items.count × sortWidth`, row-major).
+    var sortValues: [IndexedValue?] = []
+    var sortWidth = 0
 
     /// The columns whose values differ between element `old` of `self` and element `new` of `next`.
     func changedColumns(from old: Int, to new: Int, in next: Snapshot) -> Set<String> {
@@ -25,20 +30,46 @@ struct Snapshot<Element: Sendable>: Sendable {
         return changed
     }
 
-    /// Replaces element `index` with element `row` of `rows` (same columns).
+    /// Removes element `index`.
     mutating func remove(at index: Int) {
         let width = columnNames.count
         elements.remove(at: index)
         items.remove(at: index)
         columnHashes.removeSubrange(index * width ..< (index + 1) * width)
+        sortValues.removeSubrange(index * sortWidth ..< (index + 1) * sortWidth)
     }
 
+    /// Replaces element `index` with element `row` of `rows` (same columns).
     mutating func replace(_ index: Int, with row: Int, of rows: Snapshot) {
         let width = columnNames.count
         elements[index] = rows.elements[row]
         items[index] = rows.items[row]
         columnHashes.replaceSubrange(index * width ..< (index + 1) * width,
                                      with: rows.columnHashes[row * width ..< (row + 1) * width])
+        sortValues.replaceSubrange(index * sortWidth ..< (index + 1) * sortWidth, with: rows.sortValues(of: row))
+    }
+
+    /// Inserts element `row` of `rows` (same columns) at `index`.
+    mutating func insert(_ row: Int, of rows: Snapshot, at index: Int) {
+        let width = columnNames.count
+        elements.insert(rows.elements[row], at: index)
+        items.insert(rows.items[row], at: index)
+        columnHashes.insert(contentsOf: rows.columnHashes[row * width ..< (row + 1) * width], at: index * width)
+        sortValues.insert(contentsOf: rows.sortValues(of: row), at: index * sortWidth)
+    }
+
+    /// Appends element `index` of `other` (same columns).
+    mutating func append(_ index: Int, of other: Snapshot) {
+        let width = columnNames.count
+        elements.append(other.elements[index])
+        items.append(other.items[index])
+        columnHashes.append(contentsOf: other.columnHashes[index * width ..< (index + 1) * width])
+        sortValues.append(contentsOf: other.sortValues(of: index))
+    }
+
+    /// The ORDER BY values of element `index` (empty when the source does not keep them).
+    func sortValues(of index: Int) -> ArraySlice<IndexedValue?> {
+        sortValues[index * sortWidth ..< (index + 1) * sortWidth]
     }
 }
 
@@ -122,13 +153,18 @@ enum Fingerprint {
 struct SnapshotReader {
     /// The column whose value identifies an element.
     let keyColumn: Int32
+    /// The result columns whose values the snapshot keeps, to place rows by the query's order
+    /// (see ``QuerySource/orderTerms``).
+    var sortColumns: [Int32] = []
 
     func read<Element>(_ statement: Statement, decode: () throws -> Element) throws -> Snapshot<Element> {
         let handle = statement.handle
         let width = Int32(statement.columnCount)
         var snapshot = Snapshot<Element>()
         snapshot.columnNames = (0..<Int(width)).map(statement.columnName)
+        snapshot.sortWidth = sortColumns.count
         while try statement.step() {
+            for column in sortColumns { snapshot.sortValues.append(IndexedValue(column: column, of: handle)) }
             // Fingerprints first: they read each column with the accessor of its own type, so no
             // value is converted before the decoder reads it.
             var row = Fingerprint.start
@@ -199,6 +235,11 @@ struct QuerySource<Element: Sendable>: Sendable {
     var fetchRows: (@Sendable (Database, [RowKey]) throws -> Snapshot<Element>)? = nil
     /// The result columns of the ORDER BY terms.
     var orderColumns: [Int] = []
+    /// For an ordered source without a window whose snapshots keep their rows' ORDER BY values
+    /// (in the order of these terms, the primary key last, so that the order is total): a row
+    /// that enters the result, or whose ordering columns changed, is placed where the query's
+    /// order puts it, without running the query again (see ``RowOrder``).
+    var orderTerms: [RowOrder.Term] = []
     /// Whether the query has a window (LIMIT): a row leaving it lets another in.
     var isWindowed = false
 
@@ -264,5 +305,61 @@ extension Database {
         defer { sqlite3_set_authorizer(handle, nil, nil) }
         _ = try withExtendedLifetime(collector) { try makeStatement(sql) }
         return collector.tables
+    }
+}
+
+/// The order of an ordered query's rows, compared in Swift from the values its snapshots keep,
+/// exactly as SQLite's `ORDER BY` compares them when every term's column compares text by its
+/// UTF-8 bytes (see ``ColumnComparison/comparesUTF8Bytes``): NULL first, numbers by value (an
+/// integer and a real exactly), then text, then blobs, by their bytes; `DESC` reversed.
+struct RowOrder: Sendable {
+    /// One ORDER BY term.
+    struct Term: Sendable {
+        /// The column's name.
+        var column: String
+        var isDescending: Bool
+    }
+
+    let terms: [Term]
+
+    /// The order of `terms`, or `nil` when SQLite would compare a term's text otherwise than by
+    /// its UTF-8 bytes (another collation, a UTF-16 database) or does not know its column.
+    init?(terms: [Term], table: String, in db: Database) {
+        guard !terms.isEmpty else { return nil }
+        let isUTF8 = (try? db.fetchValue("PRAGMA encoding", as: String.self)) == "UTF-8"
+        for term in terms {
+            guard ColumnComparison(table: table, column: term.column, isUTF8: isUTF8, in: db)?.comparesUTF8Bytes == true else {
+                return nil
+            }
+        }
+        self.terms = terms
+    }
+
+    /// Whether a row with ORDER BY values `lhs` comes before one with `rhs`.
+    func precedes(_ lhs: ArraySlice<IndexedValue?>, _ rhs: ArraySlice<IndexedValue?>) -> Bool {
+        for (offset, term) in terms.enumerated() {
+            let left = lhs[lhs.startIndex + offset], right = rhs[rhs.startIndex + offset]
+            if left == right { continue }
+            let ascending: Bool
+            switch (left, right) {
+            case (nil, _): ascending = true
+            case (_, nil): ascending = false
+            case (let left?, let right?): ascending = left < right
+            }
+            return ascending != term.isDescending
+        }
+        return false
+    }
+
+    /// Where a row with ORDER BY values `values` goes in `snapshot` (sorted by this order).
+    ///
+    /// - Complexity: O(log n) comparisons.
+    func insertionIndex<Element>(of values: ArraySlice<IndexedValue?>, in snapshot: Snapshot<Element>) -> Int {
+        var low = 0, high = snapshot.items.count
+        while low < high {
+            let middle = (low + high) / 2
+            if precedes(snapshot.sortValues(of: middle), values) { low = middle + 1 } else { high = middle }
+        }
+        return low
     }
 }
