@@ -435,7 +435,6 @@ final class ObserveMailbox<Element: Sendable>: @unchecked Sendable {
     /// changeset (-1 for the floor, which does not diff).
     func post(query: Int, at time: ContinuousClock.Instant, snapshot: [Element], changes: Int, initial: Bool) {
         condition.lock()
-        defer { condition.unlock() }
         if initial {
             if initialEvents[query] == 0 { missingInitialEvents -= 1 }
             initialEvents[query] += 1
@@ -446,7 +445,12 @@ final class ObserveMailbox<Element: Sendable>: @unchecked Sendable {
             pending.remove(at: index)
             matched.append((time, changes))
         }
-        condition.broadcast()
+        // The waiter is woken only once what it waits for is complete, and after the lock is
+        // released: woken at each event, or into a held lock, it would take a core from the
+        // handlers still to run.
+        let complete = pending.isEmpty || (initial && missingInitialEvents == 0)
+        condition.unlock()
+        if complete { condition.broadcast() }
     }
 
     /// A subscription failed.

@@ -86,6 +86,9 @@ struct TableFilters {
     private var unindexed: [Int] = []
     /// SQLite's evaluation of the unindexed groups, per batch (rebuilt with the index).
     private var batchStatements: [Int: Statement] = [:]
+    /// The read of the changed rows' indexed columns, by its number of key slots (rebuilt with
+    /// the index).
+    private var columnReads: [Int: String] = [:]
 
     init(interest: RowInterest) {
         table = interest.table
@@ -164,6 +167,7 @@ struct TableFilters {
         equality = equalityEntries
         intervals = intervalEntries.map(IntervalIndex.init)
         batchStatements = [:]
+        columnReads = [:]
         builtSchemaVersion = schemaVersion
         isBuilt = true
     }
@@ -176,7 +180,8 @@ struct TableFilters {
         if !columns.isEmpty || !everyRow.isEmpty {
             do {
                 var candidates: [Int] = []
-                let found = try readIndexedColumns(of: keys, in: db) { values in
+                let read = columnRead(for: keys.count)
+                let found = try readIndexedColumns(of: keys, sql: read, in: db) { values in
                     for (slot, value) in values.enumerated() {
                         guard let value else { continue }
                         if let groups = equality[slot][value] { candidates += groups }
@@ -209,11 +214,20 @@ struct TableFilters {
         for group in failed { summary.unevaluated.formUnion(groups[group]?.members ?? []) }
     }
 
+    /// The SQL of ``readIndexedColumns(of:sql:in:_:)`` for `count` keys (built once per size).
+    private mutating func columnRead(for count: Int) -> String {
+        let slots = Self.slotCount(for: count)
+        if let built = columnReads[slots] { return built }
+        let selected = ([quotedKey] + columns.map(SQLIdentifier.quoted)).joined(separator: ", ")
+        let sql = "SELECT \(selected) FROM \(quotedTable) WHERE \(quotedKey) IN (" + Self.keySlots(for: count) + ")"
+        columnReads[slots] = sql
+        return sql
+    }
+
     /// Reads the indexed columns of the rows of `keys` (those that still exist), calling `body`
     /// with each row's values; returns whether any row exists.
-    private func readIndexedColumns(of keys: [RowKey], in db: Database, _ body: ([IndexedValue?]) -> Void) throws -> Bool {
-        let selected = ([quotedKey] + columns.map(SQLIdentifier.quoted)).joined(separator: ", ")
-        let sql = "SELECT \(selected) FROM \(quotedTable) WHERE \(quotedKey) IN (" + Self.keySlots(for: keys.count) + ")"
+    private func readIndexedColumns(of keys: [RowKey], sql: String, in db: Database,
+                                    _ body: ([IndexedValue?]) -> Void) throws -> Bool {
         let statement = try db.cachedStatement(sql)
         defer { statement.reset() }
         try Self.bind(keys, to: statement, from: 1)
@@ -232,9 +246,14 @@ struct TableFilters {
     /// The `?`s of an `IN` list for `count` keys: a power of two of them, so that a statement is
     /// reused as the count varies (see ``bind(_:to:from:)``).
     private static func keySlots(for count: Int) -> String {
+        Array(repeating: "?", count: slotCount(for: count)).joined(separator: ", ")
+    }
+
+    /// The power of two of `?`s an `IN` list for `count` keys has.
+    private static func slotCount(for count: Int) -> Int {
         var slots = 1
         while slots < count { slots *= 2 }
-        return Array(repeating: "?", count: slots).joined(separator: ", ")
+        return slots
     }
 
     /// Binds `keys` exactly as stored from parameter `index` on, then NULL in the slots left.

@@ -65,6 +65,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         self.snapshots = Array(repeating: nil, count: sources.count)
         self.keyIndexes = Array(repeating: nil, count: sources.count)
         self.orders = Array(repeating: nil, count: sources.count)
+        self.isRowPrecise = sources.count == 1 && sources[0].rowCheck != nil
     }
 
     /// Registers an observer and starts its first refresh; returns its subscription.
@@ -102,7 +103,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
 
     /// Whether the store evaluates this observer's filter in each commit (a single
     /// row-precise source).
-    private var isRowPrecise: Bool { sources.count == 1 && sources[0].rowCheck != nil }
+    private let isRowPrecise: Bool
 
     /// Under `condition`, after a change of phase: tells the store when a row-precise observer
     /// became idle, with its result's keys.
@@ -252,13 +253,10 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
 
     private static var background: DispatchQueue { DispatchQueue.global(qos: .userInitiated) }
 
-    private var isOnBackground: Bool { Thread.current.threadDictionary[Self.backgroundKey] != nil }
-    private static var backgroundKey: String { "ripple.observation.background" }
+    private var isOnBackground: Bool { BackgroundScope.isInside }
 
     private static func markBackground(_ body: () -> Void) {
-        Thread.current.threadDictionary[backgroundKey] = true
-        defer { Thread.current.threadDictionary.removeObject(forKey: backgroundKey) }
-        body()
+        BackgroundScope.run(body)
     }
 
     // MARK: Reading
@@ -266,7 +264,14 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     /// Reads what changed since the last refresh, in one read transaction at one version.
     /// Returns the event to deliver, or `nil` when no result changed.
     private func refresh(_ db: Database) throws -> Event? {
-        let version = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'version'", as: Int64.self) ?? 0
+        // The version this read sees, and where the change log starts (one statement).
+        let meta = try db.cachedStatement("SELECT (SELECT value FROM ripple_meta WHERE key = 'version'), "
+                                          + "(SELECT value FROM ripple_meta WHERE key = 'oldest_version')")
+        let (version, oldest) = try { () throws -> (Int64, Int64) in
+            defer { meta.reset() }
+            guard try meta.step() else { return (0, 0) }
+            return (meta.integer(at: 0), meta.integer(at: 1))
+        }()
         // What the store told this observer of the commits up to this version (taken either way:
         // what this read covers is done with).
         let told = isRowPrecise ? store.observation.told(observerID, through: version) : nil
@@ -287,7 +292,6 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         }
         var impacts = Array(repeating: Impact.everything, count: sources.count)
         if let since = checkedVersion {
-            let oldest = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'oldest_version'", as: Int64.self) ?? 0
             if oldest <= since {
                 if let told {
                     impacts[0] = try impact(told: told, after: since, through: version, in: db)
@@ -561,17 +565,26 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private static var rowCheckLimit: Int { 256 }
 }
 
+/// Marks the threads running Ripple's background refreshes (a refresh queued from one runs there
+/// at once instead of being queued again).
+enum BackgroundScope {
+    private static let threads = ThreadCounter()
+
+    static var isInside: Bool { threads.value > 0 }
+
+    static func run(_ body: () -> Void) {
+        threads.inside(body)
+    }
+}
+
 /// Marks the threads running a subscriber's handler, so that `cancel()` called from inside one
 /// does not wait for another handler (which could be waiting for this one).
 enum HandlerScope {
-    private static var key: String { "ripple.observation.handler" }
+    private static let handlers = ThreadCounter()
 
-    static var isInside: Bool { (Thread.current.threadDictionary[key] as? Int ?? 0) > 0 }
+    static var isInside: Bool { handlers.value > 0 }
 
     static func run(_ body: () -> Void) {
-        let dictionary = Thread.current.threadDictionary
-        dictionary[key] = (dictionary[key] as? Int ?? 0) + 1
-        defer { dictionary[key] = (dictionary[key] as? Int ?? 1) - 1 }
-        body()
+        handlers.inside(body)
     }
 }

@@ -58,10 +58,16 @@ extension RecordQuery {
             source.orderColumns = orderings.compactMap { schema.layout.indexByName[$0.column.name] }
             source.orderTerms = orderTerms
             let select = "\(schema.selectAllSQL) WHERE \(rowCheck.interest.quotedKey) IN ("
+            let filter = rowCheck.filterSQL.isEmpty ? "" : " AND (" + rowCheck.filterSQL + ")"
+            let sql: @Sendable (Int) -> String = { count in
+                select + Array(repeating: "?", count: count).joined(separator: ", ") + ")" + filter
+            }
+            // Keys of a few sizes recur (one row, a handful): those statements are cached, their
+            // text built once.
+            let few = (1...4).map(sql)
             source.fetchRows = { db, keys in
-                var sql = select + Array(repeating: "?", count: keys.count).joined(separator: ", ") + ")"
-                if !rowCheck.filterSQL.isEmpty { sql += " AND (" + rowCheck.filterSQL + ")" }
-                let statement = keys.count <= 4 ? try db.cachedStatement(sql) : try db.makeStatement(sql)
+                let statement = few.indices.contains(keys.count - 1) ? try db.cachedStatement(few[keys.count - 1])
+                    : try db.makeStatement(sql(keys.count))
                 defer { statement.reset() }
                 try RowCheck.bind(keys, then: rowCheck.filterArguments, to: statement)
                 let decoder = RowDecoder(statement: statement, layout: schema.layout, recordType: Record.self)
