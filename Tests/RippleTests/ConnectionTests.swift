@@ -25,6 +25,18 @@ import RippleTesting
         #expect(try reopened.read { try $0.fetchValue("PRAGMA journal_mode", as: String.self) } == "wal")
     }
 
+    /// Two SQL texts that Swift finds equal ("\u{e9}" and "e\u{301}" spell the same character)
+    /// are two statements to SQLite: each runs its own, not the other's cached one.
+    @Test func sqlTextsThatSwiftFindsEqualAreTwoStatements() throws {
+        let store = try Store(path: directory.path("texts.sqlite"))
+        let composed = "SELECT '\u{e9}'", decomposed = "SELECT 'e\u{301}'"
+        #expect(composed == decomposed)
+        let results = try store.read { db in
+            [try db.fetchValue(composed, as: String.self), try db.fetchValue(decomposed, as: String.self)]
+        }
+        #expect(results.map { $0.map { Array($0.utf8) } } == [Array("\u{e9}".utf8), Array("e\u{301}".utf8)])
+    }
+
     @Test func everyValueTypeRoundTrips() throws {
         let store = try Store(path: directory.path("values.sqlite"))
         try store.write { db in

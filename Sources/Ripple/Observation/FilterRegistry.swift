@@ -2,9 +2,27 @@ import Foundation
 import RippleSQLite
 
 /// A filter as the store evaluates it: its SQL and arguments (equal filters share an evaluation).
+/// Arguments are equal when SQLite binds the same values, by type and bytes: `"\u{e9}"` and
+/// `"e\u{301}"`, equal as Swift strings, are two filters.
 struct FilterKey: Hashable, Sendable {
-    var filterSQL: String
-    var arguments: [SQLValue]
+    let filterSQL: String
+    let arguments: [SQLValue]
+    private let exactArguments: [RowKey]
+
+    init(filterSQL: String, arguments: [SQLValue]) {
+        self.filterSQL = filterSQL
+        self.arguments = arguments
+        exactArguments = arguments.map(RowKey.init)
+    }
+
+    static func == (lhs: FilterKey, rhs: FilterKey) -> Bool {
+        ExactText(lhs.filterSQL) == ExactText(rhs.filterSQL) && lhs.exactArguments == rhs.exactArguments
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(ExactText(filterSQL))
+        hasher.combine(exactArguments)
+    }
 }
 
 /// The filters of a store's row-precise live queries, grouped (observers with the same filter

@@ -13,7 +13,8 @@ import RippleSQLite
 public final class Database {
     let handle: OpaquePointer
     let configuration: Store.Configuration
-    private var statementCache: [String: Statement] = [:]
+    /// Prepared statements by their SQL, exactly (see ``ExactText``).
+    private var statementCache: [ExactText: Statement] = [:]
     /// The store's own transaction-control statements, apart from the statements users run.
     private var controlStatements: [String: Statement] = [:]
     private var savepointDepth = 0
@@ -59,12 +60,12 @@ public final class Database {
 
     /// A prepared statement for `sql`, reused across calls on this connection.
     public func cachedStatement(_ sql: String) throws(DatabaseError) -> Statement {
-        if let statement = statementCache[sql] { return statement }
+        if let statement = statementCache[ExactText(sql)] { return statement }
         control.allowedMaintenance = false
         let statement = try Statement(database: self, sql: sql, persistent: true)
         // Allowed only where it was prepared (writeWithoutTransaction): never reused elsewhere.
         if control.allowedMaintenance { return statement }
-        statementCache[sql] = statement
+        statementCache[ExactText(sql)] = statement
         return statement
     }
 
