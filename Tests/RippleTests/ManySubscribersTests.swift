@@ -288,4 +288,46 @@ import Testing
         #expect(store.observation.fetchCount.withLock { $0 } == fetchesBefore + 1)
         #expect(subscriber.failures.isEmpty, "\(subscriber.failures)")
     }
+
+    /// Subscribers of the same query share one re-read: a commit that makes 50 subscribers of
+    /// one windowed query run it again runs it once. Each list stays exact, and its changeset
+    /// is its own. Queries whose arguments differ only by Swift's string equality are two.
+    @Test func subscribersOfTheSameQueryShareOneRead() throws {
+        let items = try store.collection("items", of: Item.self)
+        try store.write { _ in
+            for id in 0..<10 { try items.insert(Item(id: id, owner: id % 2, score: 0, name: "é")) }
+        }
+        let query = items.filter(Column("owner") == 1).order(by: Column("id")).limit(3)
+        let lists = Lists(count: 50)
+        var subscriptions = try (0..<50).map { index in try query.live().subscribe { lists.receive($0, at: index) } }
+        let fetchesBefore = store.observation.fetchCount.withLock { $0 }
+        _ = try items.delete(id: 1)   // leaves a full window: another row comes in, so the query runs again
+        #expect(store.observation.fetchCount.withLock { $0 } == fetchesBefore + 1)
+        for index in 0..<50 { #expect(lists.list(index) == (try query.fetchAll())) }
+        // One leaves: the others still share.
+        subscriptions.removeLast().cancel()
+        _ = try items.delete(id: 3)
+        #expect(store.observation.fetchCount.withLock { $0 } == fetchesBefore + 2)
+        for index in 0..<49 { #expect(lists.list(index) == (try query.fetchAll())) }
+        subscriptions.forEach { $0.cancel() }
+        #expect(lists.problems.isEmpty, "\(lists.problems.prefix(3))")
+    }
+
+    /// "\u{e9}" and "e\u{301}" are equal Swift strings but two SQLite texts: filters on them are
+    /// two filters (each evaluated with its own constant), and two queries (neither shares the
+    /// other's read).
+    @Test func argumentsThatSwiftFindsEqualButSQLiteDoesNotAreTwo() throws {
+        let items = try store.collection("items", of: Item.self)
+        try items.insert(Item(id: 1, owner: 0, score: 0, name: "\u{e9}"))
+        let composed = items.filter(Column("name") == "\u{e9}").order(by: Column("id")).limit(3)
+        let decomposed = items.filter(Column("name") == "e\u{301}").order(by: Column("id")).limit(3)
+        let two = Lists(count: 2)
+        let pair = [try composed.live().subscribe { two.receive($0, at: 0) },
+                    try decomposed.live().subscribe { two.receive($0, at: 1) }]
+        defer { pair.forEach { $0.cancel() } }
+        try items.insert(Item(id: 100, owner: 5, score: 0, name: "e\u{301}"))
+        #expect(two.list(0) == (try composed.fetchAll()))
+        #expect(two.list(1) == (try decomposed.fetchAll()))
+        #expect(two.list(1).map(\.id) == [100])
+    }
 }

@@ -40,6 +40,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private var ready: Event?
     private var failure: (any Error)?
     private var deliveringThread: Thread?
+    /// Whether ``stopObserving()`` left the shared reads (guarded by `condition`).
+    private var leftShares = false
     /// The tables each source reads, once known (guarded by `condition`).
     private var interest: Set<String>?
 
@@ -47,6 +49,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private var snapshots: [Snapshot<Element>?]
     /// Per source, the index of each key of its snapshot, built when first needed.
     private var keyIndexes: [[RowKey: Int]?]
+    /// Per source, the result it shares with live queries of the same query (see ``SharedRead``).
+    private let shares: [SharedRead<Element>?]
     /// Per source that places rows by its order (``QuerySource/orderTerms``), that order, as the
     /// schema read by its last run of the query allows (`nil`: the query runs again instead).
     private var orders: [RowOrder?]
@@ -66,6 +70,22 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         self.keyIndexes = Array(repeating: nil, count: sources.count)
         self.orders = Array(repeating: nil, count: sources.count)
         self.isRowPrecise = sources.count == 1 && sources[0].rowCheck != nil
+        self.shares = sources.map { source in
+            source.shareKey.map { store.observation.sharedReads.join($0, as: Element.self) }
+        }
+    }
+
+    /// Leaves the store's observers (and the shared reads): the stream ended.
+    private func stopObserving() {
+        store.observation.unregister(self)
+        condition.lock()
+        let left = !leftShares
+        leftShares = true
+        condition.unlock()
+        guard left else { return }
+        for (source, share) in zip(sources, shares) {
+            if let key = source.shareKey, let share { store.observation.sharedReads.leave(key, share) }
+        }
     }
 
     /// Registers an observer and starts its first refresh; returns its subscription.
@@ -151,7 +171,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                     let error = takeFailure()
                     queue.async { if let error { onError(error) } }
                 }
-                store.observation.unregister(self)
+                stopObserving()
                 return
             }
         }
@@ -214,7 +234,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         if action == .deliverError {
             // The handler's own error: report it where the handler ran.
             if let error = takeFailure() { onError(error) }
-            store.observation.unregister(self)
+            stopObserving()
             return .none
         }
         return action
@@ -245,7 +265,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             condition.wait()
         }
         condition.unlock()
-        store.observation.unregister(self)
+        stopObserving()
         if case .channel(let channel) = sink { channel.finish(throwing: nil) }
     }
 
@@ -325,8 +345,15 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                 }
             }
             if member == nil {
-                let new = try sources[index].fetch(db)
-                store.observation.fetchCount.withLock { $0 += 1 }
+                // Another live query of the same query may have read it at this version.
+                let new: Snapshot<Element>
+                if let shared = shares[index]?.snapshot(at: version) {
+                    new = shared
+                } else {
+                    new = try sources[index].fetch(db)
+                    store.observation.fetchCount.withLock { $0 += 1 }
+                    shares[index]?.keep(new, at: version)
+                }
                 let changeset: Changeset
                 var columns: [Set<String>] = []
                 if let old = snapshots[index] {

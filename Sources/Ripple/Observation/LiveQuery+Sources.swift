@@ -52,6 +52,8 @@ extension RecordQuery {
             defer { decoder.finish() }
             return try reader.read(statement) { try decoder.decode(Record.self) }
         }
+        source.shareKey = SharedReadKey(reading: "record", element: Record.self, sql: compiled.sql,
+                                        arguments: compiled.arguments, identity: schema.primaryKey)
         if let rowCheck, !orderings.isEmpty {
             // Rows whose ordering columns did not change keep their place: they are read alone.
             source.isWindowed = limit != nil
@@ -98,12 +100,13 @@ extension Store {
     /// ```
     public func liveQuery(sql: String, arguments: [any SQLValueConvertible] = [], identity: String) -> LiveQuery<Row> {
         let arguments = arguments.map(\.sqlValue)
-        let source = QuerySource<Row>(description: sql, sql: sql, arguments: arguments, knownTables: nil, rowCheck: nil) { db in
+        var source = QuerySource<Row>(description: sql, sql: sql, arguments: arguments, knownTables: nil, rowCheck: nil) { db in
             let statement = try db.cachedStatement(sql)
             defer { statement.reset() }
             try statement.bind(arguments)
             return try SnapshotReader.rows(of: statement, identity: identity, sql: sql)
         }
+        source.shareKey = SharedReadKey(reading: "rows", element: Row.self, sql: sql, arguments: arguments, identity: identity)
         return LiveQuery(store: self, source: source)
     }
 
@@ -113,7 +116,7 @@ extension Store {
                                                         arguments: [any SQLValueConvertible] = [],
                                                         identity: String) -> LiveQuery<Record> {
         let arguments = arguments.map(\.sqlValue)
-        let source = QuerySource<Record>(description: sql, sql: sql, arguments: arguments, knownTables: nil, rowCheck: nil) { db in
+        var source = QuerySource<Record>(description: sql, sql: sql, arguments: arguments, knownTables: nil, rowCheck: nil) { db in
             let statement = try db.cachedStatement(sql)
             defer { statement.reset() }
             try statement.bind(arguments)
@@ -126,6 +129,7 @@ extension Store {
             defer { decoder.finish() }
             return try SnapshotReader(keyColumn: Int32(key)).read(statement) { try decoder.decode(Record.self) }
         }
+        source.shareKey = SharedReadKey(reading: "decoded", element: Record.self, sql: sql, arguments: arguments, identity: identity)
         return LiveQuery(store: self, source: source)
     }
 }

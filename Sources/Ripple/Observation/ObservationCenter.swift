@@ -107,6 +107,8 @@ final class ObservationCenter: Sendable {
     let ownCommits: OwnCommitFilter?
     /// How many times live queries of this store ran their SQL (for tests of invalidation).
     let fetchCount = Locked(0)
+    /// The results live queries of the same query share.
+    let sharedReads = SharedReads()
     /// How many commits observers skipped without reading anything (for tests of invalidation).
     let skipCount = Locked(0)
     /// How many times the store looked for other connections' commits on the writer (for tests).

@@ -242,6 +242,8 @@ struct QuerySource<Element: Sendable>: Sendable {
     var orderTerms: [RowOrder.Term] = []
     /// Whether the query has a window (LIMIT): a row leaving it lets another in.
     var isWindowed = false
+    /// What live queries of the same result share (see ``SharedRead``); `nil`: nothing.
+    var shareKey: SharedReadKey?
 
     /// The tables the query reads, found by SQLite's authorizer while preparing it.
     func tables(in db: Database) throws -> Set<String> {
