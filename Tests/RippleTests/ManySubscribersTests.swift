@@ -152,6 +152,21 @@ import Testing
         #expect(store.observation.filterGroups(of: "items") == 10)
     }
 
+    /// One write of the seeded model checks, by `choice`: insert row `nextID` (choice 0), delete
+    /// row `id` (1), or put `make(id)` in its place (otherwise).
+    func randomWrite(_ items: RecordCollection<Item>, choice: Int, id: Int, nextID: inout Int,
+                     make: (Int) throws -> Item) throws {
+        switch choice {
+        case 0:
+            try items.insert(make(nextID))
+            nextID += 1
+        case 1:
+            _ = try items.delete(id: id)
+        default:
+            try items.upsert(make(id))
+        }
+    }
+
     /// A seeded model check of the index against SQLite: subscribers with random filters of every
     /// kind (equality and IN by value, ranges, LIKE, OR, NOT, IS NULL, and constants of another
     /// type than the column's, which SQLite converts); after random writes, every list equals
@@ -200,17 +215,11 @@ import Testing
         defer { subscriptions.forEach { $0.cancel() } }
         var nextID = 40
         for _ in 0..<60 {
-            switch Int.random(in: 0..<4, using: &random) {
-            case 0:
-                try items.insert(randomItem(nextID))
-                nextID += 1
-            case 1:
-                _ = try items.delete(id: Int.random(in: 0..<nextID, using: &random))
-            default:
-                let id = Int.random(in: 0..<nextID, using: &random)
+            try randomWrite(items, choice: Int.random(in: 0..<4, using: &random), id: Int.random(in: 0..<nextID, using: &random),
+                            nextID: &nextID) { id in
                 var replacement = randomItem(id)
                 if Bool.random(using: &random), let old = try items.fetch(id: id) { replacement.owner = old.owner }
-                try items.upsert(replacement)
+                return replacement
             }
         }
         for (index, query) in queries.enumerated() {
@@ -251,15 +260,8 @@ import Testing
         let fetchesBefore = store.observation.fetchCount.withLock { $0 }
         var nextID = 30
         for step in 0..<80 {
-            switch Int.random(in: 0..<4, using: &random) {
-            case 0:
-                try items.insert(randomItem(nextID))
-                nextID += 1
-            case 1:
-                _ = try items.delete(id: Int.random(in: 0..<nextID, using: &random))
-            default:
-                try items.upsert(randomItem(Int.random(in: 0..<nextID, using: &random)))
-            }
+            try randomWrite(items, choice: Int.random(in: 0..<4, using: &random), id: Int.random(in: 0..<nextID, using: &random),
+                            nextID: &nextID, make: randomItem)
             for (index, query) in queries.enumerated() {
                 #expect(lists.list(index) == (try query.fetchAll()), "seed \(seed), step \(step), subscriber \(index): \(query)")
             }
