@@ -48,6 +48,14 @@ final class CollectionSchema: Sendable {
         countSQL = "SELECT count(*) FROM \(quotedTable)"
     }
 
+    /// `orderings`, then the primary key (ascending) unless they already hold it: the order is
+    /// total, so which rows a window holds, and in what order, is a function of the data — not
+    /// of the query plan, nor of which rows a live query placed in place.
+    func totalOrder(_ orderings: [ColumnOrdering]) -> [ColumnOrdering] {
+        guard !orderings.contains(where: { $0.column.name == primaryKey }) else { return orderings }
+        return orderings + [ColumnOrdering(Column(primaryKey))]
+    }
+
     /// `CREATE TABLE IF NOT EXISTS … STRICT` for probed columns: each column declares its type
     /// and, unless its property is optional, `NOT NULL`, so that SQLite refuses a value of
     /// another type or a NULL from any writer.

@@ -87,8 +87,8 @@ struct ColumnComparison: Sendable {
     /// text by its UTF-16 bytes, another order).
     let comparesUTF8Bytes: Bool
 
-    /// The column's, or `nil` when SQLite does not know it. `isUTF8`: the database's encoding.
-    init?(table: String, column: String, isUTF8: Bool, in db: Database) {
+    /// The column's, or `nil` when SQLite does not know it.
+    init?(table: String, column: String, in db: Database) {
         var declared: UnsafePointer<CChar>?
         var collation: UnsafePointer<CChar>?
         var notNull: Int32 = 0, primaryKey: Int32 = 0, autoIncrement: Int32 = 0
@@ -102,7 +102,7 @@ struct ColumnComparison: Sendable {
         case "REAL": affinity = .real
         default: affinity = .numeric
         }
-        comparesUTF8Bytes = isUTF8 && (collation.map { String(cString: $0).uppercased() == "BINARY" } ?? true)
+        comparesUTF8Bytes = db.isUTF8 && (collation.map { String(cString: $0).uppercased() == "BINARY" } ?? true)
     }
 
     /// Whether `column <op> constant` compares the stored value with the constant as it is: no

@@ -147,10 +147,9 @@ struct TableFilters {
     private mutating func build(schemaVersion: Int64, in db: Database) {
         var comparisons: [String: ColumnComparison?] = [:]
         let table = self.table
-        let isUTF8 = (try? db.fetchValue("PRAGMA encoding", as: String.self)) == "UTF-8"
         func comparison(_ column: String) -> ColumnComparison? {
             if let known = comparisons[column] { return known }
-            let found = ColumnComparison(table: table, column: column, isUTF8: isUTF8, in: db)
+            let found = ColumnComparison(table: table, column: column, in: db)
             comparisons[column] = found
             return found
         }

@@ -141,8 +141,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             case .none:
                 return
             case .refresh:
-                if case .queue = delivery, !isOnBackground {
-                    Self.background.async { Self.markBackground { self.perform(.refresh) } }
+                if case .queue = delivery, !ObservationThreads.background.isInside {
+                    Self.background.async { ObservationThreads.background.inside { self.perform(.refresh) } }
                     return
                 }
                 // This thread is inside a write or a read of the store (a subscription made there):
@@ -215,7 +215,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         condition.unlock()
 
         var thrown: (any Error)?
-        HandlerScope.run {
+        ObservationThreads.handlers.inside {
             do { try onEvent(event) } catch { thrown = error }
         }
 
@@ -261,7 +261,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         ready = nil
         // Wait for a handler running on another thread, unless this thread is itself inside a
         // handler (it might be the one that handler waits for).
-        while let thread = deliveringThread, thread !== Thread.current, !HandlerScope.isInside {
+        while let thread = deliveringThread, thread !== Thread.current, !ObservationThreads.handlers.isInside {
             condition.wait()
         }
         condition.unlock()
@@ -272,12 +272,6 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     // MARK: Background work
 
     private static var background: DispatchQueue { DispatchQueue.global(qos: .userInitiated) }
-
-    private var isOnBackground: Bool { BackgroundScope.isInside }
-
-    private static func markBackground(_ body: () -> Void) {
-        BackgroundScope.run(body)
-    }
 
     // MARK: Reading
 
@@ -592,26 +586,12 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private static var rowCheckLimit: Int { 256 }
 }
 
-/// Marks the threads running Ripple's background refreshes (a refresh queued from one runs there
-/// at once instead of being queued again).
-enum BackgroundScope {
-    private static let threads = ThreadCounter()
-
-    static var isInside: Bool { threads.value > 0 }
-
-    static func run(_ body: () -> Void) {
-        threads.inside(body)
-    }
-}
-
-/// Marks the threads running a subscriber's handler, so that `cancel()` called from inside one
-/// does not wait for another handler (which could be waiting for this one).
-enum HandlerScope {
-    private static let handlers = ThreadCounter()
-
-    static var isInside: Bool { handlers.value > 0 }
-
-    static func run(_ body: () -> Void) {
-        handlers.inside(body)
-    }
+/// What a thread running observation work is inside of.
+enum ObservationThreads {
+    /// Ripple's background refreshes (a refresh queued from one runs there at once instead of
+    /// being queued again).
+    static let background = ThreadCounter()
+    /// A subscriber's handler, so that `cancel()` called from inside one does not wait for
+    /// another handler (which could be waiting for this one).
+    static let handlers = ThreadCounter()
 }

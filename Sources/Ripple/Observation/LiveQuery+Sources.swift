@@ -26,14 +26,11 @@ extension RecordQuery {
         }
         let cached = !(filter?.hasInList ?? false)
         // Without a window, a row entering the result (or moving in it) is placed by the order's
-        // values, which the snapshots keep: the primary key closes the order, as in the SQL.
+        // values, which the snapshots keep: the SQL's total order.
         var orderTerms: [RowOrder.Term] = []
         var sortColumns: [Int32] = []
         if rowCheck != nil, limit == nil, !orderings.isEmpty {
-            orderTerms = orderings.map { RowOrder.Term(column: $0.column.name, isDescending: $0.isDescending) }
-            if !orderings.contains(where: { $0.column.name == schema.primaryKey }) {
-                orderTerms.append(RowOrder.Term(column: schema.primaryKey, isDescending: false))
-            }
+            orderTerms = schema.totalOrder(orderings).map { RowOrder.Term(column: $0.column.name, isDescending: $0.isDescending) }
             sortColumns = orderTerms.compactMap { schema.layout.indexByName[$0.column].map(Int32.init) }
             if sortColumns.count != orderTerms.count {
                 orderTerms = []

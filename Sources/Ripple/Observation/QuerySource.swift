@@ -328,9 +328,8 @@ struct RowOrder: Sendable {
     /// its UTF-8 bytes (another collation, a UTF-16 database) or does not know its column.
     init?(terms: [Term], table: String, in db: Database) {
         guard !terms.isEmpty else { return nil }
-        let isUTF8 = (try? db.fetchValue("PRAGMA encoding", as: String.self)) == "UTF-8"
         for term in terms {
-            guard ColumnComparison(table: table, column: term.column, isUTF8: isUTF8, in: db)?.comparesUTF8Bytes == true else {
+            guard ColumnComparison(table: table, column: term.column, in: db)?.comparesUTF8Bytes == true else {
                 return nil
             }
         }

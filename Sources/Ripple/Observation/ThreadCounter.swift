@@ -16,6 +16,9 @@ final class ThreadCounter: Sendable {
     /// This thread's count (0 until it entered).
     var value: Int { Int(bitPattern: pthread_getspecific(key)) }
 
+    /// Whether this thread is inside (see ``inside(_:)``).
+    var isInside: Bool { value > 0 }
+
     /// Runs `body` with this thread's count one higher.
     func inside<T>(_ body: () throws -> T) rethrows -> T {
         let outer = value

@@ -72,17 +72,12 @@ struct SQLBuilder {
         try append(filter)
     }
 
-    /// Appends `ORDER BY` with `orderings`, then the primary key (ascending) unless they already
-    /// hold it: the order is total, so which rows a window holds, and in what order, is a function
-    /// of the data — not of the query plan, nor of which rows a live query patched in place.
+    /// Appends `ORDER BY` with `orderings` made total (see ``CollectionSchema/totalOrder(_:)``).
     mutating func appendOrder(_ orderings: [ColumnOrdering]) throws(StoreError) {
         guard !orderings.isEmpty else { return }
         var terms: [String] = []
-        for ordering in orderings {
+        for ordering in schema.totalOrder(orderings) {
             terms.append(try quoted(ordering.column) + (ordering.isDescending ? " DESC" : " ASC"))
-        }
-        if !orderings.contains(where: { $0.column.name == schema.primaryKey }) {
-            terms.append(SQLIdentifier.quoted(schema.primaryKey) + " ASC")
         }
         sql += " ORDER BY " + terms.joined(separator: ", ")
     }

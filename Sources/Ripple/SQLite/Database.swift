@@ -24,6 +24,18 @@ public final class Database {
     var changeCapture: ChangeCapture?
     /// The writer's change log, once installed.
     var changeLog: ChangeLog?
+    /// Whether the file's text is in UTF-8 (read once: the encoding is fixed from its first table
+    /// on, and a store's file has its tables before anything asks).
+    private var knownUTF8: Bool?
+
+    /// Whether the file's text is in UTF-8 (`PRAGMA encoding`; UTF-16 files compare text by
+    /// their UTF-16 bytes).
+    var isUTF8: Bool {
+        if let knownUTF8 { return knownUTF8 }
+        let found = (try? fetchValue("PRAGMA encoding", as: String.self)) == "UTF-8"
+        knownUTF8 = found
+        return found
+    }
 
     /// Opens a connection. `path` is a file path, or `:memory:`.
     init(path: String, readOnly: Bool, configuration: Store.Configuration) throws(DatabaseError) {
