@@ -149,6 +149,43 @@ import Testing
         #expect(subscriber.failures.isEmpty)
     }
 
+    /// A write made without Ripple (the shell), not noticed yet when the store commits a write
+    /// that changes no row. The store counts such commits of its own, so that other connections
+    /// do not take them for writes made without Ripple; counting this one must not make the
+    /// store take the shell's write for one of its own.
+    @Test func aForeignWriteBeforeAnOwnWriteThatChangesNothingArrives() throws {
+        let items = try store.collection("items", of: Item.self)
+        try items.insert(Item(id: 1, title: "a"))
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
+        defer { subscription.cancel() }
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
+        // Hold the store's looks back until its own write is done.
+        let held = DispatchSemaphore(value: 0)
+        store.observation.noticeQueue.async { held.wait() }
+        try shell("INSERT INTO items(id, title) VALUES (2, 'from the shell')")
+        try store.write { db in try db.execute("UPDATE items SET title = 'none' WHERE id = 99") }
+        held.signal()
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "from the shell")], timeout: 20))
+        #expect(subscriber.failures.isEmpty)
+    }
+
+    /// Another process commits while the store holds its writer, before the store begins a
+    /// transaction (the watch does not hear writes then): the store notices it when it lets the
+    /// writer go.
+    @Test func aForeignCommitWhileTheStoreHoldsItsWriterArrives() throws {
+        let items = try store.collection("items", of: Item.self)
+        try items.insert(Item(id: 1, title: "a"))
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
+        defer { subscription.cancel() }
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
+        try store.writeWithoutTransaction { _ in try shell("INSERT INTO items(id, title) VALUES (2, 'meanwhile')") }
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "meanwhile")], timeout: 20))
+
+        #expect(subscriber.failures.isEmpty)
+    }
+
     /// A writer that stays open (no close of the WAL after its commits) is heard commit by commit.
     @Test func eachCommitOfALongLivedOtherProcessArrives() throws {
         let items = try store.collection("items", of: Item.self)

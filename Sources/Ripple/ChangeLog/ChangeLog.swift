@@ -98,11 +98,27 @@ final class ChangeLog {
     /// taking a version (``record(_:)`` returned `nil`): SQLite may still write pages (a statement
     /// that failed, a savepoint rolled back), which other connections see in `PRAGMA
     /// data_version`. Counting the commit tells them it was Ripple's, not a write without Ripple.
-    func recordCommitWithoutVersion(_ db: Database) throws {
+    ///
+    /// But a write without Ripple since this connection looked, that no Ripple commit took in
+    /// (neither the version nor the count moved), is taken in here, as a versioned commit would:
+    /// counted instead, it would pass for this Ripple commit, and nobody would re-read it. The
+    /// commit then takes a version, logged as a change to every table, and its summary is
+    /// returned, for the caller to route.
+    func recordCommitWithoutVersion(_ db: Database) throws -> CommitSummary? {
+        // Inside the write transaction: nobody else commits between these looks and the count.
+        let data = try Self.dataVersion(db)
+        if data != dataVersion, try Self.version(db) == knownVersion, try Self.commits(db) == knownCommits {
+            // nextVersion sees data_version moved and logs the change to every table.
+            let version = try nextVersion(db)
+            adoptedForeignWrite = false
+            knownVersion = version
+            return CommitSummary(version: version, tables: [Self.everyTable])
+        }
         guard let commits = try db.fetchValue(
-            "UPDATE ripple_meta SET value = value + 1 WHERE key = 'commits' RETURNING value", as: Int64.self) else { return }
+            "UPDATE ripple_meta SET value = value + 1 WHERE key = 'commits' RETURNING value", as: Int64.self) else { return nil }
         // When no other connection committed since this one looked, its own count stays exact.
-        if try Self.dataVersion(db) == dataVersion { knownCommits = commits }
+        if data == dataVersion { knownCommits = commits }
+        return nil
     }
 
     /// `PRAGMA data_version` (read after every commit while the file is watched: a cached

@@ -236,11 +236,10 @@ public final class Store: Sendable {
                 // acknowledge a write that is lost when the store closes.
                 try checkFile()
                 summary = try log?.record(db)
-                if summary != nil {
-                    observation.evaluateFilters(of: &summary!, in: db)
-                } else if !configuration.readOnly {
-                    try log?.recordCommitWithoutVersion(db)
+                if summary == nil && !configuration.readOnly {
+                    summary = try log?.recordCommitWithoutVersion(db)
                 }
+                if summary != nil { observation.evaluateFilters(of: &summary!, in: db) }
                 return result
             }
             // Committed: routed before another commit can be, so in version order.
@@ -370,7 +369,8 @@ public final class Store: Sendable {
                 // The statements committed on their own without changing rows: count them, so that
                 // other connections do not take them for a write made without Ripple. The body's
                 // work is committed whatever happens here: a failure only risks that confusion.
-                try? db.transaction(.immediate) { try log.recordCommitWithoutVersion(db) }
+                let adopted = try? db.transaction(.immediate) { try log.recordCommitWithoutVersion(db) }
+                routing = adopted.map(observation.route)
             }
             return try outcome.get()
         }
