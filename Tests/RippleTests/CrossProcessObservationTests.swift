@@ -149,6 +149,33 @@ import Testing
         #expect(subscriber.failures.isEmpty)
     }
 
+    /// The store's own commits do not even wake the watch: it stops hearing writes while the store
+    /// holds its writer (a wake costs two thread hand-offs and the header's read on every commit,
+    /// on the cores the live queries need). Other connections' commits still wake it.
+    @Test func theStoresOwnCommitsDoNotWakeTheWatch() throws {
+        let items = try store.collection("items", of: Item.self)
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
+        defer { subscription.cancel() }
+        var expected: [Item] = []
+        for id in 1...40 {
+            try items.insert(Item(id: id, title: "own \(id)"))
+            expected.append(Item(id: id, title: "own \(id)"))
+        }
+        // A checkpoint by the store (it writes the database file, and resets the WAL) is its own too.
+        try store.writeWithoutTransaction { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+        #expect(subscriber.waitFor(items: expected, timeout: 20))
+        // Whatever the watch queued was handled before this runs (its wakes run on this queue).
+        store.observation.noticeQueue.sync {}
+        #expect(store.observation.watchWakes.withLock { $0 } == 0)
+
+        try shell("INSERT INTO items(id, title) VALUES (100, 'from the shell')")
+        expected.append(Item(id: 100, title: "from the shell"))
+        #expect(subscriber.waitFor(items: expected, timeout: 20))
+        #expect(store.observation.watchWakes.withLock { $0 } >= 1)
+        #expect(subscriber.failures.isEmpty)
+    }
+
     /// A write made without Ripple (the shell), not noticed yet when the store commits a write
     /// that changes no row. The store counts such commits of its own, so that other connections
     /// do not take them for writes made without Ripple; counting this one must not make the

@@ -254,10 +254,11 @@ final class ChangeLog {
     /// Commits changing more rows than this do not tell observers their keys (they re-read).
     private static var knownRowLimit: Int { 256 }
 
-    /// Whether no other connection committed since this one last looked (one `PRAGMA
-    /// data_version`; `false` when it cannot tell).
-    func knowsEveryCommit(_ db: Database) -> Bool {
-        (try? Self.dataVersion(db)) == dataVersion
+    /// `PRAGMA data_version` now, and whether this connection noticed every other connection's
+    /// commit up to it (no other committed since it last looked); `nil` when it cannot tell.
+    func foreignCommits(_ db: Database) -> (dataVersion: Int64, noticed: Bool)? {
+        guard let current = try? Self.dataVersion(db) else { return nil }
+        return (current, current == dataVersion)
     }
 
     /// Notices commits of other connections since this one last looked, outside a transaction of

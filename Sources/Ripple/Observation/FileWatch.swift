@@ -10,15 +10,28 @@ import Glibc
 ///
 /// * Linux: one inotify descriptor, read by a dispatch source, watching the `-wal` file (writes,
 ///   truncation by a checkpoint) and the database file (a checkpoint; the file deleted, renamed
-///   or replaced). inotify watches by path and holds no descriptor of the files.
+///   or replaced). inotify watches by path and holds no descriptor of the files. While the store
+///   holds its writer, the watches are muted to the files' removal or replacement
+///   (``muteWrites()``): its own commits do not wake it.
 /// * Other platforms: dispatch file-system sources on the `-wal` file and on the directory (an
 ///   entry deleted, renamed or created: the file replaced). Never on the database file itself:
 ///   closing a descriptor of it would drop the process's POSIX locks on it, which SQLite's
 ///   connections rely on. SQLite takes no such lock on the `-wal` file.
 ///
 /// Watching stops when the watch is released (or ``cancel()``).
-final class FileWatch: @unchecked Sendable {   // @unchecked: its one field, a dispatch source, is thread-safe and never replaced
+final class FileWatch: @unchecked Sendable {   // @unchecked: the source is thread-safe and never replaced; the descriptor is behind a lock
     private let source: any DispatchSourceProtocol
+    #if os(Linux)
+    /// The inotify descriptor (-1 once closed), behind a lock: the writer mutes and unmutes its
+    /// watches while the source may be closing it on its queue.
+    private let inotify: Locked<Int32>
+    private let walPath: String
+    private let databasePath: String
+    /// Writes, truncation (a checkpoint resets the WAL), and the file replaced or removed.
+    private static let hearing = UInt32(IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
+    /// Muted: only the file replaced or removed.
+    private static let muted = UInt32(IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
+    #endif
 
     /// Watches the database at `path`; `changed` runs on `queue` after changes (events that
     /// arrive together are reported once), told whether only the `-wal` file changed. `nil` when
@@ -28,13 +41,15 @@ final class FileWatch: @unchecked Sendable {   // @unchecked: its one field, a d
         #if os(Linux)
         let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard fd >= 0 else { return nil }
-        // Writes, truncation (a checkpoint resets the WAL), and the file replaced or removed.
-        let mask = UInt32(IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
-        let walWatch = inotify_add_watch(fd, wal, mask)
-        guard walWatch >= 0, inotify_add_watch(fd, path, mask) >= 0 else {
+        let walWatch = inotify_add_watch(fd, wal, Self.hearing)
+        guard walWatch >= 0, inotify_add_watch(fd, path, Self.hearing) >= 0 else {
             close(fd)
             return nil
         }
+        let inotify = Locked(fd)
+        self.inotify = inotify
+        walPath = wal
+        databasePath = path
         let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
         source.setEventHandler {
             // Drain what arrived; only which files changed matters.
@@ -55,7 +70,12 @@ final class FileWatch: @unchecked Sendable {   // @unchecked: its one field, a d
             }
             changed(onlyWAL)
         }
-        source.setCancelHandler { close(fd) }
+        source.setCancelHandler {
+            inotify.withLock { descriptor in
+                close(descriptor)
+                descriptor = -1
+            }
+        }
         source.resume()
         self.source = source
         #else
@@ -88,6 +108,36 @@ final class FileWatch: @unchecked Sendable {   // @unchecked: its one field, a d
         self.source = group
         #endif
     }
+
+    /// Stops hearing writes to the files, still hearing them removed or replaced: the store is
+    /// about to write, and its own writes need no wake (they cost two thread hand-offs per
+    /// commit). The store looks for other connections' commits when it unmutes (see
+    /// ``OwnCommitFilter``). Elsewhere than on Linux, writes are still heard.
+    func muteWrites() {
+        #if os(Linux)
+        setMask(Self.muted)
+        #endif
+    }
+
+    /// Hears writes again.
+    func unmuteWrites() {
+        #if os(Linux)
+        setMask(Self.hearing)
+        #endif
+    }
+
+    #if os(Linux)
+    /// Changes both watches' events (a watch of the same file keeps its descriptor). A file
+    /// replaced meanwhile gets a new watch, whose events then count as the file changed, and
+    /// make the store look.
+    private func setMask(_ mask: UInt32) {
+        inotify.withLock { descriptor in
+            guard descriptor >= 0 else { return }
+            _ = inotify_add_watch(descriptor, walPath, mask)
+            _ = inotify_add_watch(descriptor, databasePath, mask)
+        }
+    }
+    #endif
 
     /// Stops watching.
     func cancel() {

@@ -113,6 +113,8 @@ final class ObservationCenter: Sendable {
     let skipCount = Locked(0)
     /// How many times the store looked for other connections' commits on the writer (for tests).
     let looks = Locked(0)
+    /// How many times the file watch woke (for tests).
+    let watchWakes = Locked(0)
 
     init(pollInterval: TimeInterval?, watchedFile: String?) {
         self.pollInterval = pollInterval
@@ -178,12 +180,13 @@ final class ObservationCenter: Sendable {
         // A failure to look (the file busy, say) is retried at the next change.
         let look: @Sendable () -> Void = { [weak store] in try? store?.noticeExternalWrites() }
         ownCommits.activate(look: look)
-        let watch = FileWatch(database: path, queue: noticeQueue) { [ownCommits] onlyWAL in
+        let watch = FileWatch(database: path, queue: noticeQueue) { [ownCommits, watchWakes] onlyWAL in
+            watchWakes.withLock { $0 += 1 }
             // The WAL changes with every commit, the store's own too: the filter tells them apart.
             // Anything else (a checkpoint, the file replaced) is rare: look.
             if onlyWAL { ownCommits.wake() } else { look() }
         }
-        if watch == nil { ownCommits.deactivate() }
+        if let watch { ownCommits.attach(watch) } else { ownCommits.deactivate() }
         return watch
     }
 

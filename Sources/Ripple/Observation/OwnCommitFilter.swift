@@ -23,11 +23,18 @@ struct WALIndexHeader: Equatable, Sendable {
 /// Decides, when the file watch wakes, whether the store must look for other connections'
 /// commits (``Store/noticeExternalWrites()``, which takes the writer) — without taking it.
 ///
-/// The watch wakes for the store's own commits as much as for others'. After each use of the
-/// writer, the filter keeps the wal-index header as it was, when no other connection committed
-/// since the writer last looked (`PRAGMA data_version`, read after the header). A wake that finds
-/// the same header needs no look; a wake while the writer is in use is answered when it is
-/// released. So the store's own commits cost a read of 48 bytes, and never take the writer.
+/// The store's own commits would wake the watch as much as others'. So while the store holds its
+/// writer, the watch does not hear writes (``FileWatch/muteWrites()``, on Linux); when the writer
+/// is released, the watch hears them again, and then the filter reads `PRAGMA data_version`:
+/// another connection's commit made while the writer was held, and not taken in by the store's
+/// own (see ``ChangeLog``), makes the store look, once per `data_version`.
+///
+/// Where the watch still hears the store's own writes, or for a wake that comes late: after each
+/// use of the writer, the filter keeps the wal-index header as it was, when no other connection
+/// committed since the writer last looked (`PRAGMA data_version`, read after the header). A wake
+/// that finds the same header needs no look; a wake while the writer is in use is answered when
+/// it is released. So the store's own commits cost at most a read of 48 bytes, and never take
+/// the writer.
 ///
 /// A wake can also come before the commit it announces is visible: a writer appends its frames to
 /// the `-wal` file (the events) before it publishes them in the header (no event; with
@@ -51,6 +58,14 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
         var firstSettleArmed = false
         var settleStart = DispatchTime.now()
         var look: (@Sendable () -> Void)?
+        /// The watch, muted while the writer is held.
+        var watch: FileWatch?
+        /// The watch muted by the current use of the writer.
+        var mutedWatch: FileWatch?
+        /// The `data_version` of the last look started because the store had not noticed
+        /// another connection's commit when it released the writer (a look that failed is not
+        /// repeated for the same one: the next change is).
+        var lookedForDataVersion: Int64?
     }
 
     /// When the settling looks come, after the wake that found nothing new, in milliseconds.
@@ -78,6 +93,13 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
             state = State()
             state.active = true
             state.look = look
+        }
+    }
+
+    /// The watch whose wakes this filter decides, muted while the writer is held.
+    func attach(_ watch: FileWatch) {
+        state.withLock { state in
+            if state.active { state.watch = watch }
         }
     }
 
@@ -143,29 +165,42 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
 
     /// The writer is about to be used (by anything: a write, a look, a migration).
     func writerWillStart() {
-        state.withLock { state in
-            if state.active { state.writing = true }
+        let watch = state.withLock { state -> FileWatch? in
+            guard state.active else { return nil }
+            state.writing = true
+            state.mutedWatch = state.watch
+            return state.watch
         }
+        watch?.muteWrites()
     }
 
     /// The writer, still held, is about to be released: keeps the header when the store knows of
     /// every commit in it, and answers a wake that came meanwhile.
     func writerWillRelease(_ db: Database) {
-        let (active, known) = state.withLock { ($0.active, $0.index) }
+        let (active, known, muted) = state.withLock { ($0.active, $0.index, $0.mutedWatch) }
         guard active else { return }
+        // Hearing again before looking: a commit after the look below wakes the watch.
+        muted?.unmuteWrites()
         // The mapping stays while the connection is open: asked of the VFS once per activation.
         let index = known != 0 ? known : ripple_wal_index(db.handle).map { UInt(bitPattern: $0) } ?? 0
         // The header first, then the check that nobody else committed: a commit made after the
         // header was read is seen in data_version, and the header is not trusted.
         let header = UnsafeRawPointer(bitPattern: index).flatMap(WALIndexHeader.init(index:))
-        let current = db.changeLog?.knowsEveryCommit(db) ?? false
+        let foreign = db.changeLog?.foreignCommits(db)
         let look = state.withLock { state -> (@Sendable () -> Void)? in
             guard state.active else { return nil }
             state.index = index
-            state.known = current ? header : nil
+            state.known = foreign?.noticed == true ? header : nil
             state.writing = false
+            state.mutedWatch = nil
             defer { state.wokeWhileWriting = false }
-            return state.wokeWhileWriting ? state.look : nil
+            // Commits of others that the muted watch did not hear, once per data_version.
+            var unheard = false
+            if let foreign, !foreign.noticed, foreign.dataVersion != state.lookedForDataVersion {
+                state.lookedForDataVersion = foreign.dataVersion
+                unheard = true
+            }
+            return state.wokeWhileWriting || unheard ? state.look : nil
         }
         if let look { decide(look: look, now: false) }
     }
