@@ -315,6 +315,64 @@ import Testing
         #expect(lists.problems.isEmpty, "\(lists.problems.prefix(3))")
     }
 
+    /// The live queries one commit concerns read together: 40 queries on a queue, all concerned
+    /// by one write, read in three transactions (batches of at most 16), not forty. Each list
+    /// is still exact, and its changeset applies.
+    @Test func theQueriesOneCommitConcernsReadInBatches() throws {
+        let items = try store.collection("items", of: Item.self)
+        try store.write { _ in
+            for id in 0..<30 { try items.insert(Item(id: id, owner: 0, score: 0, name: "a")) }
+        }
+        // Forty different windows (no shared read): every one holds row 0.
+        let queries = (0..<40).map { items.filter(Column("owner") == 0).order(by: Column("id")).limit(5 + $0) }
+        let lists = Lists(count: 40)
+        let queue = DispatchQueue(label: "ripple.tests.batches")
+        let subscriptions = try queries.enumerated().map { index, query in
+            try query.live().subscribe(on: .queue(queue)) { lists.receive($0, at: index) }
+        }
+        defer { subscriptions.forEach { $0.cancel() } }
+        for (index, query) in queries.enumerated() { #expect(lists.waitFor(index, try query.fetchAll())) }
+        let before = store.observation.batchReads.withLock { $0 }
+        try items.update(Item(id: 0, owner: 0, score: 1, name: "changed"))
+        for (index, query) in queries.enumerated() { #expect(lists.waitFor(index, try query.fetchAll())) }
+        #expect(store.observation.batchReads.withLock { $0 } - before == 3)
+        #expect(lists.problems.isEmpty, "\(lists.problems.prefix(3))")
+    }
+
+    /// A refresh that fails in a batch ends its own stream only: the others read in the same
+    /// transaction deliver their events.
+    @Test func aRefreshThatFailsInABatchFailsAlone() throws {
+        let items = try store.collection("items", of: Item.self)
+        try items.insert(Item(id: 1, owner: 0, score: 0, name: "a"))
+        try store.write { db in try db.execute("CREATE TABLE doomed(id INTEGER PRIMARY KEY, name TEXT)") }
+        let queue = DispatchQueue(label: "ripple.tests.batch-failure")
+        let doomed = ListViewSubscriber<DoomedRow>()
+        let doomedSubscription = doomed.subscribe(
+            to: store.liveQuery(DoomedRow.self, sql: "SELECT id, name FROM doomed ORDER BY id", identity: "id"), on: .queue(queue))
+        defer { doomedSubscription.cancel() }
+        let lists = Lists(count: 2)
+        let query = items.order(by: Column("id"))
+        let subscriptions = try (0..<2).map { index in try query.live().subscribe(on: .queue(queue)) { lists.receive($0, at: index) } }
+        defer { subscriptions.forEach { $0.cancel() } }
+        for index in 0..<2 { #expect(lists.waitFor(index, try query.fetchAll())) }
+        #expect(doomed.waitFor(items: [], timeout: 20))
+        let before = store.observation.batchReads.withLock { $0 }
+        // One commit concerns all three (a schema change): the doomed query's read fails.
+        try store.write { db in
+            try db.execute("DROP TABLE doomed")
+            try items.insert(Item(id: 2, owner: 0, score: 0, name: "b"))
+        }
+        for index in 0..<2 { #expect(lists.waitFor(index, try query.fetchAll())) }
+        #expect(doomed.waitForError(timeout: 20))
+        #expect(store.observation.batchReads.withLock { $0 } - before == 1)
+        #expect(lists.problems.isEmpty, "\(lists.problems.prefix(3))")
+    }
+
+    struct DoomedRow: Codable, Sendable, Equatable {
+        var id: Int
+        var name: String
+    }
+
     /// "\u{e9}" and "e\u{301}" are equal Swift strings but two SQLite texts: filters on them are
     /// two filters (each evaluated with its own constant), and two queries (neither shares the
     /// other's read).

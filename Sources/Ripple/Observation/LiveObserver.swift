@@ -14,7 +14,9 @@ protocol ObservationTarget: AnyObject, Sendable {
     /// The observer's identity, never reused by another.
     var observerID: ObservationCenter.ObserverID { get }
     /// A commit changed rows of `summary.tables` (``ChangeLog/everyTable`` for unknown tables).
-    func storeDidCommit(_ summary: CommitSummary)
+    /// A refresh this starts in the background joins `batch` (started once every observer the
+    /// commit concerns was told).
+    func storeDidCommit(_ summary: CommitSummary, batch: RefreshBatch)
 }
 
 /// One subscription to one or more queries read together (a group is read in one transaction, so
@@ -108,7 +110,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
 
     // MARK: Notifications
 
-    func storeDidCommit(_ summary: CommitSummary) {
+    func storeDidCommit(_ summary: CommitSummary, batch: RefreshBatch) {
         condition.lock()
         // The store tells a row-precise observer only of the commits that may change its result
         // (see ObservationCenter.route); the others, of the commits to the tables they read.
@@ -118,7 +120,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         let action = interested ? state.invalidate() : .none
         if wasIdle && action == .refresh && isRowPrecise { store.observation.observerBecameBusy(observerID) }
         condition.unlock()
-        perform(action)
+        perform(action, batch: batch)
     }
 
     /// Whether the store evaluates this observer's filter in each commit (a single
@@ -134,7 +136,9 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
 
     // MARK: Running the actions
 
-    private func perform(_ first: ObserverState.Action) {
+    /// Runs `first` and the actions that follow it; a refresh to run in the background joins
+    /// `batch` when there is one.
+    private func perform(_ first: ObserverState.Action, batch: RefreshBatch? = nil) {
         var action = first
         while true {
             switch action {
@@ -142,7 +146,20 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                 return
             case .refresh:
                 if case .queue = delivery, !ObservationThreads.background.isInside {
-                    Self.background.async { ObservationThreads.background.inside { self.perform(.refresh) } }
+                    if let batch {
+                        batch.add(RefreshBatch.Refresh(store: store, read: { db in
+                            let next = self.refreshed(Result { try self.refresh(db) })
+                            // Reading again waits for the batch's transaction to end (a read in it
+                            // sees the same version); the rest goes on now.
+                            if next == .refresh { return { self.perform(.refresh) } }
+                            self.perform(next)
+                            return nil
+                        }, fail: { error in
+                            self.perform(self.refreshed(.failure(error)))
+                        }))
+                    } else {
+                        Self.background.async { ObservationThreads.background.inside { self.perform(.refresh) } }
+                    }
                     return
                 }
                 // This thread is inside a write or a read of the store (a subscription made there):
@@ -178,17 +195,20 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     }
 
     private func refresh() -> ObserverState.Action {
-        do {
-            let event = try store.read { db in try refresh(db) }
-            condition.lock()
-            defer { condition.unlock() }
+        refreshed(Result { try store.read { db in try refresh(db) } })
+    }
+
+    /// The action after a read that gave `outcome`.
+    private func refreshed(_ outcome: Result<Event?, any Error>) -> ObserverState.Action {
+        condition.lock()
+        defer { condition.unlock() }
+        switch outcome {
+        case .success(let event):
             let action = state.refreshed(hasEvent: event != nil)
             if action == .deliver { ready = event }   // cancelled meanwhile: dropped at once
             tellStoreIfIdle()
             return action
-        } catch {
-            condition.lock()
-            defer { condition.unlock() }
+        case .failure(let error):
             failure = error
             return state.fail()
         }

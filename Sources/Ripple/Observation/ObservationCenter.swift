@@ -113,6 +113,8 @@ final class ObservationCenter: Sendable {
     let skipCount = Locked(0)
     /// How many times the store looked for other connections' commits on the writer (for tests).
     let looks = Locked(0)
+    /// How many read transactions batches of refreshes took (for tests, see ``RefreshBatch``).
+    let batchReads = Locked(0)
     /// How many times the file watch woke (for tests).
     let watchWakes = Locked(0)
 
@@ -352,9 +354,11 @@ final class ObservationCenter: Sendable {
 
     /// Tells the routed observers (outside the writer's lock: a handler may run now).
     func deliver(_ routing: Routing) {
+        let batch = RefreshBatch()
         for target in routing.targets {
-            target.storeDidCommit(routing.summary)
+            target.storeDidCommit(routing.summary, batch: batch)
         }
+        batch.start(on: DispatchQueue.global(qos: .userInitiated))
     }
 
     /// For a row-precise observer reading at `version`: the commits up to it that it was told of
