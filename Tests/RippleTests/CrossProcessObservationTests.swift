@@ -257,3 +257,44 @@ import Testing
         #expect((subscriber.error as? StoreError)?.kind == .fileMoved)
     }
 }
+
+/// What a live query reading at a version is told of a commit that stands for several: other
+/// connections' commits taken in by one of the store's own, or noticed together.
+@Suite struct ToldRangeTests {
+    final class Target: ObservationTarget, @unchecked Sendable {
+        let observerID = ObservationCenter.makeObserverID()
+        func storeDidCommit(_ summary: CommitSummary, batch: RefreshBatch) {}
+    }
+
+    /// A reader at a version inside the range sees part of what the commit tells: it must be
+    /// told of it (and read that part from the change log), and the next read of the rest.
+    /// Before, the commit waited for a read at its own version, while routing had gone past
+    /// this one: the part this read saw counted as not concerning it, and its list kept the
+    /// rows' old values for good (found by `ripple stress --processes 3`).
+    @Test func aReadInsideTheRangeOfATakenInCommitIsToldOfIt() throws {
+        let store = try Store.inMemory()
+        let center = store.observation
+        let target = Target()
+        let interest = RowInterest(table: "items", quotedTable: "\"items\"", quotedKey: "\"id\"", filterSQL: "",
+                                   filterArguments: [], filter: nil)
+        center.register(target, store: store, interest: interest)
+        defer { center.unregister(target) }
+        // Versions 11 to 14 were other connections' commits, taken in by this store's own 15.
+        var summary = CommitSummary(version: 15, coveredFrom: 11, tables: ["items"])
+        summary.evaluatedTables = []
+        _ = center.route(summary)
+
+        // A read at 12 sees 11 and 12: told, and the commit stays for the next read.
+        let atTwelve = center.told(target.observerID, through: 12)
+        #expect(atTwelve.commits.map(\.version) == [15])
+        #expect(atTwelve.commits.first?.keys == nil)
+        // A read at 15 sees the rest: told again, and then no more.
+        #expect(center.told(target.observerID, through: 15).commits.map(\.version) == [15])
+        #expect(center.told(target.observerID, through: 16).commits.isEmpty)
+
+        // A commit of its own version only is not told to a read before it.
+        _ = center.route(CommitSummary(version: 20, tables: ["items"]))
+        #expect(center.told(target.observerID, through: 19).commits.isEmpty)
+        #expect(center.told(target.observerID, through: 20).commits.map(\.version) == [20])
+    }
+}

@@ -33,6 +33,10 @@ public enum ChangeLogRetention: Hashable, Sendable {
 struct CommitSummary: Sendable {
     /// The version the commit took.
     var version: Int64
+    /// When the summary also stands for other connections' commits taken in with it (or noticed
+    /// together), the oldest version it covers; `nil`: only `version`. A reader at a version
+    /// inside the range sees part of what it tells.
+    var coveredFrom: Int64? = nil
     /// The tables whose rows changed, including tables changed by other processes since the
     /// previous commit; ``ChangeLog/everyTable`` when that cannot be known.
     var tables: Set<String>
@@ -190,7 +194,9 @@ final class ChangeLog {
         // Other connections' commits this one had not noticed take versions before this one; their
         // rows are not among this commit's, so then the changed rows are not all known.
         let takesInOthers = knownVersion < version - 1
+        let coveredFrom = takesInOthers ? knownVersion + 1 : nil
         var summary = try finishRecord(db, version: version, changedTables: changedTables, schemaChanged: schemaChanged)
+        summary.coveredFrom = coveredFrom
         if summary.tables == changedTables && tellsKeys && !takesInOthers {
             var rowKeys: [String: Set<RowKey>] = [:]
             for group in groups {
@@ -303,8 +309,9 @@ final class ChangeLog {
         let data = try Self.dataVersion(db)
         if current > knownVersion {
             let tables = try foreignTables(db, after: knownVersion, through: current)
+            let coveredFrom = knownVersion + 1
             (knownVersion, knownCommits, dataVersion) = (current, commits, data)
-            return .noticed(CommitSummary(version: current, tables: tables))
+            return .noticed(CommitSummary(version: current, coveredFrom: coveredFrom, tables: tables))
         }
         guard mayAdopt, commits == knownCommits else {
             (knownCommits, dataVersion) = (commits, data)

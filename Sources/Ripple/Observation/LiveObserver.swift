@@ -438,8 +438,11 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         var updatesOnly = true
         var matched = false
         for commit in told.commits where commit.version > since {
-            // A commit whose changed rows were not told (another connection's, too many rows).
-            guard let changed = commit.keys else { return try impact(on: 0, after: since, through: version, in: db) }
+            // A commit whose changed rows were not told (another connection's, too many rows), or
+            // one that stands for several, not all of them in this read.
+            guard let changed = commit.keys, commit.version <= version else {
+                return try impact(on: 0, after: since, through: version, in: db)
+            }
             keys += changed
             updatesOnly = updatesOnly && commit.updatesOnly
             matched = matched || commit.matched

@@ -48,6 +48,8 @@ final class ObservationCenter: Sendable {
     /// changed rows (`nil`: unknown, read the change log).
     struct ToldCommit: Sendable {
         var version: Int64
+        /// The oldest version it stands for (``CommitSummary/coveredFrom``; else `version`).
+        var coveredFrom: Int64
         var keys: Set<RowKey>?
         var updatesOnly: Bool
         /// Whether its filter matched one of the changed rows (evaluated in the commit).
@@ -336,7 +338,7 @@ final class ObservationCenter: Sendable {
                 targets.append(target)
                 guard let table = state.observers[id]?.rowTable, summary.version > 0 else { continue }
                 let keys = summary.evaluatedTables.contains(table) ? summary.rowKeys?[table] : nil
-                let commit = ToldCommit(version: summary.version, keys: keys,
+                let commit = ToldCommit(version: summary.version, coveredFrom: summary.coveredFrom ?? summary.version, keys: keys,
                                         updatesOnly: !summary.insertedOrDeleted.contains(table),
                                         matched: keys != nil && summary.matching.contains(id))
                 if state.observers[id]!.told.count < Self.toldLimit {
@@ -363,12 +365,16 @@ final class ObservationCenter: Sendable {
 
     /// For a row-precise observer reading at `version`: the commits up to it that it was told of
     /// since it last read (those after stay for its next read), and how far routing went.
+    ///
+    /// A told commit that stands for several (other connections' commits taken in or noticed
+    /// together) and that this read sees only part of is in both: this read must read what its
+    /// part changed (from the change log), and the next one the rest. Routing went past this
+    /// read's version, so left out, its part would count as routed and not concerning.
     func told(_ id: ObserverID, through version: Int64) -> Told {
         state.withLock { state in
             guard var observer = state.observers[id] else { return Told(commits: [], routedThrough: 0, lostThrough: 0) }
-            let split = observer.told.partition { $0.version > version }
-            let commits = Array(observer.told[..<split])
-            observer.told.removeSubrange(..<split)
+            let commits = observer.told.filter { $0.coveredFrom <= version }
+            observer.told.removeAll { $0.version <= version }
             let lost = observer.lostThrough
             if version >= lost { observer.lostThrough = 0 }   // this read covers what was lost
             state.observers[id] = observer
