@@ -127,32 +127,11 @@ import Testing
         quiet.cancel()
     }
 
-    /// The watch wakes for the store's own commits too; they must not make it look for others'
-    /// (a look takes the writer, which would slow every write).
-    @Test func theStoresOwnCommitsDoNotMakeItLook() throws {
-        let items = try store.collection("items", of: Item.self)
-        let subscriber = ListViewSubscriber<Item>()
-        let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
-        defer { subscription.cancel() }
-        var expected: [Item] = []
-        for id in 1...40 {
-            try items.insert(Item(id: id, title: "own \(id)"))
-            expected.append(Item(id: id, title: "own \(id)"))
-            #expect(subscriber.waitFor(items: expected, timeout: 20))
-        }
-        // A foreign commit after them: once it arrived, the wake-ups of the own ones were handled.
-        try shell("INSERT INTO items(id, title) VALUES (100, 'from the shell')")
-        expected.append(Item(id: 100, title: "from the shell"))
-        #expect(subscriber.waitFor(items: expected, timeout: 20))
-        let looks = store.observation.looks.withLock { $0 }
-        #expect(looks >= 1 && looks <= 3, "the store looked for other connections' commits \(looks) times")
-        #expect(subscriber.failures.isEmpty)
-    }
-
-    /// The store's own commits do not even wake the watch: it stops hearing writes while the store
+    /// The store's own commits do not wake the watch: it stops hearing writes while the store
     /// holds its writer (a wake costs two thread hand-offs and the header's read on every commit,
-    /// on the cores the live queries need). Other connections' commits still wake it.
-    @Test func theStoresOwnCommitsDoNotWakeTheWatch() throws {
+    /// on the cores the live queries need), nor make the store look for others' commits (a look
+    /// takes the writer). Other connections' commits still wake it.
+    @Test func theStoresOwnCommitsDoNotWakeTheWatchNorMakeItLook() throws {
         let items = try store.collection("items", of: Item.self)
         let subscriber = ListViewSubscriber<Item>()
         let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
@@ -173,7 +152,19 @@ import Testing
         expected.append(Item(id: 100, title: "from the shell"))
         #expect(subscriber.waitFor(items: expected, timeout: 20))
         #expect(store.observation.watchWakes.withLock { $0 } >= 1)
+        let looks = store.observation.looks.withLock { $0 }
+        #expect(looks >= 1 && looks <= 3, "the store looked for other connections' commits \(looks) times")
         #expect(subscriber.failures.isEmpty)
+    }
+
+    /// Row 1 stored, and a live query of the items that received it.
+    func subscribedToItemOne() throws -> (ListViewSubscriber<Item>, Subscription) {
+        let items = try store.collection("items", of: Item.self)
+        try items.insert(Item(id: 1, title: "a"))
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
+        return (subscriber, subscription)
     }
 
     /// A write made without Ripple (the shell), not noticed yet when the store commits a write
@@ -181,12 +172,8 @@ import Testing
     /// do not take them for writes made without Ripple; counting this one must not make the
     /// store take the shell's write for one of its own.
     @Test func aForeignWriteBeforeAnOwnWriteThatChangesNothingArrives() throws {
-        let items = try store.collection("items", of: Item.self)
-        try items.insert(Item(id: 1, title: "a"))
-        let subscriber = ListViewSubscriber<Item>()
-        let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
+        let (subscriber, subscription) = try subscribedToItemOne()
         defer { subscription.cancel() }
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
         // Hold the store's looks back until its own write is done.
         let held = DispatchSemaphore(value: 0)
         store.observation.noticeQueue.async { held.wait() }
@@ -201,15 +188,10 @@ import Testing
     /// transaction (the watch does not hear writes then): the store notices it when it lets the
     /// writer go.
     @Test func aForeignCommitWhileTheStoreHoldsItsWriterArrives() throws {
-        let items = try store.collection("items", of: Item.self)
-        try items.insert(Item(id: 1, title: "a"))
-        let subscriber = ListViewSubscriber<Item>()
-        let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
+        let (subscriber, subscription) = try subscribedToItemOne()
         defer { subscription.cancel() }
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
         try store.writeWithoutTransaction { _ in try shell("INSERT INTO items(id, title) VALUES (2, 'meanwhile')") }
         #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "meanwhile")], timeout: 20))
-
         #expect(subscriber.failures.isEmpty)
     }
 
