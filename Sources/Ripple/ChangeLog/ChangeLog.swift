@@ -112,11 +112,7 @@ final class ChangeLog {
         // Inside the write transaction: nobody else commits between these looks and the count.
         let data = try Self.dataVersion(db)
         if data != dataVersion, try Self.version(db) == knownVersion, try Self.commits(db) == knownCommits {
-            // nextVersion sees data_version moved and logs the change to every table.
-            let version = try nextVersion(db)
-            adoptedForeignWrite = false
-            knownVersion = version
-            return CommitSummary(version: version, tables: [Self.everyTable])
+            return try adoptForeignWrite(db)
         }
         guard let commits = try db.fetchValue(
             "UPDATE ripple_meta SET value = value + 1 WHERE key = 'commits' RETURNING value", as: Int64.self) else { return nil }
@@ -318,12 +314,17 @@ final class ChangeLog {
             return .nothing
         }
         guard adopting else { return .madeWithoutRipple }
-        // A write that took no version: give it one (nextVersion sees data_version moved and logs
-        // it as a change to every table), so that live queries re-read.
+        return .noticed(try adoptForeignWrite(db))
+    }
+
+    /// Gives a write made without Ripple, inside this connection's write transaction, a version
+    /// of its own (nextVersion sees data_version moved and logs it as a change to every table),
+    /// so that live queries re-read.
+    private func adoptForeignWrite(_ db: Database) throws -> CommitSummary {
         let version = try nextVersion(db)
         adoptedForeignWrite = false
         knownVersion = version
-        return .noticed(CommitSummary(version: version, tables: [Self.everyTable]))
+        return CommitSummary(version: version, tables: [Self.everyTable])
     }
 
     /// Bumps the stored version. A foreign write without a version since this connection last

@@ -148,12 +148,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                 if case .queue = delivery, !ObservationThreads.background.isInside {
                     if let batch {
                         batch.add(RefreshBatch.Refresh(store: store, read: { db in
-                            let next = self.refreshed(Result { try self.refresh(db) })
-                            // Reading again waits for the batch's transaction to end (a read in it
-                            // sees the same version); the rest goes on now.
-                            if next == .refresh { return { self.perform(.refresh) } }
-                            self.perform(next)
-                            return nil
+                            // Inside the batch's read: reading again waits for its end (below).
+                            self.perform(self.refreshed(Result { try self.refresh(db) }))
                         }, fail: { error in
                             self.perform(self.refreshed(.failure(error)))
                         }))

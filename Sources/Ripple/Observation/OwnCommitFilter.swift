@@ -60,8 +60,6 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
         var look: (@Sendable () -> Void)?
         /// The watch, muted while the writer is held.
         var watch: FileWatch?
-        /// The watch muted by the current use of the writer.
-        var mutedWatch: FileWatch?
         /// The `data_version` of the last look started because the store had not noticed
         /// another connection's commit when it released the writer (a look that failed is not
         /// repeated for the same one: the next change is).
@@ -168,7 +166,6 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
         let watch = state.withLock { state -> FileWatch? in
             guard state.active else { return nil }
             state.writing = true
-            state.mutedWatch = state.watch
             return state.watch
         }
         watch?.muteWrites()
@@ -177,12 +174,13 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
     /// The writer, still held, is about to be released: keeps the header when the store knows of
     /// every commit in it, and answers a wake that came meanwhile.
     func writerWillRelease(_ db: Database) {
-        let (active, known, muted) = state.withLock { ($0.active, $0.index, $0.mutedWatch) }
+        let (active, mapped, watch) = state.withLock { ($0.active, $0.index, $0.watch) }
         guard active else { return }
-        // Hearing again before looking: a commit after the look below wakes the watch.
-        muted?.unmuteWrites()
+        // Hearing again before looking: a commit after the look below wakes the watch. (A watch
+        // attached while the writer was held was never muted: unmuting it changes nothing.)
+        watch?.unmuteWrites()
         // The mapping stays while the connection is open: asked of the VFS once per activation.
-        let index = known != 0 ? known : ripple_wal_index(db.handle).map { UInt(bitPattern: $0) } ?? 0
+        let index = mapped != 0 ? mapped : ripple_wal_index(db.handle).map { UInt(bitPattern: $0) } ?? 0
         // The header first, then the check that nobody else committed: a commit made after the
         // header was read is seen in data_version, and the header is not trusted.
         let header = UnsafeRawPointer(bitPattern: index).flatMap(WALIndexHeader.init(index:))
@@ -192,7 +190,6 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
             state.index = index
             state.known = foreign?.noticed == true ? header : nil
             state.writing = false
-            state.mutedWatch = nil
             defer { state.wokeWhileWriting = false }
             // Commits of others that the muted watch did not hear, once per data_version.
             var unheard = false

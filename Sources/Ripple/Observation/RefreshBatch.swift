@@ -16,12 +16,12 @@ import Foundation
 /// ran alone right after the commit.
 final class RefreshBatch: @unchecked Sendable {   // @unchecked: filled by one thread, then handed to the background queue and never touched again
     /// One live query's part: `read` runs inside the batch's read transaction, and hands its
-    /// event on at once; it returns what must wait for the transaction's end (reading again: a
-    /// read inside it would see the same version). `fail` runs instead when the transaction
-    /// cannot begin.
+    /// event on at once (reading again waits for the transaction's end, as anything started
+    /// inside a store read does: see ``ConnectionPool/whenAccessEnds(_:)``). `fail` runs instead
+    /// when the transaction cannot begin.
     struct Refresh: Sendable {
         let store: Store
-        let read: @Sendable (Database) -> (() -> Void)?
+        let read: @Sendable (Database) -> Void
         let fail: @Sendable (any Error) -> Void
     }
 
@@ -47,9 +47,8 @@ final class RefreshBatch: @unchecked Sendable {   // @unchecked: filled by one t
     }
 
     /// Reads every refresh of `chunk` in one read transaction, each handing its event on as soon
-    /// as it read it; then continues those that must read again.
+    /// as it read it.
     private static func run(_ chunk: [Refresh]) {
-        var afterwards: [() -> Void] = []
         var began = false
         do {
             // The refreshes all belong to the store whose commit started them.
@@ -57,15 +56,12 @@ final class RefreshBatch: @unchecked Sendable {   // @unchecked: filled by one t
             try store.read { db in
                 began = true
                 store.observation.batchReads.withLock { $0 += 1 }
-                for refresh in chunk {
-                    if let next = refresh.read(db) { afterwards.append(next) }
-                }
+                for refresh in chunk { refresh.read(db) }
             }
         } catch {
             // The transaction could not begin: no refresh read anything. (Ending a read
             // transaction loses nothing: what each refresh read was handed on.)
             if !began { for refresh in chunk { refresh.fail(error) } }
         }
-        for next in afterwards { next() }
     }
 }
