@@ -61,6 +61,9 @@ struct ObserveBenchmark: ParsableCommand {
     @Flag(help: "Instead of the workloads, time the pieces of Ripple's path one by one (--writes: repetitions, default 200); with --workload O4, its cross-process notice path; with --workload O5, its writes with 2 to 10,000 subscribers.")
     var breakdown = false
 
+    @Option(help: "With --breakdown --workload O5: run only these setups (by the name its lines print).")
+    var setup: [String] = []
+
     /// Untimed writes before the timed ones (statement caches, first allocations).
     static let warmUpWrites = 10
     /// How long a write waits for its change before the run counts as failed.
@@ -87,7 +90,7 @@ struct ObserveBenchmark: ParsableCommand {
                                                in: directory)
             } else if workload == .o5 {
                 try ObserveSubscribers(writes: writes ?? ObserveWorkload.o5.defaultWrites, realtimeWriter: realtimeWriter,
-                                       directory: directory).breakdown()
+                                       directory: directory).breakdown(only: setup)
             } else {
                 try ObserveBreakdown(reps: writes ?? 200).run(in: directory)
             }

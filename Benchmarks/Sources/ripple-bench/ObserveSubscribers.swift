@@ -122,7 +122,7 @@ struct ObserveSubscribers {
     /// two queries re-read after every write, never behind), the delivery (queue, or
     /// `.immediate`: the re-reads and handlers run inside the write call), and whether each
     /// write waits for its two events.
-    func breakdown() throws {
+    func breakdown(only names: [String] = []) throws {
         let queue = Delivery.queue(DispatchQueue(label: "ripple-bench.observe.o5.breakdown"))
         let setups: [(String, Setup)] = [
             ("bare", .bare),
@@ -137,7 +137,7 @@ struct ObserveSubscribers {
             ("immediate_10k_2_owners", Setup(subscribers: Self.owners, writeOwners: 2, delivery: .immediate, waits: true)),
             ("immediate_10k", Setup(subscribers: Self.owners, writeOwners: Self.owners, delivery: .immediate, waits: true)),
         ]
-        for (name, setup) in setups {
+        for (name, setup) in setups where names.isEmpty || names.contains(name) {
             let (result, _) = try run(setup)
             for problem in result.problems { Report.emit([("workload", "O5"), ("breakdown", .string(name)), ("error", .string(problem))]) }
             var line: [JSONField] = [("bench", "observe"), ("workload", "O5"), ("impl", "ripple"), ("breakdown", .string(name)),
@@ -151,7 +151,7 @@ struct ObserveSubscribers {
             }
             Report.emit(line)
         }
-        try logScan()
+        if names.isEmpty || names.contains("log_scan") { try logScan() }
     }
 
     /// `log_scan`: an idle live query told of a commit first reads the change log since the

@@ -59,6 +59,10 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private var tables: [Set<String>] = []
     private var logQueries: [String] = []
     private var checkedVersion: Int64?
+    /// Whether the store knows the keys of the result as its own (told when it last became idle,
+    /// see ``tellStoreIfIdle(_:)``): else, a read checks the commits since the last one against
+    /// them (``ObservationCenter/told(_:through:after:holding:)``).
+    private var storeHoldsKeys = false
     private var deliveredVersion: Int64?
 
     private init(store: Store, sources: [QuerySource<Element>], delivery: Delivery, sink: EventSink<Event>,
@@ -116,9 +120,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         // (see ObservationCenter.route); the others, of the commits to the tables they read.
         let interested = interest.map { !$0.isDisjoint(with: summary.tables) } ?? true
             || summary.tables.contains(ChangeLog.everyTable)
-        let wasIdle = state.phase == .idle
         let action = interested ? state.invalidate() : .none
-        if wasIdle && action == .refresh && isRowPrecise { store.observation.observerBecameBusy(observerID) }
         condition.unlock()
         perform(action, batch: batch)
     }
@@ -127,11 +129,15 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     /// row-precise source).
     private let isRowPrecise: Bool
 
-    /// Under `condition`, after a change of phase: tells the store when a row-precise observer
-    /// became idle, with its result's keys.
-    private func tellStoreIfIdle() {
-        guard state.phase == .idle, isRowPrecise, let version = checkedVersion else { return }
-        store.observation.observerBecameIdle(observerID, keys: snapshots[0]?.items.map(\.key) ?? [], version: version)
+    /// Under `condition`, after a change of phase to `action`: tells the store when a row-precise
+    /// observer became idle, with its result's keys. Returns the action to take: a refresh when
+    /// the store says a commit since its read changed a row that entered its result.
+    private func tellStoreIfIdle(_ action: ObserverState.Action) -> ObserverState.Action {
+        guard state.phase == .idle, isRowPrecise, let version = checkedVersion else { return action }
+        let keys = snapshots[0]?.items.map(\.key) ?? []
+        storeHoldsKeys = true
+        guard store.observation.observerBecameIdle(observerID, keys: keys, version: version) else { return action }
+        return state.invalidate()
     }
 
     // MARK: Running the actions
@@ -202,8 +208,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         case .success(let event):
             let action = state.refreshed(hasEvent: event != nil)
             if action == .deliver { ready = event }   // cancelled meanwhile: dropped at once
-            tellStoreIfIdle()
-            return action
+            return tellStoreIfIdle(action)
         case .failure(let error):
             failure = error
             return state.fail()
@@ -243,8 +248,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             action = state.fail()
             if action == .deliverError { failure = thrown }
         } else {
-            action = state.delivered()
-            tellStoreIfIdle()
+            action = tellStoreIfIdle(state.delivered())
         }
         condition.unlock()
         if action == .deliverError {
@@ -264,8 +268,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         guard let event else { return }
         channel.offer(event) { [self] in
             condition.lock()
-            let action = state.delivered()
-            tellStoreIfIdle()
+            let action = tellStoreIfIdle(state.delivered())
             condition.unlock()
             perform(action)
         }
@@ -294,6 +297,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     /// Reads what changed since the last refresh, in one read transaction at one version.
     /// Returns the event to deliver, or `nil` when no result changed.
     private func refresh(_ db: Database) throws -> Event? {
+        store.observation.refreshCount.withLock { $0 += 1 }
         // The version this read sees, and where the change log starts (one statement).
         let meta = try db.cachedStatement("SELECT (SELECT value FROM ripple_meta WHERE key = 'version'), "
                                           + "(SELECT value FROM ripple_meta WHERE key = 'oldest_version')")
@@ -304,7 +308,11 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         }()
         // What the store told this observer of the commits up to this version (taken either way:
         // what this read covers is done with).
-        let told = isRowPrecise ? store.observation.told(observerID, through: version) : nil
+        let told = isRowPrecise
+            ? store.observation.told(observerID, through: version, after: checkedVersion,
+                                     holding: storeHoldsKeys ? nil : snapshots[0]?.items.map(\.key))
+            : nil
+        storeHoldsKeys = false
         let isInitial = checkedVersion == nil
         if !isInitial && version == checkedVersion { return nil }
         if isInitial {

@@ -85,8 +85,13 @@ final class ObservationCenter: Sendable {
         var untabled: Set<ObserverID> = []
         /// Row-precise observers, by table.
         var rowPrecise: [String: Set<ObserverID>] = [:]
-        /// Row-precise observers that are reading, or about to: told of every commit to their table.
+        /// Row-precise observers whose first read may not see a commit that was evaluated before
+        /// their filter was registered (see ``Registered/registeredDuring``): told of every
+        /// commit to their table until they read past it.
         var busy: Set<ObserverID> = []
+        /// The last commits routed row by row: what an observer becoming idle checks its new
+        /// result against (see ``observerBecameIdle(_:keys:version:)``).
+        var recent = RecentCommits()
         /// Per table, the row-precise observers whose result holds each key (as of when they last
         /// became idle): told of every commit that changes the row.
         var holders: [String: [RowKey: [ObserverID]]] = [:]
@@ -109,6 +114,8 @@ final class ObservationCenter: Sendable {
     let ownCommits: OwnCommitFilter?
     /// How many times live queries of this store ran their SQL (for tests of invalidation).
     let fetchCount = Locked(0)
+    /// How many times live queries of this store read what changed (for tests of invalidation).
+    let refreshCount = Locked(0)
     /// The results live queries of the same query share.
     let sharedReads = SharedReads()
     /// How many commits observers skipped without reading anything (for tests of invalidation).
@@ -141,8 +148,9 @@ final class ObservationCenter: Sendable {
     /// Registers `target`; with `interest`, it is row-precise: its filter is evaluated on the
     /// rows each commit changes, inside the commit's transaction (see
     /// ``evaluateFilters(of:in:)``), and it is told only of the commits that change a row of its
-    /// result or matching its filter (or while it reads). It counts as reading until it first
-    /// calls ``observerBecameIdle(_:keys:version:)``.
+    /// result or matching its filter. Until its first read has seen every commit evaluated
+    /// before its filter was added, it is told of every commit to its table (see
+    /// ``observerBecameIdle(_:keys:version:)``).
     ///
     /// - Complexity: O(1) amortized (a new distinct filter rebuilds its table's index at the next
     ///   commit to the table).
@@ -231,31 +239,50 @@ final class ObservationCenter: Sendable {
         }
     }
 
-    /// A row-precise observer is about to read (called under its own lock, as it leaves idle):
-    /// it hears of every commit to its table until it is idle again.
-    func observerBecameBusy(_ id: ObserverID) {
-        state.withLock { state in
-            if state.observers[id]?.rowTable != nil { state.busy.insert(id) }
-        }
-    }
-
     /// A row-precise observer became idle (called under its own lock) with a result of `keys` as
     /// of `version`: from now on it hears only of commits that change one of them or a row
-    /// matching its filter.
+    /// matching its filter. Returns whether it must read again.
     ///
-    /// - Complexity: O(keys) (the keys that left or joined its result are re-indexed).
-    func observerBecameIdle(_ id: ObserverID, keys: [RowKey], version: Int64) {
+    /// While it read and delivered, it was told only of the commits that change a row it held
+    /// before, or a row matching its filter; a commit after `version` may also have changed a
+    /// row that entered its result in this read. It is told of those now (from the recent
+    /// commits; of everything since `version`, when they are older than what is kept), and
+    /// must read again.
+    ///
+    /// - Complexity: O(keys) (the keys that left or joined its result are re-indexed), plus
+    ///   O(changed keys) of the commits routed since `version`.
+    func observerBecameIdle(_ id: ObserverID, keys: [RowKey], version: Int64) -> Bool {
         state.withLock { state in
-            guard var observer = state.observers[id], let table = observer.rowTable else { return }
+            guard var observer = state.observers[id], let table = observer.rowTable else { return false }
+            var entered: Set<RowKey> = []
             if observer.heldKeys != keys {
                 let kept = Set(keys)
                 let old = Set(observer.heldKeys)
                 Self.release(observer.heldKeys.filter { !kept.contains($0) }, of: id, in: table, from: &state.holders)
-                for key in keys where !old.contains(key) { state.holders[table, default: [:]][key, default: []].append(id) }
+                for key in keys where !old.contains(key) {
+                    state.holders[table, default: [:]][key, default: []].append(id)
+                    entered.insert(key)
+                }
                 observer.heldKeys = keys
-                state.observers[id] = observer
             }
             if version >= observer.registeredDuring { state.busy.remove(id) }
+            // The keys it held before were routed by; only those that entered need a look.
+            var missed = false
+            if !entered.isEmpty, state.recent.newestVersion > version {
+                let told = Set(observer.told.map(\.version))
+                switch state.recent.commits(to: table, after: version, changingAnyOf: entered) {
+                case .some(let commits):
+                    for commit in commits where !told.contains(commit.version) {
+                        observer.told.append(commit)
+                        missed = true
+                    }
+                case .none:
+                    observer.lostThrough = max(observer.lostThrough, state.routedThrough)
+                    missed = true
+                }
+            }
+            state.observers[id] = observer
+            return missed
         }
     }
 
@@ -295,10 +322,12 @@ final class ObservationCenter: Sendable {
     }
 
     /// Decides who a commit concerns: for a table whose changed rows are known and whose filters
-    /// were evaluated, the row-precise observers that matched, hold a changed row, are reading,
-    /// or could not be evaluated; every other observer of a changed table; every observer for
-    /// ``ChangeLog/everyTable``. A row-precise observer told of it keeps its changed keys until
-    /// it reads.
+    /// were evaluated, the row-precise observers that matched, hold a changed row (as of when
+    /// they last became idle), have just registered, or could not be evaluated; every other
+    /// observer of a changed table; every observer for ``ChangeLog/everyTable``. A row-precise
+    /// observer told of it keeps its changed keys until it reads. Such a commit is kept among
+    /// the recent ones (``RecentCommits``): one that changed a row that entered a result in a
+    /// read still under way is told when that observer becomes idle.
     ///
     /// Call it under the writer's lock, right after the commit, so that commits are routed in
     /// version order (an observer then skips, unread, the commits it was not told of).
@@ -323,6 +352,11 @@ final class ObservationCenter: Sendable {
                         for key in keys { concerned.formUnion(holders[key] ?? []) }
                     }
                     concerned.formUnion(state.busy)
+                    if summary.version > 0 {
+                        state.recent.append(ToldCommit(version: summary.version, coveredFrom: summary.coveredFrom ?? summary.version,
+                                                       keys: keys, updatesOnly: !summary.insertedOrDeleted.contains(table),
+                                                       matched: false), to: table)
+                    }
                     concerned.formIntersection(rowPrecise)
                     told.formUnion(concerned)
                     let skipped = rowPrecise.count - concerned.count
@@ -370,13 +404,30 @@ final class ObservationCenter: Sendable {
     /// together) and that this read sees only part of is in both: this read must read what its
     /// part changed (from the change log), and the next one the rest. Routing went past this
     /// read's version, so left out, its part would count as routed and not concerning.
-    func told(_ id: ObserverID, through version: Int64) -> Told {
+    ///
+    /// `keys` is its result as of its last read, at `since`, when it has not become idle with it
+    /// (it is reading again at once): the commits after `since` that changed a row that entered
+    /// it then were not routed to it, and are told now (from the recent commits; when they are
+    /// older than what is kept, the whole range is lost: read from the change log).
+    func told(_ id: ObserverID, through version: Int64, after since: Int64? = nil, holding keys: [RowKey]? = nil) -> Told {
         state.withLock { state in
             guard var observer = state.observers[id] else { return Told(commits: [], routedThrough: 0, lostThrough: 0) }
-            let commits = observer.told.filter { $0.coveredFrom <= version }
+            var commits = observer.told.filter { $0.coveredFrom <= version }
             observer.told.removeAll { $0.version <= version }
-            let lost = observer.lostThrough
+            var lost = observer.lostThrough
             if version >= lost { observer.lostThrough = 0 }   // this read covers what was lost
+            if let since, let keys, let table = observer.rowTable, state.recent.newestVersion > since {
+                let held = Set(observer.heldKeys)
+                let entered = Set(keys.filter { !held.contains($0) })
+                if !entered.isEmpty {
+                    if let missed = state.recent.commits(to: table, after: since, changingAnyOf: entered) {
+                        let told = Set(commits.map(\.version))
+                        commits += missed.filter { $0.coveredFrom <= version && !told.contains($0.version) }
+                    } else {
+                        lost = max(lost, version)
+                    }
+                }
+            }
             state.observers[id] = observer
             return Told(commits: commits.sorted { $0.version < $1.version }, routedThrough: state.routedThrough,
                         lostThrough: lost)
