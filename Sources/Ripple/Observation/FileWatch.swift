@@ -11,8 +11,9 @@ import Glibc
 /// * Linux: one inotify descriptor, read by a dispatch source, watching the `-wal` file (writes,
 ///   truncation by a checkpoint) and the database file (a checkpoint; the file deleted, renamed
 ///   or replaced). inotify watches by path and holds no descriptor of the files. While the store
-///   holds its writer, the watches are muted to the files' removal or replacement
-///   (``muteWrites()``): its own commits do not wake it.
+///   holds its writer, the `-wal` watch is muted to the file's removal or replacement
+///   (``muteWrites()``): its own commits do not wake it. (Only a checkpoint writes the database
+///   file: that watch always hears, and its writes, like the `-wal` file's, are only writes.)
 /// * Other platforms: dispatch file-system sources on the `-wal` file and on the directory (an
 ///   entry deleted, renamed or created: the file replaced). Never on the database file itself:
 ///   closing a descriptor of it would drop the process's POSIX locks on it, which SQLite's
@@ -26,7 +27,6 @@ final class FileWatch: @unchecked Sendable {   // @unchecked: the source is thre
     /// watches while the source may be closing it on its queue.
     private let inotify: Locked<Int32>
     private let walPath: String
-    private let databasePath: String
     /// Writes, truncation (a checkpoint resets the WAL), and the file replaced or removed.
     private static let hearing = UInt32(IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF)
     /// Muted: only the file replaced or removed.
@@ -34,9 +34,10 @@ final class FileWatch: @unchecked Sendable {   // @unchecked: the source is thre
     #endif
 
     /// Watches the database at `path`; `changed` runs on `queue` after changes (events that
-    /// arrive together are reported once), told whether only the `-wal` file changed. `nil` when
-    /// the `-wal` file cannot be watched (it does not exist: the database is not in WAL mode).
-    init?(database path: String, queue: DispatchQueue, changed: @escaping @Sendable (_ onlyWAL: Bool) -> Void) {
+    /// arrive together are reported once), told whether the files were only written (not
+    /// removed, renamed or replaced). `nil` when the `-wal` file cannot be watched (it does not
+    /// exist: the database is not in WAL mode).
+    init?(database path: String, queue: DispatchQueue, changed: @escaping @Sendable (_ onlyWrites: Bool) -> Void) {
         let wal = path + "-wal"
         #if os(Linux)
         let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
@@ -49,11 +50,10 @@ final class FileWatch: @unchecked Sendable {   // @unchecked: the source is thre
         let inotify = Locked(fd)
         self.inotify = inotify
         walPath = wal
-        databasePath = path
         let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
         source.setEventHandler {
-            // Drain what arrived; only which files changed matters.
-            var onlyWAL = true
+            // Drain what arrived; only whether a file was more than written matters.
+            var onlyWrites = true
             let size = MemoryLayout<inotify_event>.size
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
@@ -62,13 +62,14 @@ final class FileWatch: @unchecked Sendable {   // @unchecked: the source is thre
                 var offset = 0
                 while offset + size <= count {
                     let event = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: inotify_event.self) }
-                    if event.wd != walWatch || event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) != 0 {
-                        onlyWAL = false
-                    }
+                    let written = event.wd == walWatch
+                        ? event.mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) == 0
+                        : event.mask & ~UInt32(IN_MODIFY | IN_CLOSE_WRITE) == 0
+                    if !written { onlyWrites = false }
                     offset += size + Int(event.len)
                 }
             }
-            changed(onlyWAL)
+            changed(onlyWrites)
         }
         source.setCancelHandler {
             inotify.withLock { descriptor in
@@ -89,7 +90,7 @@ final class FileWatch: @unchecked Sendable {   // @unchecked: the source is thre
         }
         // Bit 1: the -wal file changed; bit 2: something else did.
         let group = DispatchSource.makeUserDataOrSource(queue: queue)
-        group.setEventHandler { changed(group.data == 1) }
+        group.setEventHandler { changed(group.data == 1) }   // only the -wal file written
         let walSource = DispatchSource.makeFileSystemObjectSource(fileDescriptor: walDescriptor,
                                                                   eventMask: [.write, .extend, .delete, .rename], queue: queue)
         walSource.setEventHandler { group.or(data: walSource.data.isDisjoint(with: [.delete, .rename]) ? 1 : 2) }
@@ -109,8 +110,8 @@ final class FileWatch: @unchecked Sendable {   // @unchecked: the source is thre
         #endif
     }
 
-    /// Stops hearing writes to the files, still hearing them removed or replaced: the store is
-    /// about to write, and its own writes need no wake (they cost two thread hand-offs per
+    /// Stops hearing writes to the `-wal` file, still hearing it removed or replaced: the store
+    /// is about to write, and its own writes need no wake (they cost two thread hand-offs per
     /// commit). The store looks for other connections' commits when it unmutes (see
     /// ``OwnCommitFilter``). Elsewhere than on Linux, writes are still heard.
     func muteWrites() {
@@ -127,14 +128,13 @@ final class FileWatch: @unchecked Sendable {   // @unchecked: the source is thre
     }
 
     #if os(Linux)
-    /// Changes both watches' events (a watch of the same file keeps its descriptor). A file
-    /// replaced meanwhile gets a new watch, whose events then count as the file changed, and
+    /// Changes the `-wal` watch's events (a watch of the same file keeps its descriptor). A file
+    /// replaced meanwhile gets a new watch, whose events then count as more than writes, and
     /// make the store look.
     private func setMask(_ mask: UInt32) {
         inotify.withLock { descriptor in
             guard descriptor >= 0 else { return }
             _ = inotify_add_watch(descriptor, walPath, mask)
-            _ = inotify_add_watch(descriptor, databasePath, mask)
         }
     }
     #endif

@@ -192,11 +192,12 @@ final class ObservationCenter: Sendable {
         // A failure to look (the file busy, say) is retried at the next change.
         let look: @Sendable () -> Void = { [weak store] in try? store?.noticeExternalWrites() }
         ownCommits.activate(look: look)
-        let watch = FileWatch(database: path, queue: noticeQueue) { [ownCommits, watchWakes] onlyWAL in
+        let watch = FileWatch(database: path, queue: noticeQueue) { [ownCommits, watchWakes] onlyWrites in
             watchWakes.withLock { $0 += 1 }
-            // The WAL changes with every commit, the store's own too: the filter tells them apart.
-            // Anything else (a checkpoint, the file replaced) is rare: look.
-            if onlyWAL { ownCommits.wake() } else { look() }
+            // The WAL is written by every commit, the store's own too, and the database file by
+            // checkpoints: the filter tells others' commits apart. A file removed or replaced
+            // is rare: look.
+            if onlyWrites { ownCommits.wake() } else { look() }
         }
         if let watch { ownCommits.attach(watch) } else { ownCommits.deactivate() }
         return watch
@@ -253,36 +254,33 @@ final class ObservationCenter: Sendable {
     ///   O(changed keys) of the commits routed since `version`.
     func observerBecameIdle(_ id: ObserverID, keys: [RowKey], version: Int64) -> Bool {
         state.withLock { state in
-            guard var observer = state.observers[id], let table = observer.rowTable else { return false }
+            // In place (a copy of the record would share its lists, and changing them would copy them).
+            guard let slot = state.observers.index(forKey: id), let table = state.observers.values[slot].rowTable else {
+                return false
+            }
+            let held = state.observers.values[slot].heldKeys
             var entered: Set<RowKey> = []
-            if observer.heldKeys != keys {
+            if held != keys {
                 let kept = Set(keys)
-                let old = Set(observer.heldKeys)
-                Self.release(observer.heldKeys.filter { !kept.contains($0) }, of: id, in: table, from: &state.holders)
+                let old = Set(held)
+                Self.release(held.filter { !kept.contains($0) }, of: id, in: table, from: &state.holders)
                 for key in keys where !old.contains(key) {
                     state.holders[table, default: [:]][key, default: []].append(id)
                     entered.insert(key)
                 }
-                observer.heldKeys = keys
+                state.observers.values[slot].heldKeys = keys
             }
-            if version >= observer.registeredDuring { state.busy.remove(id) }
+            if version >= state.observers.values[slot].registeredDuring { state.busy.remove(id) }
             // The keys it held before were routed by; only those that entered need a look.
-            var missed = false
-            if !entered.isEmpty, state.recent.newestVersion > version {
-                let told = Set(observer.told.map(\.version))
-                switch state.recent.commits(to: table, after: version, changingAnyOf: entered) {
-                case .some(let commits):
-                    for commit in commits where !told.contains(commit.version) {
-                        observer.told.append(commit)
-                        missed = true
-                    }
-                case .none:
-                    observer.lostThrough = max(observer.lostThrough, state.routedThrough)
-                    missed = true
-                }
+            guard !entered.isEmpty, state.recent.newestVersion > version else { return false }
+            guard let commits = state.recent.commits(to: table, after: version, changingAnyOf: entered) else {
+                state.observers.values[slot].lostThrough = max(state.observers.values[slot].lostThrough, state.routedThrough)
+                return true
             }
-            state.observers[id] = observer
-            return missed
+            let told = Set(state.observers.values[slot].told.map(\.version))
+            let missed = commits.filter { !told.contains($0.version) }
+            state.observers.values[slot].told += missed
+            return !missed.isEmpty
         }
     }
 
@@ -366,20 +364,20 @@ final class ObservationCenter: Sendable {
             var targets: [any ObservationTarget] = []
             targets.reserveCapacity(told.count)
             for id in told {
-                // Fields, not the record: a copy of it would share its told list, and the append
-                // below would copy that.
-                guard let target = state.observers[id]?.target else { continue }
-                targets.append(target)
-                guard let table = state.observers[id]?.rowTable, summary.version > 0 else { continue }
+                // In place: a copy of the record would share its told list, and the append below
+                // would copy that.
+                guard let slot = state.observers.index(forKey: id) else { continue }
+                targets.append(state.observers.values[slot].target)
+                guard let table = state.observers.values[slot].rowTable, summary.version > 0 else { continue }
                 let keys = summary.evaluatedTables.contains(table) ? summary.rowKeys?[table] : nil
                 let commit = ToldCommit(version: summary.version, coveredFrom: summary.coveredFrom ?? summary.version, keys: keys,
                                         updatesOnly: !summary.insertedOrDeleted.contains(table),
                                         matched: keys != nil && summary.matching.contains(id))
-                if state.observers[id]!.told.count < Self.toldLimit {
-                    state.observers[id]?.told.append(commit)
+                if state.observers.values[slot].told.count < Self.toldLimit {
+                    state.observers.values[slot].told.append(commit)
                 } else {
-                    state.observers[id]?.told = []
-                    state.observers[id]?.lostThrough = summary.version
+                    state.observers.values[slot].told = []
+                    state.observers.values[slot].lostThrough = summary.version
                 }
             }
             state.routedThrough = max(state.routedThrough, summary.version)
@@ -411,13 +409,13 @@ final class ObservationCenter: Sendable {
     /// older than what is kept, the whole range is lost: read from the change log).
     func told(_ id: ObserverID, through version: Int64, after since: Int64? = nil, holding keys: [RowKey]? = nil) -> Told {
         state.withLock { state in
-            guard var observer = state.observers[id] else { return Told(commits: [], routedThrough: 0, lostThrough: 0) }
-            var commits = observer.told.filter { $0.coveredFrom <= version }
-            observer.told.removeAll { $0.version <= version }
-            var lost = observer.lostThrough
-            if version >= lost { observer.lostThrough = 0 }   // this read covers what was lost
-            if let since, let keys, let table = observer.rowTable, state.recent.newestVersion > since {
-                let held = Set(observer.heldKeys)
+            guard let slot = state.observers.index(forKey: id) else { return Told(commits: [], routedThrough: 0, lostThrough: 0) }
+            var commits = state.observers.values[slot].told.filter { $0.coveredFrom <= version }
+            state.observers.values[slot].told.removeAll { $0.version <= version }
+            var lost = state.observers.values[slot].lostThrough
+            if version >= lost { state.observers.values[slot].lostThrough = 0 }   // this read covers what was lost
+            if let since, let keys, let table = state.observers.values[slot].rowTable, state.recent.newestVersion > since {
+                let held = Set(state.observers.values[slot].heldKeys)
                 let entered = Set(keys.filter { !held.contains($0) })
                 if !entered.isEmpty {
                     if let missed = state.recent.commits(to: table, after: since, changingAnyOf: entered) {
@@ -428,7 +426,6 @@ final class ObservationCenter: Sendable {
                     }
                 }
             }
-            state.observers[id] = observer
             return Told(commits: commits.sorted { $0.version < $1.version }, routedThrough: state.routedThrough,
                         lostThrough: lost)
         }
