@@ -30,9 +30,10 @@ import RippleTesting
 /// * O5: 10,000 live queries on one store, `owner == k ORDER BY id` for every owner of a
 ///   100,000-row table (10 rows each): the time to subscribe them all and the resident memory
 ///   each holds, then 500 writes that each move a row to another owner, waiting for both
-///   concerned queries' events, beside the same writes with no live query, and writes between
-///   two owners with their two queries alone and among all 10,000 (see ``ObserveSubscribers``). Ripple only: GRDB and the floor have no index of their observers'
-///   filters. `--breakdown --workload O5` runs its writes with 2 to 10,000 subscribers, queued
+///   concerned queries' events, beside the same writes with no live query, the same writes back
+///   to back with the 10,000 queries, and writes between two owners with their two queries
+///   alone and among all 10,000 (see ``ObserveSubscribers``). Ripple only: GRDB and the floor
+///   have no index of their observers' filters. `--breakdown --workload O5` runs its writes with 2 to 10,000 subscribers, queued
 ///   or `.immediate`, waiting or not, and times the change-log read of a query that fell behind
 ///   (``ObserveSubscribers/breakdown()``).
 ///
@@ -428,10 +429,13 @@ final class ObserveMailbox<Element: Sendable>: @unchecked Sendable {
     private var matched: [Match] = []
     private var valueCount = 0
     private var problems: [String] = []
+    /// The last snapshot each query delivered.
+    private var latest: [[Element]?]
 
     init(queries: Int) {
         initialEvents = Array(repeating: 0, count: queries)
         missingInitialEvents = queries
+        latest = Array(repeating: nil, count: queries)
     }
 
     /// A handler received `snapshot` for query `query` at `time`; `changes` is the size of its
@@ -444,6 +448,7 @@ final class ObserveMailbox<Element: Sendable>: @unchecked Sendable {
         } else {
             valueCount += 1
         }
+        latest[query] = snapshot
         if let index = pending.firstIndex(where: { $0.query == query && $0.check(snapshot) }) {
             pending.remove(at: index)
             matched.append((time, changes))
@@ -503,6 +508,18 @@ final class ObserveMailbox<Element: Sendable>: @unchecked Sendable {
             if !problems.isEmpty || !condition.wait(until: deadline) { return nil }
         }
         return matched
+    }
+
+    /// Waits until the last snapshot query `query` delivered passes `check` (woken by each
+    /// event's end of writes: call it once the writes are done).
+    func waitForLatest(query: Int, timeout: TimeInterval, _ check: ([Element]) -> Bool) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !(latest[query].map(check) ?? false) {
+            if !problems.isEmpty || !condition.wait(until: deadline) { return false }
+        }
+        return true
     }
 
     func resetValues() {
