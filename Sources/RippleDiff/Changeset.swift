@@ -123,6 +123,40 @@ public struct Changeset: Hashable, Sendable {
                          updates: updates)
     }
 
+    /// The changeset of a known correspondence, without diffing: `newToOld[i]` is the old index
+    /// of the element now at `i`, or `nil` when it was inserted; the old indices it leaves out
+    /// were deleted. `updated` holds the new indices of matched elements whose content changed.
+    /// Deletes, inserts and the minimal moves follow as for a diff: for a caller that changed a
+    /// collection itself and knows where each element went.
+    ///
+    /// ```swift
+    /// // ["a", "b", "c"] → ["c", "a", "x"], "a" changed: the same changeset as the diff's.
+    /// let changeset = Changeset(oldCount: 3, newToOld: [2, 0, nil], updated: [1])
+    /// ```
+    ///
+    /// - Precondition: every old index is in `0..<oldCount` and appears once at most; every
+    ///   updated index holds a matched element.
+    /// - Complexity: O(n log n) for the minimal moves, O(n) for the rest.
+    public init(oldCount: Int, newToOld: [Int?], updated: some Sequence<Int>) {
+        var oldToNew = [Int32](repeating: -1, count: oldCount)
+        var map = [Int32](repeating: -1, count: newToOld.count)
+        var matched = 0
+        for (index, source) in newToOld.enumerated() {
+            guard let source else { continue }
+            precondition(source >= 0 && source < oldCount && oldToNew[source] < 0,
+                         "old index \(source) outside 0..<\(oldCount), or matched twice")
+            oldToNew[source] = Int32(index)
+            map[index] = Int32(source)
+            matched += 1
+        }
+        let updates = Set(updated).sorted().map { index in
+            precondition(map.indices.contains(index) && map[index] >= 0, "updated index \(index) is not a matched element")
+            return IndexPair(old: Int(map[index]), new: index)
+        }
+        self.init(matching: _Matching(oldToNew: oldToNew, newToOld: map, matchedCount: matched, duplicates: []),
+                  updates: updates)
+    }
+
     /// Builds the public lists from a matching: deletes, inserts, and the minimal moves.
     ///
     /// - Complexity: O(n log n) for the moves, O(n) for the rest.

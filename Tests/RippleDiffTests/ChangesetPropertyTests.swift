@@ -155,6 +155,21 @@ func expectChangesetProperties(_ old: [Item], _ new: [Item], sourceLocation: Sou
         }
     }
 
+    /// A changeset built from the correspondence (``Changeset/init(oldCount:newToOld:updated:)``)
+    /// is the diff's, for unique identities: the same deletes, inserts, moves, updates and maps.
+    @Test func aKnownCorrespondenceGivesTheDiffsChangeset() {
+        var generator = PairGenerator(seed: 0xC0DE)
+        for _ in 0..<3_000 {
+            let (old, new) = generator.pair(shape: 0)
+            let oldIndex = Dictionary(uniqueKeysWithValues: old.enumerated().map { ($1.id, $0) })
+            let newToOld = new.map { oldIndex[$0.id] }
+            let updated = new.indices.filter { index in newToOld[index].map { old[$0] != new[index] } ?? false }
+            let built = Changeset(oldCount: old.count, newToOld: newToOld, updated: updated)
+            #expect(built == Changeset(from: old, to: new), "\(old) → \(new)")
+            #expect(built.apply(to: old, using: new) == new)
+        }
+    }
+
     @Test func largerListsWithDuplicatesAndEdits() {
         var generator = PairGenerator(seed: 0xB16)
         for round in 0..<40 {

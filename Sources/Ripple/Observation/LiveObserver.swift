@@ -153,9 +153,9 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             case .refresh:
                 if case .queue = delivery, !ObservationThreads.background.isInside {
                     if let batch {
-                        batch.add(RefreshBatch.Refresh(store: store, read: { db in
+                        batch.add(RefreshBatch.Refresh(store: store, read: { db, seen in
                             // Inside the batch's read: reading again waits for its end (below).
-                            self.perform(self.refreshed(Result { try self.refresh(db) }))
+                            self.perform(self.refreshed(Result { try self.refresh(db, seeing: seen) }))
                         }, fail: { error in
                             self.perform(self.refreshed(.failure(error)))
                         }))
@@ -296,16 +296,12 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
 
     /// Reads what changed since the last refresh, in one read transaction at one version.
     /// Returns the event to deliver, or `nil` when no result changed.
-    private func refresh(_ db: Database) throws -> Event? {
+    private func refresh(_ db: Database, seeing seen: ReadVersion? = nil) throws -> Event? {
         store.observation.refreshCount.withLock { $0 += 1 }
-        // The version this read sees, and where the change log starts (one statement).
-        let meta = try db.cachedStatement("SELECT (SELECT value FROM ripple_meta WHERE key = 'version'), "
-                                          + "(SELECT value FROM ripple_meta WHERE key = 'oldest_version')")
-        let (version, oldest) = try { () throws -> (Int64, Int64) in
-            defer { meta.reset() }
-            guard try meta.step() else { return (0, 0) }
-            return (meta.integer(at: 0), meta.integer(at: 1))
-        }()
+        // The version this read sees, and where the change log starts (read by the batch once
+        // for all its refreshes).
+        let seen = try seen ?? ReadVersion(db)
+        let (version, oldest) = (seen.version, seen.oldest)
         // What the store told this observer of the commits up to this version (taken either way:
         // what this read covers is done with).
         let told = isRowPrecise
@@ -411,6 +407,24 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         return built
     }
 
+    /// The positions of `keys` in source `index`'s snapshot (those it holds): from its key index
+    /// when built, else by one pass over the snapshot — a few changed rows do not pay for
+    /// indexing every row, which patching would then make stale.
+    private func positions(of keys: Set<RowKey>, in index: Int) -> [RowKey: Int] {
+        if let built = keyIndexes[index] { return built }
+        if keys.count > Self.scanLimit { return keyIndex(index) }
+        var found: [RowKey: Int] = [:]
+        guard let items = snapshots[index]?.items else { return found }
+        for (position, item) in items.enumerated() where keys.contains(item.key) && found[item.key] == nil {
+            found[item.key] = position
+            if found.count == keys.count { break }
+        }
+        return found
+    }
+
+    /// Up to this many changed keys are looked for by a pass over the snapshot.
+    private static var scanLimit: Int { 8 }
+
     /// How logged changes may affect a source's result.
     private enum Impact: Equatable {
         /// They cannot: the result stands.
@@ -515,7 +529,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     /// column, and the order cannot place it).
     private func patch(_ index: Int, _ old: Snapshot<Element>, keys: Set<RowKey>, in db: Database) throws
         -> (elements: [Element], changeset: Changeset, columns: [Set<String>])? {
-        let positions = keyIndex(index)
+        let positions = self.positions(of: keys, in: index)
         guard let fetchRows = sources[index].fetchRows else { return nil }
         if let order = orders[index] {
             let rows = try fetchRows(db, Array(keys))
@@ -561,8 +575,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     /// put where they belong: a row that no longer matches leaves; one whose ORDER BY values
     /// kept their values is replaced where it stands; any other is placed by `order`.
     ///
-    /// - Complexity: O(n + k log n) for n rows in the result and k changed rows, plus the diff
-    ///   (O(n)) when rows left, entered or moved.
+    /// - Complexity: O(n + k log n) for n rows in the result and k changed rows, plus O(n) per
+    ///   row that left, entered or moved, and the minimal moves (O(n log n)).
     private func place(_ index: Int, _ old: Snapshot<Element>, rows: Snapshot<Element>, keys: Set<RowKey>,
                        positions: [RowKey: Int], order: RowOrder) -> (elements: [Element], changeset: Changeset, columns: [Set<String>]) {
         var fetched: [RowKey: Int] = [:]
@@ -571,6 +585,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         var updated: [(index: Int, columns: Set<String>)] = []
         var leaving: [Int] = []
         var entering: [Int] = []
+        // The rows that left their place for another: their old positions.
+        var moving: [Int: Int] = [:]
         for key in keys {
             switch (positions[key], fetched[key]) {
             case (nil, nil):
@@ -588,6 +604,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                 } else {
                     leaving.append(position)
                     entering.append(row)
+                    moving[row] = position
                 }
             }
         }
@@ -596,13 +613,25 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             snapshots[index] = new
             return (new.elements, .updating(updated.map(\.index), count: new.elements.count), updated.map(\.columns))
         }
-        for position in leaving.sorted(by: >) { new.remove(at: position) }
-        for row in entering.sorted() {
-            new.insert(row, of: rows, at: order.insertionIndex(of: rows.sortValues(of: row), in: new))
+        // Where each row of the new result was in the old one (nil: it entered), kept beside it:
+        // the changeset follows without a diff.
+        var origin: [Int?] = Array(old.items.indices)
+        for position in leaving.sorted(by: >) {
+            new.remove(at: position)
+            origin.remove(at: position)
         }
+        for row in entering.sorted() {
+            let position = order.insertionIndex(of: rows.sortValues(of: row), in: new)
+            new.insert(row, of: rows, at: position)
+            origin.insert(moving[row], at: position)
+        }
+        // Changed content: the rows replaced in place, and the moved ones whose content changed.
+        var changed = Set(updated.map(\.index))
+        for (row, position) in moving where old.items[position].content != rows.items[row].content { changed.insert(position) }
+        let changeset = Changeset(oldCount: old.items.count, newToOld: origin,
+                                  updated: origin.indices.filter { origin[$0].map(changed.contains) ?? false })
         snapshots[index] = new
         keyIndexes[index] = nil
-        let changeset = Changeset(from: old.items, to: new.items)
         return (new.elements, changeset, changeset.updates.map { old.changedColumns(from: $0.old, to: $0.new, in: new) })
     }
 
@@ -611,6 +640,24 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
 
     /// Beyond this many changed rows, re-running the query is cheaper than checking each.
     private static var rowCheckLimit: Int { 256 }
+}
+
+/// The version a read transaction sees, and where the change log starts then.
+struct ReadVersion: Sendable {
+    let version: Int64
+    let oldest: Int64
+
+    /// Reads them in `db`'s read transaction (one statement).
+    init(_ db: Database) throws {
+        let meta = try db.cachedStatement("SELECT (SELECT value FROM ripple_meta WHERE key = 'version'), "
+                                          + "(SELECT value FROM ripple_meta WHERE key = 'oldest_version')")
+        defer { meta.reset() }
+        guard try meta.step() else {
+            (version, oldest) = (0, 0)
+            return
+        }
+        (version, oldest) = (meta.integer(at: 0), meta.integer(at: 1))
+    }
 }
 
 /// What a thread running observation work is inside of.

@@ -15,13 +15,14 @@ import Foundation
 /// which run in parallel. Every refresh in a batch reads at the same version, as each would if it
 /// ran alone right after the commit.
 final class RefreshBatch: @unchecked Sendable {   // @unchecked: filled by one thread, then handed to the background queue and never touched again
-    /// One live query's part: `read` runs inside the batch's read transaction, and hands its
-    /// event on at once (reading again waits for the transaction's end, as anything started
-    /// inside a store read does: see ``ConnectionPool/whenAccessEnds(_:)``). `fail` runs instead
-    /// when the transaction cannot begin.
+    /// One live query's part: `read` runs inside the batch's read transaction, told the version
+    /// it sees (read once for the batch), and hands its event on at once (reading again waits
+    /// for the transaction's end, as anything started inside a store read does: see
+    /// ``ConnectionPool/whenAccessEnds(_:)``). `fail` runs instead when the transaction cannot
+    /// begin, or its version cannot be read.
     struct Refresh: Sendable {
         let store: Store
-        let read: @Sendable (Database) -> Void
+        let read: @Sendable (Database, ReadVersion) -> Void
         let fail: @Sendable (any Error) -> Void
     }
 
@@ -56,7 +57,16 @@ final class RefreshBatch: @unchecked Sendable {   // @unchecked: filled by one t
             try store.read { db in
                 began = true
                 store.observation.batchReads.withLock { $0 += 1 }
-                for refresh in chunk { refresh.read(db) }
+                // The version every refresh sees, read once: failing, it fails them all, as it
+                // would have failed each.
+                let seen: ReadVersion
+                do {
+                    seen = try ReadVersion(db)
+                } catch {
+                    for refresh in chunk { refresh.fail(error) }
+                    return
+                }
+                for refresh in chunk { refresh.read(db, seen) }
             }
         } catch {
             // The transaction could not begin: no refresh read anything. (Ending a read
