@@ -403,15 +403,8 @@ import Testing
     /// read again after each event: with thousands of subscribers and writes back to back, those
     /// reads fed each other, and the writes ran 2.6× slower than with two subscribers.)
     @Test func aBusySubscriberIsToldOnlyOfTheCommitsThatConcernIt() throws {
-        let items = try store.collection("items", of: Item.self)
-        try items.insert(contentsOf: (0..<10).map { Item(id: $0, owner: $0 % 2, score: 0, name: "a") })
-        let query = items.filter(Column("owner") == 0).order(by: Column("id"))
-        let subscriber = HeldSubscriber()
-        let subscription = try query.live().subscribe(on: .queue(DispatchQueue(label: "ripple.tests.held"))) {
-            subscriber.receive($0)
-        }
+        let (items, query, subscriber, subscription) = try heldSubscriberOfOwnerZero(rows: 10)
         defer { subscription.cancel() }
-        #expect(subscriber.lists.waitFor(0, try query.fetchAll()))
         let before = store.observation.refreshCount.withLock { $0 }
         try subscriber.hold { try items.update(Item(id: 0, owner: 0, score: 1, name: "a")) }
         for id in [1, 3, 5, 7, 9] { try items.update(Item(id: id, owner: 1, score: 1, name: "b")) }
@@ -425,70 +418,39 @@ import Testing
 
     /// A row that entered a subscriber's result in the read it is delivering, then left its filter
     /// before the subscriber was idle again, leaves its list: that commit matched no filter and
-    /// changed no row the store knew the subscriber held, but the subscriber, on becoming idle,
-    /// is told of the commits since its read that changed a row of its new result.
-    @Test func aRowThatLeavesWhileItsEntryIsDeliveredLeaves() throws {
-        let items = try store.collection("items", of: Item.self)
-        try items.insert(contentsOf: (0..<4).map { Item(id: $0, owner: $0 % 2, score: 0, name: "a") })
-        let query = items.filter(Column("owner") == 0).order(by: Column("id"))
-        let subscriber = HeldSubscriber()
-        let subscription = try query.live().subscribe(on: .queue(DispatchQueue(label: "ripple.tests.held"))) {
-            subscriber.receive($0)
-        }
+    /// changed no row the store knew the subscriber held, but the subscriber is told of the
+    /// commits since its read that changed a row that entered then: on becoming idle, or, when
+    /// it reads again at once (a commit to a row it held made it stale), in that read. Past the
+    /// commits the store keeps to check against, it reads what changed from the change log.
+    @Test(arguments: [false, true], [false, true])
+    func aRowThatLeavesWhileItsEntryIsDeliveredLeaves(readAgainAtOnce: Bool, pastTheRecentCommits: Bool) throws {
+        let (items, query, subscriber, subscription) = try heldSubscriberOfOwnerZero(rows: 4)
         defer { subscription.cancel() }
-        #expect(subscriber.lists.waitFor(0, try query.fetchAll()))
         try subscriber.hold { try items.insert(Item(id: 10, owner: 0, score: 0, name: "new")) }
         try items.update(Item(id: 10, owner: 1, score: 0, name: "new"))
-        subscriber.release()
-        #expect(subscriber.lists.waitFor(0, try query.fetchAll()))
-        #expect(subscriber.lists.list(0).map(\.id) == [0, 2])
-        #expect(subscriber.lists.problems.isEmpty, "\(subscriber.lists.problems.prefix(3))")
-    }
-
-    /// The same, when the subscriber reads again before becoming idle (a commit to a row it held
-    /// made it stale): its next read is told of the commits since the last one that changed a
-    /// row that entered then.
-    @Test func aRowThatLeavesWhileItsEntryIsDeliveredLeavesWhenReadAgainAtOnce() throws {
-        let items = try store.collection("items", of: Item.self)
-        try items.insert(contentsOf: (0..<4).map { Item(id: $0, owner: $0 % 2, score: 0, name: "a") })
-        let query = items.filter(Column("owner") == 0).order(by: Column("id"))
-        let subscriber = HeldSubscriber()
-        let subscription = try query.live().subscribe(on: .queue(DispatchQueue(label: "ripple.tests.held"))) {
-            subscriber.receive($0)
+        if pastTheRecentCommits {
+            for score in 0...RecentCommits.limit { try items.update(Item(id: 1, owner: 1, score: Double(score), name: "b")) }
         }
-        defer { subscription.cancel() }
-        #expect(subscriber.lists.waitFor(0, try query.fetchAll()))
-        try subscriber.hold { try items.insert(Item(id: 10, owner: 0, score: 0, name: "new")) }
-        try items.update(Item(id: 10, owner: 1, score: 0, name: "new"))
-        try items.update(Item(id: 2, owner: 0, score: 1, name: "a"))
-        subscriber.release()
-        #expect(subscriber.lists.waitFor(0, try query.fetchAll()))
-        #expect(subscriber.lists.list(0).map(\.id) == [0, 2])
-        #expect(subscriber.lists.problems.isEmpty, "\(subscriber.lists.problems.prefix(3))")
-    }
-
-    /// The same, when more commits followed than the store keeps to check against (and the
-    /// subscriber becomes idle, or reads again at once): it reads what changed since its read
-    /// from the change log.
-    @Test(arguments: [false, true])
-    func aRowThatLeavesWhileItsEntryIsDeliveredLeavesPastTheRecentCommits(readAgainAtOnce: Bool) throws {
-        let items = try store.collection("items", of: Item.self)
-        try items.insert(contentsOf: (0..<4).map { Item(id: $0, owner: $0 % 2, score: 0, name: "a") })
-        let query = items.filter(Column("owner") == 0).order(by: Column("id"))
-        let subscriber = HeldSubscriber()
-        let subscription = try query.live().subscribe(on: .queue(DispatchQueue(label: "ripple.tests.held"))) {
-            subscriber.receive($0)
-        }
-        defer { subscription.cancel() }
-        #expect(subscriber.lists.waitFor(0, try query.fetchAll()))
-        try subscriber.hold { try items.insert(Item(id: 10, owner: 0, score: 0, name: "new")) }
-        try items.update(Item(id: 10, owner: 1, score: 0, name: "new"))
-        for score in 0...RecentCommits.limit { try items.update(Item(id: 1, owner: 1, score: Double(score), name: "b")) }
         if readAgainAtOnce { try items.update(Item(id: 2, owner: 0, score: 1, name: "a")) }
         subscriber.release()
         #expect(subscriber.lists.waitFor(0, try query.fetchAll()))
         #expect(subscriber.lists.list(0).map(\.id) == [0, 2])
         #expect(subscriber.lists.problems.isEmpty, "\(subscriber.lists.problems.prefix(3))")
+    }
+
+    /// Rows `0..<rows` (owner `id % 2`), and a ``HeldSubscriber`` to owner 0's, in id order, that
+    /// received them.
+    func heldSubscriberOfOwnerZero(rows: Int) throws
+        -> (RecordCollection<Item>, RecordQuery<Item>, HeldSubscriber, Subscription) {
+        let items = try store.collection("items", of: Item.self)
+        try items.insert(contentsOf: (0..<rows).map { Item(id: $0, owner: $0 % 2, score: 0, name: "a") })
+        let query = items.filter(Column("owner") == 0).order(by: Column("id"))
+        let subscriber = HeldSubscriber()
+        let subscription = try query.live().subscribe(on: .queue(DispatchQueue(label: "ripple.tests.held"))) {
+            subscriber.receive($0)
+        }
+        #expect(subscriber.lists.waitFor(0, try query.fetchAll()))
+        return (items, query, subscriber, subscription)
     }
 
     struct DoomedRow: Codable, Sendable, Equatable {

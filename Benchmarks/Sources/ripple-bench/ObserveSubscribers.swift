@@ -211,23 +211,17 @@ struct ObserveSubscribers {
             Report.emit([("bench", "observe"), ("workload", "O5"), ("target", .string(text)),
                          ("value", .number(value)), ("met", .string(met ? "yes" : "no"))])
         }
-        if let subscribed = results[Self.owners], let bare = results[0] {
+        // The writes/s target, for the writes waiting for their events, and back to back.
+        let runs = [(results[Self.owners], "ripple-10k-subscribers", "each write waiting for its two events"),
+                    (backToBack, "ripple-10k-subscribers-back-to-back", "writes back to back, as without subscribers")]
+        for case let (subscribed?, name, manner) in runs {
+            guard let bare = results[0] else { break }
             let ratio = subscribed.writesPerSecond / bare.writesPerSecond
             let writeRatio = subscribed.percentile(0.5, of: subscribed.writeDurations)
                 / bare.percentile(0.5, of: bare.writeDurations)
-            Report.emit([("bench", "observe"), ("workload", "O5"),
-                         ("ratio", "ripple-10k-subscribers/ripple-no-subscribers"),
+            Report.emit([("bench", "observe"), ("workload", "O5"), ("ratio", .string(name + "/ripple-no-subscribers")),
                          ("writes_per_s_ratio", .number(ratio)), ("write_p50_ratio", .number(writeRatio))])
-            target("writes_per_s ratio >= 0.5 (each write waiting for its two events)", ratio, ratio >= 0.5)
-        }
-        if let backToBack, let bare = results[0] {
-            let ratio = backToBack.writesPerSecond / bare.writesPerSecond
-            let writeRatio = backToBack.percentile(0.5, of: backToBack.writeDurations)
-                / bare.percentile(0.5, of: bare.writeDurations)
-            Report.emit([("bench", "observe"), ("workload", "O5"),
-                         ("ratio", "ripple-10k-subscribers-back-to-back/ripple-no-subscribers"),
-                         ("writes_per_s_ratio", .number(ratio)), ("write_p50_ratio", .number(writeRatio))])
-            target("writes_per_s ratio >= 0.5 (writes back to back, as without subscribers)", ratio, ratio >= 0.5)
+            target("writes_per_s ratio >= 0.5 (\(manner))", ratio, ratio >= 0.5)
         }
         if let subscribed = results[Self.owners] {
             let p50 = subscribed.percentile(0.5)
