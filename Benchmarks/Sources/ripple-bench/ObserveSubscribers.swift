@@ -211,8 +211,10 @@ struct ObserveSubscribers {
             Report.emit([("bench", "observe"), ("workload", "O5"), ("target", .string(text)),
                          ("value", .number(value)), ("met", .string(met ? "yes" : "no"))])
         }
-        // The writes/s target, for the writes waiting for their events, and back to back.
-        let runs = [(results[Self.owners], "ripple-10k-subscribers", "each write waiting for its two events"),
+        // The writes/s target compares the same writes with and without subscribers: run
+        // back to back, as the writes without any are. End to end (each write waiting for its two
+        // events, which adds three thread wake-ups and two reads) is the stricter check.
+        let runs = [(results[Self.owners], "ripple-10k-subscribers", "end to end, each write waiting for its two events"),
                     (backToBack, "ripple-10k-subscribers-back-to-back", "writes back to back, as without subscribers")]
         for case let (subscribed?, name, manner) in runs {
             guard let bare = results[0] else { break }
