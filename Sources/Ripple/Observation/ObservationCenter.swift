@@ -89,8 +89,8 @@ final class ObservationCenter: Sendable {
         /// their filter was registered (see ``Registered/registeredDuring``): told of every
         /// commit to their table until they read past it.
         var busy: Set<ObserverID> = []
-        /// The last commits routed row by row: what an observer becoming idle checks its new
-        /// result against (see ``observerBecameIdle(_:keys:version:)``).
+        /// The last commits routed row by row: what an observer checks the rows that entered its
+        /// result against (see ``RecentCommits``).
         var recent = RecentCommits()
         /// Per table, the row-precise observers whose result holds each key (as of when they last
         /// became idle): told of every commit that changes the row.
