@@ -54,6 +54,15 @@ final class ObservationCenter: Sendable {
         var updatesOnly: Bool
         /// Whether its filter matched one of the changed rows (evaluated in the commit).
         var matched: Bool
+
+        /// `summary`'s commit, as told to a row-precise observer of `table`.
+        init(_ summary: CommitSummary, table: String, keys: Set<RowKey>?, matched: Bool) {
+            version = summary.version
+            coveredFrom = summary.coveredFrom ?? summary.version
+            self.keys = keys
+            updatesOnly = !summary.insertedOrDeleted.contains(table)
+            self.matched = matched
+        }
     }
 
     /// What a row-precise observer about to read needs to know of the commits since its last read.
@@ -273,12 +282,11 @@ final class ObservationCenter: Sendable {
             if version >= state.observers.values[slot].registeredDuring { state.busy.remove(id) }
             // The keys it held before were routed by; only those that entered need a look.
             guard !entered.isEmpty, state.recent.newestVersion > version else { return false }
-            guard let commits = state.recent.commits(to: table, after: version, changingAnyOf: entered) else {
+            guard let missed = state.recent.commits(to: table, after: version, changingAnyOf: entered,
+                                                    besides: state.observers.values[slot].told) else {
                 state.observers.values[slot].lostThrough = max(state.observers.values[slot].lostThrough, state.routedThrough)
                 return true
             }
-            let told = Set(state.observers.values[slot].told.map(\.version))
-            let missed = commits.filter { !told.contains($0.version) }
             state.observers.values[slot].told += missed
             return !missed.isEmpty
         }
@@ -351,9 +359,7 @@ final class ObservationCenter: Sendable {
                     }
                     concerned.formUnion(state.busy)
                     if summary.version > 0 {
-                        state.recent.append(ToldCommit(version: summary.version, coveredFrom: summary.coveredFrom ?? summary.version,
-                                                       keys: keys, updatesOnly: !summary.insertedOrDeleted.contains(table),
-                                                       matched: false), to: table)
+                        state.recent.append(ToldCommit(summary, table: table, keys: keys, matched: false), to: table)
                     }
                     concerned.formIntersection(rowPrecise)
                     told.formUnion(concerned)
@@ -370,9 +376,7 @@ final class ObservationCenter: Sendable {
                 targets.append(state.observers.values[slot].target)
                 guard let table = state.observers.values[slot].rowTable, summary.version > 0 else { continue }
                 let keys = summary.evaluatedTables.contains(table) ? summary.rowKeys?[table] : nil
-                let commit = ToldCommit(version: summary.version, coveredFrom: summary.coveredFrom ?? summary.version, keys: keys,
-                                        updatesOnly: !summary.insertedOrDeleted.contains(table),
-                                        matched: keys != nil && summary.matching.contains(id))
+                let commit = ToldCommit(summary, table: table, keys: keys, matched: keys != nil && summary.matching.contains(id))
                 if state.observers.values[slot].told.count < Self.toldLimit {
                     state.observers.values[slot].told.append(commit)
                 } else {
@@ -418,9 +422,8 @@ final class ObservationCenter: Sendable {
                 let held = Set(state.observers.values[slot].heldKeys)
                 let entered = Set(keys.filter { !held.contains($0) })
                 if !entered.isEmpty {
-                    if let missed = state.recent.commits(to: table, after: since, changingAnyOf: entered) {
-                        let told = Set(commits.map(\.version))
-                        commits += missed.filter { $0.coveredFrom <= version && !told.contains($0.version) }
+                    if let missed = state.recent.commits(to: table, after: since, changingAnyOf: entered, besides: commits) {
+                        commits += missed.filter { $0.coveredFrom <= version }
                     } else {
                         lost = max(lost, version)
                     }

@@ -24,7 +24,8 @@ struct WALIndexHeader: Equatable, Sendable {
 /// commits (``Store/noticeExternalWrites()``, which takes the writer) — without taking it.
 ///
 /// The store's own commits would wake the watch as much as others'. So while the store holds its
-/// writer, the watch does not hear writes (``FileWatch/muteWrites()``, on Linux); when the writer
+/// writer, the watch does not hear writes to the `-wal` file (``FileWatch/muteWrites()``, on
+/// Linux; checkpoints, which write the database file, are rare and still heard); when the writer
 /// is released, the watch hears them again, and then the filter reads `PRAGMA data_version`:
 /// another connection's commit made while the writer was held, and not taken in by the store's
 /// own (see ``ChangeLog``), makes the store look, once per `data_version`.

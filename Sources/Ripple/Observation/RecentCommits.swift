@@ -41,10 +41,12 @@ struct RecentCommits {
     }
 
     /// The commits to `table` after `version` that changed a row of `keys` (or rows not kept
-    /// one by one), oldest first; `nil` when some commits after `version` were dropped.
+    /// one by one), oldest first, but for those of `told` (already known to the observer);
+    /// `nil` when some commits after `version` were dropped.
     ///
-    /// - Complexity: O(commits after `version` × their changed keys).
-    func commits(to table: String, after version: Int64, changingAnyOf keys: Set<RowKey>) -> [ObservationCenter.ToldCommit]? {
+    /// - Complexity: O(commits after `version` × their changed keys + told).
+    func commits(to table: String, after version: Int64, changingAnyOf keys: Set<RowKey>,
+                 besides told: [ObservationCenter.ToldCommit]) -> [ObservationCenter.ToldCommit]? {
         guard version >= keptAfter else { return nil }
         var found: [ObservationCenter.ToldCommit] = []
         let count = entries.count
@@ -55,6 +57,8 @@ struct RecentCommits {
             if let changed = entry.commit.keys, changed.isDisjoint(with: keys) { continue }
             found.append(entry.commit)
         }
-        return found.reversed()
+        guard !found.isEmpty else { return [] }
+        let known = Set(told.map(\.version))
+        return found.reversed().filter { !known.contains($0.version) }
     }
 }
