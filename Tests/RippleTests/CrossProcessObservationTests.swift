@@ -250,6 +250,7 @@ import Testing
     final class Target: ObservationTarget, @unchecked Sendable {
         let observerID = ObservationCenter.makeObserverID()
         func storeDidCommit(_ summary: CommitSummary, batch: RefreshBatch) {}
+        func awaitDelivery(of version: Int64) {}
     }
 
     /// A reader at a version inside the range sees part of what the commit tells: it must be
@@ -266,9 +267,8 @@ import Testing
         center.register(target, store: store, interest: interest)
         defer { center.unregister(target) }
         // Versions 11 to 14 were other connections' commits, taken in by this store's own 15.
-        var summary = CommitSummary(version: 15, coveredFrom: 11, tables: ["items"])
-        summary.evaluatedTables = []
-        _ = center.route(summary)
+        let summary = CommitSummary(version: 15, coveredFrom: 11, tables: ["items"])
+        _ = center.route(summary, FilterMatches())
 
         // A read at 12 sees 11 and 12: told, and the commit stays for the next read.
         let atTwelve = center.told(target.observerID, through: 12)
@@ -279,7 +279,7 @@ import Testing
         #expect(center.told(target.observerID, through: 16).commits.isEmpty)
 
         // A commit of its own version only is not told to a read before it.
-        _ = center.route(CommitSummary(version: 20, tables: ["items"]))
+        _ = center.route(CommitSummary(version: 20, tables: ["items"]), FilterMatches())
         #expect(center.told(target.observerID, through: 19).commits.isEmpty)
         #expect(center.told(target.observerID, through: 20).commits.map(\.version) == [20])
     }

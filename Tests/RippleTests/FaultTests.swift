@@ -316,9 +316,10 @@ import Testing
         // 0001 is applied (each migration commits on its own), 0002 is not.
         #expect(try migrator.appliedMigrations(in: setup.store) == ["0001_rename"])
         #expect(try setup.todos.fetchAll().allSatisfy { $0.title == "renamed" })
-        // What 0001 changed took a version, logged, and live queries heard of it…
+        // What 0001 changed took a version, logged row by row, and live queries heard of it…
         #expect(try setup.store.currentVersion() == version + 1)
-        #expect(try setup.store.changes(after: version).map(\.table) == ["*"])
+        #expect(try setup.store.changes(after: version).map(\.table) == ["todos"])
+        #expect(try setup.store.changes(after: version).map(\.origin) == [.migration])
         #expect(subscriber.items.map(\.title) == ["renamed", "renamed", "renamed"])
         // …so that after a later update, which re-reads only the row it wrote, the list is right.
         var first = try #require(try setup.todos.order(by: Column("rank")).fetchOne())

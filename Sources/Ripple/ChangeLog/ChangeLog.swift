@@ -16,6 +16,11 @@ public struct ChangeLogEntry: Hashable, Sendable {
     public var operation: Operation
     /// The primary keys of the rows, as text (see ``Store/changes(after:upTo:)``).
     public var rowKeys: [String]
+    /// Where the version's commit came from; `nil` for a version committed before Ripple
+    /// recorded origins.
+    public var origin: CommitOrigin? = nil
+    /// The tag its caller gave the version's commit (see ``Store/write(tag:_:)``), if any.
+    public var tag: String? = nil
 }
 
 /// How long the change log keeps entries.
@@ -45,12 +50,11 @@ struct CommitSummary: Sendable {
     var rowKeys: [String: Set<RowKey>]? = nil
     /// With ``rowKeys``: the tables where rows were inserted or deleted (not only updated).
     var insertedOrDeleted: Set<String> = []
-    /// The tables whose row-precise observers' filters were evaluated on the changed rows inside
-    /// the transaction (see ``ObservationCenter/evaluateFilters(of:in:)``); the observers that
-    /// matched, and those whose filter could not be evaluated.
-    var evaluatedTables: Set<String> = []
-    var matching: Set<ObservationCenter.ObserverID> = []
-    var unevaluated: Set<ObservationCenter.ObserverID> = []
+    /// Where the commit came from; `nil` when the summary stands for other connections' commits
+    /// (their origins are in the change log).
+    var origin: CommitOrigin? = nil
+    /// The tag its caller gave the commit.
+    var tag: String? = nil
 }
 
 /// The writer's side of versioning: gives every committed write transaction that changed rows the
@@ -80,8 +84,14 @@ final class ChangeLog {
     /// The current transaction's version also stands for a foreign write that took none.
     private var adoptedForeignWrite = false
 
-    init(installingOn db: Database, retention: ChangeLogRetention) throws {
+    /// Held by the stores of this process on the same file while their statements run outside
+    /// a transaction (see ``OpenStoreFiles/maintenanceLock(key:)``): their commits have no version
+    /// until it is released, and are not writes made without Ripple.
+    private let maintenance: NSRecursiveLock?
+
+    init(installingOn db: Database, retention: ChangeLogRetention, maintenance: NSRecursiveLock?) throws {
         self.retention = retention
+        self.maintenance = maintenance
         // One read transaction: the three describe the same state.
         (knownVersion, knownCommits, dataVersion) = try db.transaction(.deferred) {
             (try Self.version(db), try Self.commits(db), try Self.dataVersion(db))
@@ -109,9 +119,11 @@ final class ChangeLog {
     /// commit then takes a version, logged as a change to every table, and its summary is
     /// returned, for the caller to route.
     func recordCommitWithoutVersion(_ db: Database) throws -> CommitSummary? {
+        // (A write without Ripple taken in is the commit's only change: its origin is foreign.)
         // Inside the write transaction: nobody else commits between these looks and the count.
         let data = try Self.dataVersion(db)
-        if data != dataVersion, try Self.version(db) == knownVersion, try Self.commits(db) == knownCommits {
+        if data != dataVersion, try Self.version(db) == knownVersion, try Self.commits(db) == knownCommits,
+           !maintenanceElsewhere() {
             return try adoptForeignWrite(db)
         }
         guard let commits = try db.fetchValue(
@@ -143,21 +155,6 @@ final class ChangeLog {
         try db.fetchValue("PRAGMA schema_version", as: Int64.self) ?? 0
     }
 
-    /// Gives the next version to a change of unknown extent made on this connection outside a
-    /// write transaction (a migration): every live query re-reads.
-    func recordSchemaChange(_ db: Database) throws -> CommitSummary {
-        try db.transaction(.immediate) {
-            let version = try nextVersion(db)
-            if !adoptedForeignWrite {
-                try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
-                               [version, Self.everyTable])
-            }
-            adoptedForeignWrite = false
-            knownVersion = version
-            return CommitSummary(version: version, tables: [Self.everyTable])
-        }
-    }
-
     /// Called inside the transaction after its work: when rows changed, takes the next version and
     /// writes the log. Returns what the commit changed, or `nil` when the transaction changed no row.
     ///
@@ -174,12 +171,19 @@ final class ChangeLog {
     ///
     /// A transaction that changed the schema (a table created, altered or dropped) also takes a
     /// version, logged as a change to ``everyTable``: queries over the old schema must re-read.
-    func record(_ db: Database) throws -> CommitSummary? {
+    func record(_ db: Database, origin: CommitOrigin, tag: String?) throws -> CommitSummary? {
         try capture.resolvePending(db)
         let schemaChanged = try Self.schemaVersion(db) != schemaVersionAtBegin
         let count = capture.changeCount
         guard count > 0 || schemaChanged else { return nil }
-        let version = try nextVersion(db)
+        // Statements run outside a transaction can drop the store's own tables: nothing to log
+        // in then (the store installs its log again once they exist).
+        if schemaChanged, try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = 'ripple_meta'", as: Int.self) == 0 {
+            capture.reset()
+            db.changeLog = nil
+            return nil
+        }
+        let version = try nextVersion(db, origin: origin, tag: tag)
         let tellsKeys = count <= Self.knownRowLimit
         let bulk = !tellsKeys && !capture.hasBeforeImages
         let groups = capture.groups(keepingKeys: tellsKeys)
@@ -193,6 +197,7 @@ final class ChangeLog {
         let coveredFrom = takesInOthers ? knownVersion + 1 : nil
         var summary = try finishRecord(db, version: version, changedTables: changedTables, schemaChanged: schemaChanged)
         summary.coveredFrom = coveredFrom
+        (summary.origin, summary.tag) = (origin, tag)
         if summary.tables == changedTables && tellsKeys && !takesInOthers {
             var rowKeys: [String: Set<RowKey>] = [:]
             for group in groups {
@@ -253,6 +258,17 @@ final class ChangeLog {
         return CommitSummary(version: version, tables: tables)
     }
 
+    /// Whether another thread of this process runs statements outside a transaction on this file
+    /// (see ``maintenance``): a commit without a version may be theirs, about to take one.
+    /// Inside a write transaction, waiting for them would deadlock (they need the write lock to
+    /// record), so it only asks.
+    private func maintenanceElsewhere() -> Bool {
+        guard let maintenance else { return false }
+        guard maintenance.try() else { return true }
+        maintenance.unlock()
+        return false
+    }
+
     /// Commits changing more rows than this do not tell observers their keys (they re-read).
     private static var knownRowLimit: Int { 256 }
 
@@ -272,6 +288,10 @@ final class ChangeLog {
     /// write lock, to be given a version; so looking does not compete with another process's
     /// writer for the lock while that process writes through Ripple.
     ///
+    /// A write made without Ripple is adopted under the maintenance lock (see
+    /// ``OpenStoreFiles/maintenanceLock(key:)``): statements that another store of this process
+    /// runs outside a transaction have committed without a version until it records one.
+    ///
     /// `beforeLock` (for tests) runs when a foreign commit was seen, before the transaction begins.
     func noticeForeignCommits(_ db: Database, adopt: Bool, beforeLock: (() -> Void)? = nil) throws -> CommitSummary? {
         guard try Self.dataVersion(db) != dataVersion else { return nil }
@@ -280,6 +300,8 @@ final class ChangeLog {
         case .noticed(let summary): return summary
         case .nothing: return nil
         case .madeWithoutRipple:
+            maintenance?.lock()
+            defer { maintenance?.unlock() }
             let outcome = try db.transaction(.immediate) { try look(db, adopting: true, mayAdopt: true) }
             if case .noticed(let summary) = outcome { return summary }
             return nil
@@ -321,16 +343,16 @@ final class ChangeLog {
     /// of its own (nextVersion sees data_version moved and logs it as a change to every table),
     /// so that live queries re-read.
     private func adoptForeignWrite(_ db: Database) throws -> CommitSummary {
-        let version = try nextVersion(db)
+        let version = try nextVersion(db, origin: .foreign, tag: nil)
         adoptedForeignWrite = false
         knownVersion = version
-        return CommitSummary(version: version, tables: [Self.everyTable])
+        return CommitSummary(version: version, tables: [Self.everyTable], origin: .foreign)
     }
 
     /// Bumps the stored version. A foreign write without a version since this connection last
     /// looked (data_version moved, the version did not) is logged with it as a change to
     /// ``everyTable``. Runs inside a write transaction, so no other connection commits meanwhile.
-    private func nextVersion(_ db: Database) throws -> Int64 {
+    private func nextVersion(_ db: Database, origin: CommitOrigin, tag: String?) throws -> Int64 {
         guard let version = try db.fetchValue(
             "UPDATE ripple_meta SET value = value + 1 WHERE key = 'version' RETURNING value", as: Int64.self) else {
             throw StoreError(.migration, "the store's schema has no version row (ripple_meta)")
@@ -338,15 +360,15 @@ final class ChangeLog {
         let data = try Self.dataVersion(db)
         // The count can only have moved when another connection committed (data_version moved).
         let commits = data == dataVersion ? knownCommits : try Self.commits(db)
-        if data != dataVersion && version == knownVersion + 1 && commits == knownCommits {
+        if data != dataVersion && version == knownVersion + 1 && commits == knownCommits && !maintenanceElsewhere() {
             try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
                            [version, Self.everyTable])
             adoptedForeignWrite = true
         }
         dataVersion = data
         knownCommits = commits
-        try db.execute("INSERT OR REPLACE INTO ripple_versions(version, committed_at) VALUES (?, ?)",
-                       [version, Date().timeIntervalSince1970])
+        try db.execute("INSERT OR REPLACE INTO ripple_versions(version, committed_at, origin, tag) VALUES (?, ?, ?, ?)",
+                       [version, Date().timeIntervalSince1970, origin.rawValue, tag])
         switch retention {
         case .versions(let kept) where version % 64 == 0 || kept < 64:
             try prune(db, keepingAfter: version - Int64(max(kept, 0)))
@@ -402,19 +424,63 @@ extension Store {
     /// Writes made outside Ripple's connections (another process, the `sqlite3` shell) are not
     /// in the log.
     public func changes(after version: Int64, upTo limit: Int64 = .max) throws -> [ChangeLogEntry] {
-        try read { db in
-            try db.fetchAll("""
-                SELECT version, table_name, operation, row_keys FROM ripple_changes
-                WHERE version > ? AND version <= ? ORDER BY version, table_name, operation
-                """, [version, limit]).map { row in
-                let keysText = try row.value("row_keys", as: String.self)
-                guard let keys = JSONText.strings(keysText),
-                      let operation = ChangeLogEntry.Operation(rawValue: try row.value("operation", as: String.self)) else {
-                    throw StoreError(.decoding, "malformed change log entry \(row)")
-                }
-                return ChangeLogEntry(version: try row.value("version"), table: try row.value("table_name"),
-                                      operation: operation, rowKeys: keys)
+        try read { db in try ChangeLog.entries(in: db, after: version, through: limit) }
+    }
+}
+
+extension ChangeLog {
+    /// The logged changes of versions in `(after, through]`, in version order, with their
+    /// versions' origins and tags.
+    static func entries(in db: Database, after: Int64, through: Int64) throws -> [ChangeLogEntry] {
+        try db.fetchAll("""
+            SELECT c.version, c.table_name, c.operation, c.row_keys, v.origin, v.tag
+            FROM ripple_changes AS c LEFT JOIN ripple_versions AS v ON v.version = c.version
+            WHERE c.version > ? AND c.version <= ? ORDER BY c.version, c.table_name, c.operation
+            """, [after, through]).map { row in
+            let keysText = try row.value("row_keys", as: String.self)
+            guard let keys = JSONText.strings(keysText),
+                  let operation = ChangeLogEntry.Operation(rawValue: try row.value("operation", as: String.self)) else {
+                throw StoreError(.decoding, "malformed change log entry \(row)")
             }
+            return ChangeLogEntry(version: try row.value("version"), table: try row.value("table_name"),
+                                  operation: operation, rowKeys: keys,
+                                  origin: try row.value("origin", as: String?.self).map(CommitOrigin.init(rawValue:)),
+                                  tag: try row.value("tag", as: String?.self))
         }
+    }
+
+    /// Up to `limit` committed versions after `version`, each with its changes, in one read
+    /// transaction (``CommitFeed``); empty when none committed since.
+    ///
+    /// Throws ``StoreError/Kind/history`` when the log no longer holds the version after
+    /// `version` (retention pruned it).
+    static func commits(in db: Database, after version: Int64, limit: Int) throws -> [Commit] {
+        let current = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'version'", as: Int64.self) ?? 0
+        guard current > version else { return [] }
+        let oldest = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'oldest_version'", as: Int64.self) ?? 0
+        if oldest > version {
+            throw StoreError(.history, "the change feed needs version \(version + 1), which the change log no longer keeps "
+                             + "(it holds versions after \(oldest)): read the current state afresh and follow from "
+                             + "Store.currentVersion()")
+        }
+        let through = min(current, version + Int64(limit))
+        var commits: [Commit] = []
+        commits.reserveCapacity(Int(through - version))
+        var index: [Int64: Int] = [:]
+        for next in (version + 1)...through {
+            index[next] = commits.count
+            commits.append(Commit(version: next, origin: nil, tag: nil, committedAt: nil, changes: []))
+        }
+        for row in try db.fetchAll("SELECT version, committed_at, origin, tag FROM ripple_versions WHERE version > ? AND version <= ?",
+                                   [version, through]) {
+            guard let slot = index[try row.value("version", as: Int64.self)] else { continue }
+            commits[slot].committedAt = try row.value("committed_at", as: Double?.self).map(Date.init(timeIntervalSince1970:))
+            commits[slot].origin = try row.value("origin", as: String?.self).map(CommitOrigin.init(rawValue:))
+            commits[slot].tag = try row.value("tag", as: String?.self)
+        }
+        for entry in try entries(in: db, after: version, through: through) {
+            if let slot = index[entry.version] { commits[slot].changes.append(entry) }
+        }
+        return commits
     }
 }

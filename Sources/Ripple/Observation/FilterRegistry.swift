@@ -58,23 +58,37 @@ struct FilterRegistry {
     }
 
     /// Evaluates, inside the write transaction about to commit, the filters of the changed tables
-    /// on the changed rows, and records in `summary` which observers matched (and which could not
-    /// be evaluated). Never fails the write.
+    /// on the changed rows: which observers matched (and which could not be evaluated). Never
+    /// fails the write.
     ///
     /// - Complexity: per changed table, one read of the changed rows' indexed columns, then
     ///   O(changed rows × (1 + log groups) + matches) lookups; plus SQLite's evaluation of the
     ///   filters no index covers (and of the matches of partial index terms), in batches.
-    mutating func evaluate(_ summary: inout CommitSummary, in db: Database) {
+    mutating func evaluate(_ summary: CommitSummary, in db: Database) -> FilterMatches {
         lastEvaluatedVersion = summary.version
-        guard let rowKeys = summary.rowKeys else { return }
+        var matches = FilterMatches()
+        guard let rowKeys = summary.rowKeys else { return matches }
         let schemaVersion = db.changeCapture?.schemaVersion ?? 0
         for (table, keys) in rowKeys {
-            summary.evaluatedTables.insert(table)
+            matches.evaluatedTables.insert(table)
             guard !keys.isEmpty else { continue }
             // In place: a copy of the table's index would be made on its first change.
-            tables[table]?.evaluate(Array(keys), schemaVersion: schemaVersion, into: &summary, in: db)
+            tables[table]?.evaluate(Array(keys), schemaVersion: schemaVersion, into: &matches, in: db)
         }
+        return matches
     }
+}
+
+/// Which row-precise observers one commit's changed rows concern, decided inside its
+/// transaction (see ``FilterRegistry/evaluate(_:in:)``): facts about observers, kept apart
+/// from the facts about the commit (``CommitSummary``).
+struct FilterMatches: Sendable {
+    /// The tables whose observers' filters were evaluated on the changed rows.
+    var evaluatedTables: Set<String> = []
+    /// The observers whose filter matched a changed row.
+    var matching: Set<ObservationCenter.ObserverID> = []
+    /// The observers whose filter could not be evaluated (they are told).
+    var unevaluated: Set<ObservationCenter.ObserverID> = []
 }
 
 /// The filter groups of one table and their index.
@@ -189,7 +203,7 @@ struct TableFilters {
         isBuilt = true
     }
 
-    mutating func evaluate(_ keys: [RowKey], schemaVersion: Int64, into summary: inout CommitSummary, in db: Database) {
+    mutating func evaluate(_ keys: [RowKey], schemaVersion: Int64, into matches: inout FilterMatches, in db: Database) {
         if !isBuilt || builtSchemaVersion != schemaVersion { build(schemaVersion: schemaVersion, in: db) }
         var matched: [Int] = []
         var toVerify: [Int] = []
@@ -227,8 +241,8 @@ struct TableFilters {
             let members = Array(toVerify[start..<min(start + Self.batchSize, toVerify.count)])
             evaluateInSQLite(members, batch: nil, keys: keys, matched: &matched, failed: &failed, in: db)
         }
-        for group in matched { summary.matching.formUnion(groups[group]?.members ?? []) }
-        for group in failed { summary.unevaluated.formUnion(groups[group]?.members ?? []) }
+        for group in matched { matches.matching.formUnion(groups[group]?.members ?? []) }
+        for group in failed { matches.unevaluated.formUnion(groups[group]?.members ?? []) }
     }
 
     /// The SQL of ``readIndexedColumns(of:sql:in:_:)`` for `count` keys (built once per size).

@@ -17,6 +17,10 @@ protocol ObservationTarget: AnyObject, Sendable {
     /// A refresh this starts in the background joins `batch` (started once every observer the
     /// commit concerns was told).
     func storeDidCommit(_ summary: CommitSummary, batch: RefreshBatch)
+    /// Returns once the observer's events up to `version` were delivered, where its delivery is
+    /// ``Delivery/immediate`` and another thread is delivering them; at once otherwise (see
+    /// ``Store/commit(_:origin:tag:_:)``).
+    func awaitDelivery(of version: Int64)
 }
 
 /// One subscription to one or more queries read together (a group is read in one transaction, so
@@ -46,6 +50,17 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private var leftShares = false
     /// The tables each source reads, once known (guarded by `condition`).
     private var interest: Set<String>?
+    /// The newest version the subscriber has seen the results at: read without a change, or
+    /// read and handed to the handler (guarded by `condition`; see ``awaitDelivery(of:)``).
+    private var settledVersion: Int64 = 0
+    /// The version of the event ready to deliver (guarded by `condition`).
+    private var readyVersion: Int64 = 0
+    /// A refresh waits for the end of a store call on the thread that asked for it (guarded by
+    /// `condition`): nobody else may wait for it.
+    private var refreshDeferred = false
+    /// The pause before the next retry of a refresh that failed for a passing reason, in
+    /// milliseconds (guarded by `condition`; reset by a refresh that succeeds).
+    private var retryDelay = 0
 
     // Refresh state.
     private var snapshots: [Snapshot<Element>?]
@@ -125,6 +140,19 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         perform(action, batch: batch)
     }
 
+    func awaitDelivery(of version: Int64) {
+        guard case .immediate = delivery, case .handler = sink else { return }
+        condition.lock()
+        defer { condition.unlock() }
+        // Waits only while another thread is at work on it: refreshing or delivering (a refresh
+        // deferred to the end of a store call, or one backing off, may be long; an idle observer
+        // was not concerned).
+        while settledVersion < version, [.refreshing, .delivering].contains(state.phase), !refreshDeferred,
+              deliveringThread !== Thread.current {
+            condition.wait()
+        }
+    }
+
     /// Whether the store evaluates this observer's filter in each commit (a single
     /// row-precise source).
     private let isRowPrecise: Bool
@@ -167,7 +195,17 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                 // This thread is inside a write or a read of the store (a subscription made there):
                 // it holds a connection that cannot read the committed state now, and may not wait
                 // for another. The refresh runs when that call ends.
-                if store.pool.whenAccessEnds({ self.perform(.refresh) }) { return }
+                if store.pool.whenAccessEnds({
+                    self.condition.lock()
+                    self.refreshDeferred = false
+                    self.condition.unlock()
+                    self.perform(.refresh)
+                }) {
+                    condition.lock()
+                    refreshDeferred = true
+                    condition.unlock()
+                    return
+                }
                 action = refresh()
             case .deliver:
                 switch (delivery, sink) {
@@ -197,23 +235,51 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     }
 
     private func refresh() -> ObserverState.Action {
-        refreshed(Result { try store.read { db in try refresh(db) } })
+        refreshed(Result { try store.read(waitingForReaders: false) { db in try refresh(db) } })
     }
 
     /// The action after a read that gave `outcome`.
     private func refreshed(_ outcome: Result<Event?, any Error>) -> ObserverState.Action {
         condition.lock()
         defer { condition.unlock() }
+        defer { condition.broadcast() }
         switch outcome {
         case .success(let event):
+            retryDelay = 0
             let action = state.refreshed(hasEvent: event != nil)
-            if action == .deliver { ready = event }   // cancelled meanwhile: dropped at once
+            if action == .deliver {
+                ready = event   // cancelled meanwhile: dropped at once
+                readyVersion = checkedVersion ?? 0
+            } else {
+                settledVersion = max(settledVersion, checkedVersion ?? 0)
+            }
             return tellStoreIfIdle(action)
+        case .failure(let error) where Self.mayPass(error):
+            guard state.refreshFailedForNow() else { return .none }
+            retryDelay = min(max(retryDelay * 2, Self.firstRetryDelay), Self.longestRetryDelay)
+            Self.background.asyncAfter(deadline: .now() + .milliseconds(retryDelay)) {
+                ObservationThreads.background.inside { self.perform(self.withState { $0.retry() }) }
+            }
+            return .none
         case .failure(let error):
             failure = error
             return state.fail()
         }
     }
+
+    /// Whether a refresh that failed with `error` may succeed later: a reader that could not be
+    /// opened or read for a moment (descriptors exhausted, the file busy or locked beyond the
+    /// timeout, an I/O error, memory). A moved file, a query that does not fit the schema or
+    /// invalid SQL end the stream.
+    static func mayPass(_ error: any Error) -> Bool {
+        guard let error = error as? DatabaseError else { return false }
+        return [.cannotOpen, .busy, .locked, .ioError, .noMemory].contains(error.code)
+    }
+
+    /// The first and the longest pause before a failed refresh is tried again, in milliseconds
+    /// (doubling in between).
+    private static var firstRetryDelay: Int { 5 }
+    private static var longestRetryDelay: Int { 1_000 }
 
     /// The error that ended the stream, handed out once (and kept on the subscription).
     private func takeFailure() -> (any Error)? {
@@ -242,6 +308,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
 
         condition.lock()
         deliveringThread = nil
+        settledVersion = max(settledVersion, readyVersion)
         condition.broadcast()
         let action: ObserverState.Action
         if let thrown {
@@ -278,6 +345,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         condition.lock()
         state.cancel()
         ready = nil
+        condition.broadcast()   // for those awaiting its delivery
         // Wait for a handler running on another thread, unless this thread is itself inside a
         // handler (it might be the one that handler waits for).
         while let thread = deliveringThread, thread !== Thread.current, !ObservationThreads.handlers.isInside {
@@ -348,11 +416,13 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                 switch impacts[index] {
                 case .none:
                     member = LiveQueryEvent(version: version, previousVersion: previous, snapshot: old.elements,
-                                            changeset: .unchanged(count: old.elements.count), updatedColumns: [])
+                                            changeset: .unchanged(count: old.elements.count), updatedColumns: [],
+                                            origin: seen.origin, tag: seen.tag)
                 case .updated(let keys):
                     if let patched = try patch(index, old, keys: keys, in: db) {
                         member = LiveQueryEvent(version: version, previousVersion: previous, snapshot: patched.elements,
-                                                changeset: patched.changeset, updatedColumns: patched.columns)
+                                                changeset: patched.changeset, updatedColumns: patched.columns,
+                                                origin: seen.origin, tag: seen.tag)
                     }
                 case .everything:
                     break
@@ -383,7 +453,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                     orders[index] = RowOrder(terms: sources[index].orderTerms, table: table, in: db)
                 }
                 member = LiveQueryEvent(version: version, previousVersion: previous, snapshot: new.elements,
-                                        changeset: changeset, updatedColumns: columns)
+                                        changeset: changeset, updatedColumns: columns, origin: seen.origin, tag: seen.tag)
             }
             guard let member else { continue }
             changed = changed || !member.changeset.isEmpty
@@ -642,21 +712,28 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private static var rowCheckLimit: Int { 256 }
 }
 
-/// The version a read transaction sees, and where the change log starts then.
+/// The version a read transaction sees, where the change log starts then, and the origin and
+/// tag of that version's commit.
 struct ReadVersion: Sendable {
     let version: Int64
     let oldest: Int64
+    let origin: CommitOrigin?
+    let tag: String?
 
     /// Reads them in `db`'s read transaction (one statement).
     init(_ db: Database) throws {
-        let meta = try db.cachedStatement("SELECT (SELECT value FROM ripple_meta WHERE key = 'version'), "
-                                          + "(SELECT value FROM ripple_meta WHERE key = 'oldest_version')")
+        let meta = try db.cachedStatement("""
+            SELECT m.value, (SELECT value FROM ripple_meta WHERE key = 'oldest_version'), v.origin, v.tag
+            FROM ripple_meta AS m LEFT JOIN ripple_versions AS v ON v.version = m.value WHERE m.key = 'version'
+            """)
         defer { meta.reset() }
         guard try meta.step() else {
-            (version, oldest) = (0, 0)
+            (version, oldest, origin, tag) = (0, 0, nil, nil)
             return
         }
         (version, oldest) = (meta.integer(at: 0), meta.integer(at: 1))
+        origin = meta.isNull(at: 2) ? nil : CommitOrigin(rawValue: meta.text(at: 2))
+        tag = meta.isNull(at: 3) ? nil : meta.text(at: 3)
     }
 }
 

@@ -91,6 +91,13 @@ public struct LiveQueryEvent<Element: Sendable>: Sendable {
     /// For each of the changeset's `updates`, in the same order, the columns whose values changed:
     /// a list cell can be reconfigured rather than reloaded.
     public let updatedColumns: [Set<String>]
+    /// Where the commit of ``version`` came from (see ``CommitOrigin``); `nil` for a version
+    /// committed before Ripple recorded origins. An event that covers several commits (a
+    /// subscriber that was busy gets one changeset to the newest snapshot) shows the newest's;
+    /// the change feed (``Store/commits(after:)``) has each.
+    public let origin: CommitOrigin?
+    /// The tag the caller gave the commit of ``version`` (see ``Store/write(tag:_:)``), if any.
+    public let tag: String?
 
     /// Whether this is the first event (the initial snapshot).
     public var isInitial: Bool { previousVersion == nil }

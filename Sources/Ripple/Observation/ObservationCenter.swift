@@ -302,13 +302,12 @@ final class ObservationCenter: Sendable {
     }
 
     /// Evaluates, inside a write transaction about to commit, the filters of the row-precise
-    /// observers of the changed tables on the changed rows (see ``FilterRegistry``), and records
-    /// in `summary` who matched. An observer whose filter matches none of the changed rows, and
+    /// observers of the changed tables on the changed rows (see ``FilterRegistry``): who matched. An observer whose filter matches none of the changed rows, and
     /// whose result holds none of them, knows the commit cannot change its result: it is not
     /// told of it. This never fails the write: an observer whose filter could not be evaluated
     /// is told.
-    func evaluateFilters(of summary: inout CommitSummary, in db: Database) {
-        filters.withLock { $0.evaluate(&summary, in: db) }
+    func evaluateFilters(of summary: CommitSummary, in db: Database) -> FilterMatches {
+        filters.withLock { $0.evaluate(summary, in: db) }
     }
 
     /// How many distinct filters the row-precise observers of `table` have (for tests).
@@ -320,12 +319,6 @@ final class ObservationCenter: Sendable {
     /// Whether observers are registered (and so whether other stores should tell this one of
     /// their commits).
     var isObserving: Bool { state.withLock { !$0.observers.isEmpty } }
-
-    /// Tells the observers a commit may concern (``route(_:)`` then ``deliver(_:)``), for a
-    /// summary that needs no order among commits (the file lost).
-    func didCommit(_ summary: CommitSummary) {
-        deliver(route(summary))
-    }
 
     /// Decides who a commit concerns: for a table whose changed rows are known and whose filters
     /// were evaluated, the row-precise observers that matched, hold a changed row (as of when
@@ -339,7 +332,7 @@ final class ObservationCenter: Sendable {
     /// version order (an observer then skips, unread, the commits it was not told of).
     ///
     /// - Complexity: O(changed rows + observers told), not O(observers).
-    func route(_ summary: CommitSummary) -> Routing {
+    func route(_ summary: CommitSummary, _ matches: FilterMatches) -> Routing {
         let targets = state.withLock { state -> [any ObservationTarget] in
             var told: Set<ObserverID>
             if summary.tables.contains(ChangeLog.everyTable) {
@@ -349,11 +342,11 @@ final class ObservationCenter: Sendable {
                 for table in summary.tables {
                     told.formUnion(state.byTable[table] ?? [])
                     guard let rowPrecise = state.rowPrecise[table], !rowPrecise.isEmpty else { continue }
-                    guard let keys = summary.rowKeys?[table], summary.evaluatedTables.contains(table) else {
+                    guard let keys = summary.rowKeys?[table], matches.evaluatedTables.contains(table) else {
                         told.formUnion(rowPrecise)
                         continue
                     }
-                    var concerned = summary.matching.union(summary.unevaluated)
+                    var concerned = matches.matching.union(matches.unevaluated)
                     if let holders = state.holders[table] {
                         for key in keys { concerned.formUnion(holders[key] ?? []) }
                     }
@@ -375,8 +368,8 @@ final class ObservationCenter: Sendable {
                 guard let slot = state.observers.index(forKey: id) else { continue }
                 targets.append(state.observers.values[slot].target)
                 guard let table = state.observers.values[slot].rowTable, summary.version > 0 else { continue }
-                let keys = summary.evaluatedTables.contains(table) ? summary.rowKeys?[table] : nil
-                let commit = ToldCommit(summary, table: table, keys: keys, matched: keys != nil && summary.matching.contains(id))
+                let keys = matches.evaluatedTables.contains(table) ? summary.rowKeys?[table] : nil
+                let commit = ToldCommit(summary, table: table, keys: keys, matched: keys != nil && matches.matching.contains(id))
                 if state.observers.values[slot].told.count < Self.toldLimit {
                     state.observers.values[slot].told.append(commit)
                 } else {

@@ -17,7 +17,13 @@
 ///    └───────────────────────────────────────────────────────────┘
 ///                               delivered, not stale
 ///   any phase ── cancel / fail ──► finished (absorbing)
+///
+///   refreshing ── refresh failed for a passing reason ──► backingOff ── retry ──► refreshing
 /// ```
+///
+/// A refresh that fails for a reason that may pass (a reader that cannot be opened for a moment,
+/// the file busy beyond the timeout) does not end the stream: the subscription backs off and
+/// refreshes again (commits meanwhile only mark it stale, as while refreshing).
 struct ObserverState: Equatable {
     enum Phase: Equatable {
         /// Waiting for a commit.
@@ -26,6 +32,8 @@ struct ObserverState: Equatable {
         case refreshing
         /// The subscriber is handling an event.
         case delivering
+        /// A refresh failed for a reason that may pass: waiting to refresh again.
+        case backingOff
         /// Cancelled, or ended by an error: nothing more happens.
         case finished
     }
@@ -59,7 +67,7 @@ struct ObserverState: Equatable {
         case .idle:
             phase = .refreshing
             return .refresh
-        case .refreshing, .delivering:
+        case .refreshing, .delivering, .backingOff:
             isStale = true
             return .none
         case .finished:
@@ -81,6 +89,22 @@ struct ObserverState: Equatable {
     mutating func delivered() -> Action {
         guard phase == .delivering else { return .none }
         return next()
+    }
+
+    /// The refresh failed for a reason that may pass: the owner retries later (``retry()``).
+    /// Returns whether it must schedule that retry.
+    mutating func refreshFailedForNow() -> Bool {
+        guard phase == .refreshing else { return false }
+        phase = .backingOff
+        return true
+    }
+
+    /// The time to retry a refresh that failed for a passing reason has come.
+    mutating func retry() -> Action {
+        guard phase == .backingOff else { return .none }
+        isStale = false
+        phase = .refreshing
+        return .refresh
     }
 
     /// The refresh failed: the stream ends, and the subscriber hears why (unless already finished).

@@ -54,7 +54,9 @@ final class RefreshBatch: @unchecked Sendable {   // @unchecked: filled by one t
         do {
             // The refreshes all belong to the store whose commit started them.
             let store = chunk[0].store
-            try store.read { db in
+            // A reader that cannot open fails the refreshes at once: each retries later (see
+            // ObserverState.backingOff) rather than holding this thread for the busy timeout.
+            try store.read(waitingForReaders: false) { db in
                 began = true
                 store.observation.batchReads.withLock { $0 += 1 }
                 // The version every refresh sees, read once: failing, it fails them all, as it

@@ -18,6 +18,16 @@ public final class Database {
     /// The store's own transaction-control statements, apart from the statements users run.
     private var controlStatements: [String: Statement] = [:]
     private var savepointDepth = 0
+    /// A transaction begun by ``transaction(_:_:)`` is open (SQLite ending it by itself is then
+    /// noticed, see ``transactionEndedBySQLite``).
+    private var ownsTransaction = false
+    /// SQLite rolled back the transaction of ``transaction(_:_:)`` by itself (a conflict clause
+    /// such as `OR ROLLBACK`, a trigger's `RAISE(ROLLBACK, …)`) and the closure went on: until the
+    /// transaction's closure ends, every statement is refused, since it would commit on its own.
+    private(set) var transactionEndedBySQLite = false
+    /// Where the change capture stood when the transaction of ``transaction(_:_:)`` began: what
+    /// it captured before (earlier transactions of a migration, say) survives its rollback.
+    private var captureMarkAtBegin: (changes: Int, pending: Int)?
     /// What SQLite's authorizer lets through now (see ``authorize(_:)``).
     private var control = Control()
     /// The writer's change capture: told when a savepoint or transaction rolls back.
@@ -60,6 +70,34 @@ public final class Database {
             guard let context else { return SQLITE_OK }
             return Unmanaged<Database>.fromOpaque(context).takeUnretainedValue().authorize(action)
         }, Unmanaged.passUnretained(self).toOpaque())
+        // SQLite can end a transaction by itself; a statement run after that would commit alone.
+        sqlite3_rollback_hook(handle, { context in
+            guard let context else { return }
+            Unmanaged<Database>.fromOpaque(context).takeUnretainedValue().transactionRolledBack()
+        }, Unmanaged.passUnretained(self).toOpaque())
+        // The last guard: no statement commits on its own while Ripple's transaction is meant to
+        // be open (a statement the checks of `step` and `executeScript` would not see).
+        sqlite3_commit_hook(handle, { context in
+            guard let context else { return 0 }
+            return Unmanaged<Database>.fromOpaque(context).takeUnretainedValue().transactionEndedBySQLite ? 1 : 0
+        }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// SQLite's rollback hook: a rollback that Ripple did not ask for, inside its transaction,
+    /// was SQLite's own (see ``transactionEndedBySQLite``). What the transaction captured is gone.
+    private func transactionRolledBack() {
+        guard ownsTransaction, !control.isOwn else { return }
+        transactionEndedBySQLite = true
+        if let captureMarkAtBegin { changeCapture?.rollback(to: captureMarkAtBegin) }
+    }
+
+    /// The error for a statement refused because SQLite rolled back the transaction it belongs to.
+    func endedTransactionError(sql: String?) -> DatabaseError {
+        DatabaseError(code: .abort, extendedCode: .init(rawValue: 516 /* SQLITE_ABORT_ROLLBACK */),
+                      message: "SQLite rolled back this transaction by itself (a conflict clause such as OR ROLLBACK, "
+                        + "or a trigger's RAISE(ROLLBACK, …)) and the error it raised was caught: nothing of the "
+                        + "transaction is committed, and no statement runs until it ends (this one did not run)",
+                      sql: sql)
     }
 
     deinit {
@@ -96,6 +134,7 @@ public final class Database {
 
     /// Runs several `;`-separated SQL statements without arguments (a migration, a schema).
     public func executeScript(_ sql: String) throws(DatabaseError) {
+        if transactionEndedBySQLite { throw endedTransactionError(sql: sql) }
         var message: UnsafeMutablePointer<CChar>?
         let code = sqlite3_exec(handle, sql, nil, nil, &message)
         if code != SQLITE_OK {
@@ -166,15 +205,20 @@ public final class Database {
     /// Runs `body` in a transaction: committed when `body` returns, rolled back when it throws.
     /// Inside a transaction, opens a savepoint instead, so transactions nest.
     public func transaction<T>(_ kind: TransactionKind = .deferred, _ body: () throws -> T) throws -> T {
-        if isInTransaction { return try savepoint(body) }
+        if isInTransaction || transactionEndedBySQLite { return try savepoint(body) }
         try run(control: "BEGIN \(kind.rawValue) TRANSACTION")
+        ownsTransaction = true
+        captureMarkAtBegin = changeCapture?.mark
+        defer { (ownsTransaction, transactionEndedBySQLite, captureMarkAtBegin) = (false, false, nil) }
         do {
             let result = try body()
+            // SQLite ended the transaction and the closure swallowed every error since.
+            if transactionEndedBySQLite { throw endedTransactionError(sql: nil) }
             try run(control: "COMMIT TRANSACTION")
             return result
         } catch {
             if isInTransaction { try? run(control: "ROLLBACK TRANSACTION") }
-            changeCapture?.reset()
+            if let captureMarkAtBegin { changeCapture?.rollback(to: captureMarkAtBegin) }
             throw error
         }
     }

@@ -141,6 +141,7 @@ public final class Statement {
     /// Advances to the next row: `true` when a row is available, `false` when done.
     @inline(__always)
     public func step() throws(DatabaseError) -> Bool {
+        if database.transactionEndedBySQLite { throw database.endedTransactionError(sql: sql) }
         let code = sqlite3_step(handle)
         if code == SQLITE_ROW { return true }
         if code == SQLITE_DONE { return false }

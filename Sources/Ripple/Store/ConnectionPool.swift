@@ -144,14 +144,14 @@ final class ConnectionPool: Sendable {
 
     /// Runs `body` with a reader connection of its own for the duration of the call (see
     /// ``withWriter(_:)`` for nested calls).
-    func withReader<T>(_ body: (Database) throws -> T) throws -> T {
+    func withReader<T>(retryingOpen: Bool = true, _ body: (Database) throws -> T) throws -> T {
         if let access = currentAccess { throw Self.nestingError(access) }
         var whenDone: [() -> Void] = []
         defer { for action in whenDone { action() } }
         if sharesWriter {
             return try writer.withLock { db in try lease(.reading(db), whenDone: &whenDone) { try body(db) } }
         }
-        let reader = try checkOutReader()
+        let reader = try checkOutReader(retrying: retryingOpen)
         defer { checkIn(reader) }   // before what waited for this read runs (it may read)
         return try lease(.reading(reader), whenDone: &whenDone) { try body(reader) }
     }
@@ -188,9 +188,10 @@ final class ConnectionPool: Sendable {
 
     /// A reader: an idle one, or a new one. Opening can fail for a moment (the file briefly
     /// unreadable or locked, a descriptor limit reached): a failure that may pass is retried,
-    /// backing off, for up to `retryWindow`; only a lasting one is thrown.
-    private func checkOutReader() throws -> Database {
-        let deadline = Date().addingTimeInterval(retryWindow)
+    /// backing off, for up to `retryWindow` (`retrying`; else not at all); only a lasting one is
+    /// thrown.
+    private func checkOutReader(retrying: Bool) throws -> Database {
+        let deadline = Date().addingTimeInterval(retrying ? retryWindow : 0)
         var pause: UInt32 = 1_000
         while true {
             if let reader = reserveReader() { return reader }

@@ -12,40 +12,23 @@ extension Store {
     /// ``StoreError/Kind/nesting`` inside a ``write(_:)`` or ``read(_:)`` (each migration commits
     /// on its own); of kind ``StoreError/Kind/fileMoved`` when the file was deleted or replaced.
     ///
-    /// Applied migrations take a version together, so live queries re-read.
+    /// Applied migrations take a version together (origin ``CommitOrigin/migration``), so live
+    /// queries re-read: those over a table whose schema changed run again, those over rows a
+    /// migration changed read them again.
     public func migrate(_ migrator: Migrator) throws(StoreError) {
         if let access = pool.currentAccess {
             throw StoreError(.nesting, "migrate was called inside a \(access.isWrite ? "write" : "read"): each migration "
                              + "commits in a transaction of its own, so migrations cannot run inside one. Migrate outside")
         }
         try checkFile()
-        var routing: ObservationCenter.Routing?
-        var failure: StoreError?
-        try runOnWriter { db throws(StoreError) in
-            let countSQL = "SELECT count(*) FROM ripple_migrations"
-            let log: ChangeLog?
-            let appliedBefore: Int?
-            do {
-                log = try changeLog(of: db)
-                appliedBefore = try db.fetchValue(countSQL, as: Int.self)
-            } catch {
-                throw StoreError(.migration, "cannot read the applied migrations: \(error)", underlying: error as? DatabaseError)
-            }
-            // Migrations committed before one that fails still take a version: each commits on its own.
-            do throws(StoreError) { try migrator.migrate(db) } catch { failure = error }
-            do {
-                if let log, try db.fetchValue(countSQL, as: Int.self) != appliedBefore {
-                    routing = observation.route(try log.recordSchemaChange(db))
-                }
-            } catch {
-                if failure == nil {
-                    failure = StoreError(.migration, "migrated, but could not take a version for the change: \(error)",
-                                         underlying: error as? DatabaseError)
-                }
-            }
+        do {
+            try commit(.outsideTransaction, origin: .migration, tag: nil) { db in try migrator.migrate(db) }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.migration, "migrated, but could not take a version for the change: \(error)",
+                             underlying: error as? DatabaseError)
         }
-        if let routing { observation.deliver(routing) }
-        if let failure { throw failure }
     }
 
     /// Runs `body` on the writer connection, keeping the type of its error.

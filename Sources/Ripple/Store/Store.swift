@@ -69,6 +69,9 @@ public final class Store: Sendable {
     let openedFile: FileIdentity?
     /// The file's key among this process's open stores (its path, resolved once).
     let registryKey: String?
+    /// Held by the stores of this process on the same file while statements run outside a
+    /// transaction (see ``OpenStoreFiles/maintenanceLock(key:)``); `nil` in memory.
+    let maintenanceLock: NSRecursiveLock?
     /// Whether the live queries were told that the file is gone.
     let fileLoss = Locked(false)
 
@@ -103,6 +106,7 @@ public final class Store: Sendable {
         let writer = try Self.open(openPath, file: location, readOnly: readOnly, configuration: configuration)
         self.openedFile = location.flatMap { FileIdentity(path: $0) }
         self.registryKey = registryKey
+        self.maintenanceLock = registryKey.map(OpenStoreFiles.maintenanceLock(key:))
         do {
             // The first statement reads the file header: a corrupt file or one that is not a
             // database fails here, before anything is written.
@@ -197,7 +201,16 @@ public final class Store: Sendable {
     /// committed when `body` returns, rolled back entirely when it throws.
     ///
     /// A transaction that changes rows gets the next version number, and the rows it changed are
-    /// logged in the same transaction (see ``changes(after:upTo:)``).
+    /// logged in the same transaction (see ``changes(after:upTo:)``), with the version's origin
+    /// (``CommitOrigin/write``) and `tag` (an app's "import" or "user edit", say), which
+    /// live-query events and the change feed show. Live queries with ``Delivery/immediate``
+    /// delivery have their events delivered before `write` returns, whichever thread delivers
+    /// them (unless `write` is called inside a handler).
+    ///
+    /// All or nothing, whatever happens inside `body`: when SQLite rolls the transaction back by
+    /// itself (a conflict clause such as `OR ROLLBACK`, a trigger's `RAISE(ROLLBACK, …)`) and
+    /// `body` catches that error and goes on, its later statements are refused (none commits on
+    /// its own), and `write` throws a ``DatabaseError`` with code ``DatabaseError/ResultCode/abort``.
     ///
     /// **Store calls inside a write join it.** A `write` (or a collection's write) called by the
     /// same thread inside `body` runs in a savepoint of this transaction: undone alone when it
@@ -214,7 +227,13 @@ public final class Store: Sendable {
     /// - Throws: what `body` throws (nothing is committed); ``StoreError/Kind/nesting`` when
     ///   called inside a ``read(_:)``; ``StoreError/Kind/fileMoved`` when the database file was
     ///   deleted or replaced (nothing is committed).
-    public func write<T>(_ body: (Database) throws -> T) throws -> T {
+    public func write<T>(tag: String? = nil, _ body: (Database) throws -> T) throws -> T {
+        try write(origin: .write, tag: tag, body)
+    }
+
+    /// ``write(tag:_:)`` under another ``CommitOrigin`` (a replica applying a server's changes, a
+    /// sync client's rebase).
+    package func write<T>(origin: CommitOrigin, tag: String?, _ body: (Database) throws -> T) throws -> T {
         switch pool.currentAccess {
         case .writing(let db)?:
             return try db.savepoint { try body(db) }
@@ -226,41 +245,7 @@ public final class Store: Sendable {
         case nil:
             break
         }
-        var routing: ObservationCenter.Routing?
-        let result = try pool.withWriter { db in
-            let log = try changeLog(of: db)
-            var summary: CommitSummary?
-            let result = try db.transaction(.immediate) {
-                try log?.begin(db)
-                let result = try body(db)
-                // The last moment to refuse: committing to a file no longer at `path` would
-                // acknowledge a write that is lost when the store closes.
-                try checkFile()
-                summary = try log?.record(db)
-                if summary == nil && !configuration.readOnly {
-                    summary = try log?.recordCommitWithoutVersion(db)
-                }
-                if summary != nil { observation.evaluateFilters(of: &summary!, in: db) }
-                return result
-            }
-            // Committed: routed before another commit can be, so in version order.
-            routing = summary.map(observation.route)
-            return result
-        }
-        if let routing {
-            observation.deliver(routing)
-            tellOtherStores()
-        }
-        return result
-    }
-
-    /// Tells the other stores of this process on the same file, which have live queries, that a
-    /// commit happened: they look at once, without waiting for their file watch or poll.
-    func tellOtherStores() {
-        guard let registryKey, let openedFile else { return }
-        for peer in OpenStoreFiles.otherStores(than: self, key: registryKey, identity: openedFile) where peer.observation.isObserving {
-            peer.observation.noticeQueue.async { [weak peer] in try? peer?.noticeExternalWrites() }
-        }
+        return try commit(.transaction, origin: origin, tag: tag, body)
     }
 
     /// Looks for commits made to the database file by other connections — another process, or
@@ -283,15 +268,7 @@ public final class Store: Sendable {
         case .callingBack(_, let reason)?: throw StoreError(.nesting, reason)
         case nil: break
         }
-        try checkFile()
-        let routing = try pool.withWriter { db -> ObservationCenter.Routing? in
-            observation.looks.withLock { $0 += 1 }
-            guard let log = try changeLog(of: db) else { return nil }
-            let gate = noticeGate.withLock { $0 }
-            let summary = try log.noticeForeignCommits(db, adopt: !configuration.readOnly, beforeLock: gate.map { gate in { gate() } })
-            return summary.map(observation.route)
-        }
-        if let routing { observation.deliver(routing) }
+        try noticeCommits()
     }
 
     /// The writer's change log, installed once the store's schema exists.
@@ -300,7 +277,7 @@ public final class Store: Sendable {
         guard try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = 'ripple_meta'", as: Int.self) == 1 else {
             return nil
         }
-        let log = try ChangeLog(installingOn: db, retention: configuration.changeLogRetention)
+        let log = try ChangeLog(installingOn: db, retention: configuration.changeLogRetention, maintenance: maintenanceLock)
         db.changeLog = log
         return log
     }
@@ -317,6 +294,13 @@ public final class Store: Sendable {
     /// - Throws: what `body` throws; ``StoreError/Kind/fileMoved`` when the database file was
     ///   deleted or replaced.
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
+        try read(waitingForReaders: true, body)
+    }
+
+    /// ``read(_:)``; without `waitingForReaders`, a reader that cannot be opened fails at once
+    /// instead of being retried for the busy timeout (a live query retries its refresh later,
+    /// off the thread that committed).
+    func read<T>(waitingForReaders: Bool, _ body: (Database) throws -> T) throws -> T {
         switch pool.currentAccess {
         case .reading(let db)?, .readingInWrite(let db)?:
             return try body(db)
@@ -326,7 +310,7 @@ public final class Store: Sendable {
             throw StoreError(.nesting, reason)
         case nil:
             try checkFile()
-            return try pool.withReader { db in
+            return try pool.withReader(retryingOpen: waitingForReaders) { db in
                 try db.transaction(.deferred) { try body(db) }
             }
         }
@@ -336,7 +320,8 @@ public final class Store: Sendable {
     /// run in one, such as `VACUUM` or some pragmas).
     ///
     /// Rows changed by its statements are versioned and logged together, in a transaction of
-    /// their own right after `body` returns (or throws), so live queries hear of them.
+    /// their own right after `body` returns (or throws), so live queries hear of them; the
+    /// version's origin is ``CommitOrigin/maintenance``, with `tag`.
     ///
     /// It is the one place where `VACUUM`, `ATTACH`, `DETACH` and transactions of your own
     /// (`BEGIN` … `COMMIT`) may run. A transaction still open when `body` returns is rolled back,
@@ -345,37 +330,14 @@ public final class Store: Sendable {
     /// - Throws: what `body` throws; ``StoreError/Kind/nesting`` inside a write or a read (it
     ///   cannot run outside their transaction); ``StoreError/Kind/fileMoved`` when the database
     ///   file was deleted or replaced.
-    public func writeWithoutTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+    public func writeWithoutTransaction<T>(tag: String? = nil, _ body: (Database) throws -> T) throws -> T {
         if let access = pool.currentAccess {
             throw StoreError(.nesting, "writeWithoutTransaction was called inside a "
                              + (access.isWrite ? "write" : "read") + ": it runs outside any transaction, so it cannot run inside one")
         }
         try checkFile()
-        var routing: ObservationCenter.Routing?
-        let result = try pool.withWriter { db in
-            let log = try changeLog(of: db)
-            try log?.begin(db)
-            var outcome = Result { try db.allowingMaintenance { try body(db) } }
-            if db.isInTransaction {
-                try? db.allowingMaintenance { try db.executeScript("ROLLBACK") }
-                log?.capture.reset()
-                if case .success = outcome {
-                    outcome = .failure(StoreError(.invalidQuery, "writeWithoutTransaction: body left a transaction open; "
-                                                  + "it was rolled back (end your transactions with COMMIT)"))
-                }
-            }
-            if let log, !log.capture.isEmpty {
-                routing = try db.transaction(.immediate) { try log.record(db) }.map(observation.route)
-            } else if let log, !configuration.readOnly {
-                // The statements committed on their own without changing rows: count them, so that
-                // other connections do not take them for a write made without Ripple. The body's
-                // work is committed whatever happens here: a failure only risks that confusion.
-                let adopted = try? db.transaction(.immediate) { try log.recordCommitWithoutVersion(db) }
-                routing = adopted.map(observation.route)
-            }
-            return try outcome.get()
+        return try commit(.outsideTransaction, origin: .maintenance, tag: tag) { db in
+            try db.allowingMaintenance { try body(db) }
         }
-        if let routing { observation.deliver(routing) }
-        return result
     }
 }

@@ -1,0 +1,287 @@
+import Foundation
+@testable import Ripple
+import RippleTesting
+import Testing
+
+/// Issue 24: every path that commits (a write, a write without a transaction, a migration, a
+/// commit of another connection noticed) reaches every live query the same way, through one
+/// pipeline. Each test here failed before the pipeline existed.
+@Suite struct CommitPipelineTests {
+    let directory: TemporaryDirectory
+    let path: String
+
+    struct Item: Codable, Sendable, Identifiable, Equatable {
+        var id: Int
+        var title: String
+    }
+
+    /// Neither a file watch nor polling: only a direct word from another store can tell.
+    static var unwatched: Store.Configuration {
+        var configuration = Store.Configuration()
+        configuration.externalWritePollInterval = nil
+        configuration.watchesFile = false
+        return configuration
+    }
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        path = directory.path("pipeline.sqlite")
+    }
+
+    func makeItems(_ store: Store) throws {
+        try store.write { db in try db.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, title TEXT NOT NULL)") }
+    }
+
+    func items(of store: Store) -> LiveQuery<Item> {
+        store.liveQuery(Item.self, sql: "SELECT id, title FROM items ORDER BY id", identity: "id")
+    }
+
+    // MARK: Other stores of the process
+
+    @Test func anotherStoreOfTheProcessHearsAWriteWithoutTransaction() throws {
+        let writer = try Store(path: path, configuration: Self.unwatched)
+        try makeItems(writer)
+        let observer = try Store(path: path, configuration: Self.unwatched)
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: items(of: observer))
+        defer { subscription.cancel() }
+        try writer.writeWithoutTransaction { db in try db.execute("INSERT INTO items(id, title) VALUES (1, 'a')") }
+        // A safety net only: the other store is told directly after the commit.
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 10))
+        #expect(subscriber.failures.isEmpty)
+    }
+
+    @Test func anotherStoreOfTheProcessHearsAMigration() throws {
+        let writer = try Store(path: path, configuration: Self.unwatched)
+        try makeItems(writer)
+        let observer = try Store(path: path, configuration: Self.unwatched)
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: items(of: observer))
+        defer { subscription.cancel() }
+        var migrator = try Migrator(domain: "app")
+        try migrator.register(name: "0001_seed", sql: "INSERT INTO items(id, title) VALUES (7, 'seeded')")
+        try writer.migrate(migrator)
+        #expect(subscriber.waitFor(items: [Item(id: 7, title: "seeded")], timeout: 10))
+        #expect(subscriber.failures.isEmpty)
+    }
+
+    // MARK: What the log says
+
+    @Test func aWriteWithoutTransactionIsLoggedRowByRow() throws {
+        let store = try Store(path: path, configuration: Self.unwatched)
+        try makeItems(store)
+        let before = try store.currentVersion()
+        try store.writeWithoutTransaction { db in
+            try db.execute("INSERT INTO items(id, title) VALUES (1, 'a')")
+            try db.execute("INSERT INTO items(id, title) VALUES (2, 'b')")
+        }
+        let entries = try store.changes(after: before)
+        #expect(entries.map(\.table) == ["items"])
+        #expect(entries.first?.rowKeys == ["1", "2"])
+        #expect(try store.currentVersion() == before + 1)
+    }
+
+    /// Another store of the process looks for foreign commits while a write without a
+    /// transaction is under way: its statements have committed, their version not yet. The look
+    /// must not take them for a write made without Ripple (logged as a change to every table,
+    /// which makes every live query re-read and history stop there).
+    ///
+    ///     writer:   INSERT (commits alone) ─► waits for the look (at most 0.5 s) ─► records v+1
+    ///     observer:                  look: data_version moved, no version ─► adopt as "*"?
+    @Test func anotherStoresLookDuringAWriteWithoutTransactionDoesNotAdoptIt() throws {
+        let writer = try Store(path: path, configuration: Self.unwatched)
+        try makeItems(writer)
+        let observer = try Store(path: path, configuration: Self.unwatched)
+        try observer.noticeExternalWrites()
+        let before = try writer.currentVersion()
+        try writer.writeWithoutTransaction { db in
+            try db.execute("INSERT INTO items(id, title) VALUES (1, 'a')")
+            let looked = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                try? observer.noticeExternalWrites()
+                looked.signal()
+            }
+            // A bounded wait for something that must not happen before this write is recorded.
+            _ = looked.wait(timeout: .now() + 0.5)
+        }
+        try observer.noticeExternalWrites()
+        let entries = try writer.changes(after: before)
+        #expect(entries.map(\.table) == ["items"])
+        #expect(try writer.currentVersion() == before + 1)
+    }
+
+    // MARK: Immediate delivery
+
+    /// Threads write at once, each into its own key; with `.immediate` delivery, when a write
+    /// returns its row is in the list (the event was delivered inside it, or before).
+    @Test func anImmediateWriteReturnsOnlyOnceItsEventWasDelivered() throws {
+        let store = try Store(path: path, configuration: Self.unwatched)
+        try makeItems(store)
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: items(of: store))
+        defer { subscription.cancel() }
+        let late = Locked<[Int]>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { thread in
+            for step in 0..<150 {
+                let id = thread * 1_000 + step
+                try? store.write { db in try db.execute("INSERT INTO items(id, title) VALUES (?, 'x')", [id]) }
+                if !subscriber.items.contains(where: { $0.id == id }) { late.withLock { $0.append(id) } }
+            }
+        }
+        #expect(late.withLock { $0 } == [])
+        #expect(subscriber.items.count == 600)
+        #expect(subscriber.failures.isEmpty)
+    }
+
+    /// The schedule, drawn:
+    ///
+    ///     first thread:   write 1 ─► handler(1) … blocked on the gate … ─► refresh ─► handler(1, 2)
+    ///     second thread:              write 2 (the observer is busy: marked stale) ─► returns?
+    ///     this thread:                         waits for the second write to return … opens the gate
+    ///
+    /// The second write must not return before the event showing its row was delivered (by the
+    /// first thread): before, it returned at once, with its row in no list.
+    @Test func anImmediateWriteWaitsForItsEventDeliveredByAnotherThread() throws {
+        let store = try Store(path: path, configuration: Self.unwatched)
+        try makeItems(store)
+        let subscriber = ListViewSubscriber<Item>()
+        let entered = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        let blocksNext = Locked(false)
+        let subscription = items(of: store).subscribe(on: .immediate, onError: { subscriber.fail($0) }) { event in
+            subscriber.receive(event)
+            if blocksNext.withLock({ blocks in defer { blocks = false }; return blocks }) {
+                entered.signal()
+                gate.wait()
+            }
+        }
+        defer { subscription.cancel() }
+        blocksNext.withLock { $0 = true }
+        let firstDone = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? store.write { db in try db.execute("INSERT INTO items(id, title) VALUES (1, 'first')") }
+            firstDone.signal()
+        }
+        entered.wait()
+        let secondDone = DispatchSemaphore(value: 0)
+        let sawOwnRow = Locked<Bool?>(nil)
+        Thread.detachNewThread {
+            try? store.write { db in try db.execute("INSERT INTO items(id, title) VALUES (2, 'second')") }
+            sawOwnRow.withLock { $0 = subscriber.items.contains { $0.id == 2 } }
+            secondDone.signal()
+        }
+        // The second write cannot return while the gate is shut (a bounded wait for something
+        // that must not happen; before, it returned within microseconds).
+        #expect(secondDone.wait(timeout: .now() + 0.5) == .timedOut)
+        gate.signal()
+        secondDone.wait()
+        firstDone.wait()
+        #expect(sawOwnRow.withLock { $0 } == true)
+        #expect(subscriber.items == [Item(id: 1, title: "first"), Item(id: 2, title: "second")])
+        #expect(subscriber.failures.isEmpty)
+    }
+
+    // MARK: All or nothing
+
+    /// SQLite ends the transaction itself (`OR ROLLBACK`, a trigger's `RAISE(ROLLBACK, …)`); the
+    /// closure catches the error and goes on (or swallows every error after it). Nothing of the
+    /// write may commit, no version is taken, and the store goes on.
+    @Test(arguments: ["INSERT OR ROLLBACK INTO items(id, title) VALUES (1, 'again')",
+                      "INSERT INTO items(id, title) VALUES (99, 'trigger')"], [false, true])
+    func aTransactionThatSQLiteRolledBackCommitsNothing(failing statement: String, swallowingEverything: Bool) throws {
+        let store = try Store(path: path, configuration: Self.unwatched)
+        try makeItems(store)
+        try store.write { db in
+            try db.execute("""
+                CREATE TRIGGER refuse BEFORE INSERT ON items WHEN NEW.id = 99
+                BEGIN SELECT RAISE(ROLLBACK, 'refused'); END
+                """)
+            try db.execute("INSERT INTO items(id, title) VALUES (1, 'first')")
+        }
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: items(of: store))
+        defer { subscription.cancel() }
+        let version = try store.currentVersion()
+        var caught = false
+        let error = #expect(throws: DatabaseError.self) {
+            try store.write { db in
+                try db.execute("INSERT INTO items(id, title) VALUES (2, 'before')")
+                do { try db.execute(statement) } catch { caught = true }
+                if swallowingEverything {
+                    try? db.execute("INSERT INTO items(id, title) VALUES (3, 'after')")
+                    _ = try? db.fetchAll("SELECT * FROM items")
+                    try? db.savepoint { try db.execute("INSERT INTO items(id, title) VALUES (5, 'nested')") }
+                } else {
+                    try db.execute("INSERT INTO items(id, title) VALUES (3, 'after')")
+                }
+            }
+        }
+        #expect(caught)
+        #expect(error?.code == .abort)
+        #expect(error?.message.contains("rolled back") == true)
+        #expect(try store.read { db in try db.fetchValue("SELECT group_concat(id) FROM items", as: String.self) } == "1")
+        #expect(try store.currentVersion() == version)
+        #expect(subscriber.items == [Item(id: 1, title: "first")])
+        // The store goes on.
+        try store.write { db in try db.execute("INSERT INTO items(id, title) VALUES (4, 'later')") }
+        #expect(subscriber.items == [Item(id: 1, title: "first"), Item(id: 4, title: "later")])
+        #expect(try store.changes(after: version).flatMap(\.rowKeys) == ["4"])
+        #expect(subscriber.failures.isEmpty)
+    }
+
+    // MARK: Writes made without Ripple
+
+    /// Three stores on one file, none watching: a commit of the `sqlite3` shell lands between a
+    /// commit of the first store and one of the second (which had not noticed the first's). The
+    /// third store's live query must show it.
+    @Test(.disabled("fixed in the next commit")) func aShellWriteBetweenTwoOtherStoresCommitsIsNotMissed() throws {
+        let first = try Store(path: path, configuration: Self.unwatched)
+        try makeItems(first)
+        try first.write { db in try db.execute("CREATE TABLE other(id INTEGER PRIMARY KEY)") }
+        let second = try Store(path: path, configuration: Self.unwatched)
+        let third = try Store(path: path, configuration: Self.unwatched)
+        try second.noticeExternalWrites()
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: items(of: third))
+        defer { subscription.cancel() }
+        try first.write { db in try db.execute("INSERT INTO other(id) VALUES (1)") }
+        try SQLiteShell.run("INSERT INTO items(id, title) VALUES (5, 'shell')", on: path)
+        try second.write { db in try db.execute("INSERT INTO other(id) VALUES (2)") }
+        try third.noticeExternalWrites()
+        #expect(subscriber.waitFor(items: [Item(id: 5, title: "shell")], timeout: 10))
+        #expect(subscriber.failures.isEmpty)
+    }
+
+    // MARK: Transient read failures
+
+    /// A reader cannot be opened for a while (descriptors exhausted, say): the write that
+    /// triggers the live query's refresh does not wait out the busy timeout for it, the stream
+    /// does not end, and once readers open again the list shows the right rows.
+    @Test func aLiveQueryOutlivesAReaderThatCannotOpenForAWhile() throws {
+        let store = try Store(path: path, configuration: Self.unwatched)
+        try makeItems(store)
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: items(of: store))
+        defer { subscription.cancel() }
+        let attempts = Locked(0)
+        let failing = Locked(true)
+        store.pool.openFault.withLock { $0 = {
+            attempts.withLock { $0 += 1 }
+            if failing.withLock({ $0 }) {
+                throw DatabaseError(code: .cannotOpen, message: "unable to open database file (injected)")
+            }
+        } }
+        try whileAnotherThreadReads(store) {   // the idle reader stays checked out: a refresh needs a new one
+            try store.write { db in try db.execute("INSERT INTO items(id, title) VALUES (1, 'a')") }
+            // The write tried once, then left the retries to the background (it did not spin for
+            // the busy timeout of 5 s: that would be dozens of attempts).
+            #expect(attempts.withLock { $0 } <= 2)
+            #expect(subscriber.error == nil)
+            failing.withLock { $0 = false }
+            #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
+        }
+        #expect(subscriber.error == nil)
+        #expect(subscription.error == nil)
+        #expect(subscriber.failures.isEmpty)
+    }
+}
