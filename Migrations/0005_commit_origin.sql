@@ -8,3 +8,10 @@
 -- NULL origin: the version was committed before this migration.
 ALTER TABLE ripple_versions ADD COLUMN origin TEXT;
 ALTER TABLE ripple_versions ADD COLUMN tag TEXT;
+
+-- The wal-index's count of committed transactions (its header's iChange) when the last commit of
+-- a Ripple connection began, written by that commit (which makes the count one more). A count
+-- more than one past it shows commits made since without Ripple, even between commits of
+-- several Ripple connections, which PRAGMA data_version alone cannot tell apart. NULL: unknown
+-- (not in WAL mode, in memory).
+INSERT INTO ripple_meta (key, value) VALUES ('wal_mark', NULL);

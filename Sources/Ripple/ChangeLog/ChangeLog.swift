@@ -1,4 +1,5 @@
 import Foundation
+import RippleSQLite
 
 /// A committed change to one table, as the change log records it: every row of `table` that
 /// `operation` touched in the write transaction that committed `version`.
@@ -122,12 +123,14 @@ final class ChangeLog {
         // (A write without Ripple taken in is the commit's only change: its origin is foreign.)
         // Inside the write transaction: nobody else commits between these looks and the count.
         let data = try Self.dataVersion(db)
-        if data != dataVersion, try Self.version(db) == knownVersion, try Self.commits(db) == knownCommits,
-           !maintenanceElsewhere() {
+        let count = walTransactionCount(db)
+        if data != dataVersion, !maintenanceElsewhere(),
+           try (Self.version(db) == knownVersion && Self.commits(db) == knownCommits) || unmarkedCommits(db, now: count) {
             return try adoptForeignWrite(db)
         }
         guard let commits = try db.fetchValue(
             "UPDATE ripple_meta SET value = value + 1 WHERE key = 'commits' RETURNING value", as: Int64.self) else { return nil }
+        try mark(db, count: count)
         // When no other connection committed since this one looked, its own count stays exact.
         if data == dataVersion { knownCommits = commits }
         return nil
@@ -258,6 +261,37 @@ final class ChangeLog {
         return CommitSummary(version: version, tables: tables)
     }
 
+    /// The wal-index's count of committed transactions now (see
+    /// ``WALIndexHeader/transactionCount``); `nil` when there is no wal-index (in memory, not in
+    /// WAL mode). The mapping is asked for each time (it goes when the journal mode changes).
+    private func walTransactionCount(_ db: Database) -> UInt32? {
+        guard let index = ripple_wal_index(db.handle) else { return nil }
+        return WALIndexHeader(index: UnsafeRawPointer(index))?.transactionCount
+    }
+
+    /// Records, in a Ripple write transaction about to commit, the count of committed
+    /// transactions as it began (``walTransactionCount(_:)``, read under the write lock): this
+    /// commit makes it one more.
+    private func mark(_ db: Database, count: UInt32?) throws {
+        let statement = try db.cachedStatement("UPDATE ripple_meta SET value = ? WHERE key = 'wal_mark'")
+        defer { statement.reset() }
+        if let count { try statement.bindInteger(Int64(count), at: 1) } else { try statement.bindNull(at: 1) }
+        _ = try statement.step()
+    }
+
+    /// Whether transactions were committed after the last Ripple commit without a mark of their
+    /// own: made without Ripple (or by Ripple outside a transaction, not yet recorded). `now` is
+    /// ``walTransactionCount(_:)``. `false` when it cannot tell: no count, no mark, or a count
+    /// that started again (the wal-index was rebuilt) — then `data_version` decides alone.
+    private func unmarkedCommits(_ db: Database, now: UInt32?) throws -> Bool {
+        guard let now else { return false }
+        let statement = try db.cachedStatement("SELECT value FROM ripple_meta WHERE key = 'wal_mark'")
+        defer { statement.reset() }
+        guard try statement.step(), !statement.isNull(at: 0) else { return false }
+        let gap = now &- UInt32(truncatingIfNeeded: statement.integer(at: 0))
+        return gap > 1 && gap < 1 << 31
+    }
+
     /// Whether another thread of this process runs statements outside a transaction on this file
     /// (see ``maintenance``): a commit without a version may be theirs, about to take one.
     /// Inside a write transaction, waiting for them would deadlock (they need the write lock to
@@ -325,18 +359,29 @@ final class ChangeLog {
         // Read again inside the transaction: the look before it may predate commits made before
         // it began, which would later be mistaken for a write without a version.
         let data = try Self.dataVersion(db)
+        // A write made without Ripple: nothing of Ripple's moved, or commits without a mark came
+        // after the last Ripple commit (exact under the write lock; in a read transaction a
+        // Ripple commit after this one's snapshot looks the same, and the look under the lock
+        // decides).
+        let unaccounted = try (current == knownVersion && commits == knownCommits)
+            || unmarkedCommits(db, now: walTransactionCount(db))
+        let withoutRipple = mayAdopt && unaccounted && !maintenanceElsewhere()
+        if withoutRipple && !adopting { return .madeWithoutRipple }
+        var noticed: CommitSummary?
         if current > knownVersion {
             let tables = try foreignTables(db, after: knownVersion, through: current)
-            let coveredFrom = knownVersion + 1
-            (knownVersion, knownCommits, dataVersion) = (current, commits, data)
-            return .noticed(CommitSummary(version: current, coveredFrom: coveredFrom, tables: tables))
+            noticed = CommitSummary(version: current, coveredFrom: knownVersion + 1, tables: tables)
         }
-        guard mayAdopt, commits == knownCommits else {
-            (knownCommits, dataVersion) = (commits, data)
-            return .nothing
+        guard withoutRipple else {
+            (knownVersion, knownCommits, dataVersion) = (max(knownVersion, current), commits, data)
+            return noticed.map(Look.noticed) ?? .nothing
         }
-        guard adopting else { return .madeWithoutRipple }
-        return .noticed(try adoptForeignWrite(db))
+        // Adopted under the next version (data_version is left as it was: the version sees it
+        // moved, and logs the change to every table).
+        (knownVersion, knownCommits) = (max(knownVersion, current), commits)
+        var adopted = try adoptForeignWrite(db)
+        adopted.coveredFrom = noticed?.coveredFrom
+        return .noticed(adopted)
     }
 
     /// Gives a write made without Ripple, inside this connection's write transaction, a version
@@ -360,11 +405,14 @@ final class ChangeLog {
         let data = try Self.dataVersion(db)
         // The count can only have moved when another connection committed (data_version moved).
         let commits = data == dataVersion ? knownCommits : try Self.commits(db)
-        if data != dataVersion && version == knownVersion + 1 && commits == knownCommits && !maintenanceElsewhere() {
+        let count = walTransactionCount(db)
+        if data != dataVersion && !maintenanceElsewhere(),
+           try (version == knownVersion + 1 && commits == knownCommits) || unmarkedCommits(db, now: count) {
             try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
                            [version, Self.everyTable])
             adoptedForeignWrite = true
         }
+        try mark(db, count: count)
         dataVersion = data
         knownCommits = commits
         try db.execute("INSERT OR REPLACE INTO ripple_versions(version, committed_at, origin, tag) VALUES (?, ?, ?, ?)",

@@ -15,6 +15,13 @@ struct WALIndexHeader: Equatable, Sendable {
         guard read == 1 else { return nil }
     }
 
+    /// The count of write transactions committed to the WAL since the wal-index was built
+    /// (`iChange`, bytes 8–11): every commit, Ripple's or not, adds one; nothing else does. It
+    /// starts again when the wal-index is rebuilt (all connections closed, then one opened).
+    var transactionCount: UInt32 {
+        withUnsafeBytes(of: words) { $0.load(fromByteOffset: 8, as: UInt32.self) }
+    }
+
     static func == (lhs: WALIndexHeader, rhs: WALIndexHeader) -> Bool {
         lhs.words == rhs.words
     }
