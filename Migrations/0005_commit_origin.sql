@@ -15,3 +15,10 @@ ALTER TABLE ripple_versions ADD COLUMN tag TEXT;
 -- several Ripple connections, which PRAGMA data_version alone cannot tell apart. NULL: unknown
 -- (not in WAL mode, in memory).
 INSERT INTO ripple_meta (key, value) VALUES ('wal_mark', NULL);
+
+-- While a Ripple connection runs statements outside a transaction (Store.writeWithoutTransaction,
+-- migrations), its name ("process id:random"), set in a commit of its own before them and cleared
+-- by the commit that records their version: their commits have no version until then, and the
+-- other connections must not adopt them as writes made without Ripple. A name whose process is
+-- gone (it crashed) is ignored. NULL: none.
+INSERT INTO ripple_meta (key, value) VALUES ('maintenance', NULL);

@@ -85,14 +85,14 @@ final class ChangeLog {
     /// The current transaction's version also stands for a foreign write that took none.
     private var adoptedForeignWrite = false
 
-    /// Held by the stores of this process on the same file while their statements run outside
-    /// a transaction (see ``OpenStoreFiles/maintenanceLock(key:)``): their commits have no version
-    /// until it is released, and are not writes made without Ripple.
-    private let maintenance: NSRecursiveLock?
+    /// This connection's name in `ripple_meta`'s `maintenance` while it runs statements outside a
+    /// transaction (see ``beginMaintenance(_:)``): its process id, then a random part.
+    private let maintenanceName = "\(getpid()):\(UUID().uuidString)"
+    /// This connection's name is (or may still be) in `maintenance`: the next commit clears it.
+    private var namedInMaintenance = false
 
-    init(installingOn db: Database, retention: ChangeLogRetention, maintenance: NSRecursiveLock?) throws {
+    init(installingOn db: Database, retention: ChangeLogRetention) throws {
         self.retention = retention
-        self.maintenance = maintenance
         // One read transaction: the three describe the same state.
         (knownVersion, knownCommits, dataVersion) = try db.transaction(.deferred) {
             (try Self.version(db), try Self.commits(db), try Self.dataVersion(db))
@@ -124,13 +124,14 @@ final class ChangeLog {
         // Inside the write transaction: nobody else commits between these looks and the count.
         let data = try Self.dataVersion(db)
         let count = walTransactionCount(db)
-        if data != dataVersion, !maintenanceElsewhere(),
+        if data != dataVersion, try !maintenanceElsewhere(db),
            try (Self.version(db) == knownVersion && Self.commits(db) == knownCommits) || unmarkedCommits(db, now: count) {
             return try adoptForeignWrite(db)
         }
         guard let commits = try db.fetchValue(
             "UPDATE ripple_meta SET value = value + 1 WHERE key = 'commits' RETURNING value", as: Int64.self) else { return nil }
         try mark(db, count: count)
+        try endMaintenance(db)
         // When no other connection committed since this one looked, its own count stays exact.
         if data == dataVersion { knownCommits = commits }
         return nil
@@ -292,15 +293,40 @@ final class ChangeLog {
         return gap > 1 && gap < 1 << 31
     }
 
-    /// Whether another thread of this process runs statements outside a transaction on this file
-    /// (see ``maintenance``): a commit without a version may be theirs, about to take one.
-    /// Inside a write transaction, waiting for them would deadlock (they need the write lock to
-    /// record), so it only asks.
-    private func maintenanceElsewhere() -> Bool {
-        guard let maintenance else { return false }
-        guard maintenance.try() else { return true }
-        maintenance.unlock()
-        return false
+    /// Called before statements run outside a transaction on this connection (a
+    /// ``Store/writeWithoutTransaction(tag:_:)``, migrations), in a write transaction of its own:
+    /// names this connection in `ripple_meta`'s `maintenance` (cleared by ``record(_:origin:tag:)``
+    /// of their version, or ``endMaintenance(_:)``). Their commits have no version until then;
+    /// other connections that see the name do not adopt them as writes made without Ripple.
+    /// Counted as a Ripple commit without a version (which may adopt an earlier write made
+    /// without Ripple: its summary, for the caller to route).
+    func beginMaintenance(_ db: Database) throws -> CommitSummary? {
+        let adopted = try recordCommitWithoutVersion(db)
+        try db.execute("UPDATE ripple_meta SET value = ? WHERE key = 'maintenance'", [maintenanceName])
+        namedInMaintenance = true
+        return adopted
+    }
+
+    /// Clears this connection's name from `ripple_meta`'s `maintenance` (see
+    /// ``beginMaintenance(_:)``), inside a write transaction of this connection: the one that
+    /// records the statements, or the next one when that failed.
+    private func endMaintenance(_ db: Database) throws {
+        guard namedInMaintenance else { return }
+        try db.execute("UPDATE ripple_meta SET value = NULL WHERE key = 'maintenance' AND value = ?", [maintenanceName])
+        namedInMaintenance = false
+    }
+
+    /// Whether another Ripple connection, in a process that is alive, runs statements outside a
+    /// transaction (see ``beginMaintenance(_:)``): a commit without a version may be theirs,
+    /// about to take one.
+    private func maintenanceElsewhere(_ db: Database) throws -> Bool {
+        let statement = try db.cachedStatement("SELECT value FROM ripple_meta WHERE key = 'maintenance'")
+        defer { statement.reset() }
+        guard try statement.step(), !statement.isNull(at: 0) else { return false }
+        let name = statement.text(at: 0)
+        guard name != maintenanceName, let pid = name.split(separator: ":").first.flatMap({ pid_t($0) }) else { return false }
+        // A process that crashed while it ran them left its name: ignored.
+        return kill(pid, 0) == 0 || errno == EPERM
     }
 
     /// Commits changing more rows than this do not tell observers their keys (they re-read).
@@ -322,9 +348,8 @@ final class ChangeLog {
     /// write lock, to be given a version; so looking does not compete with another process's
     /// writer for the lock while that process writes through Ripple.
     ///
-    /// A write made without Ripple is adopted under the maintenance lock (see
-    /// ``OpenStoreFiles/maintenanceLock(key:)``): statements that another store of this process
-    /// runs outside a transaction have committed without a version until it records one.
+    /// Statements that another Ripple connection runs outside a transaction (see
+    /// ``beginMaintenance(_:)``) are not adopted: they take a version when it records them.
     ///
     /// `beforeLock` (for tests) runs when a foreign commit was seen, before the transaction begins.
     func noticeForeignCommits(_ db: Database, adopt: Bool, beforeLock: (() -> Void)? = nil) throws -> CommitSummary? {
@@ -334,8 +359,6 @@ final class ChangeLog {
         case .noticed(let summary): return summary
         case .nothing: return nil
         case .madeWithoutRipple:
-            maintenance?.lock()
-            defer { maintenance?.unlock() }
             let outcome = try db.transaction(.immediate) { try look(db, adopting: true, mayAdopt: true) }
             if case .noticed(let summary) = outcome { return summary }
             return nil
@@ -365,7 +388,7 @@ final class ChangeLog {
         // decides).
         let unaccounted = try (current == knownVersion && commits == knownCommits)
             || unmarkedCommits(db, now: walTransactionCount(db))
-        let withoutRipple = mayAdopt && unaccounted && !maintenanceElsewhere()
+        let withoutRipple = try mayAdopt && unaccounted && !maintenanceElsewhere(db)
         if withoutRipple && !adopting { return .madeWithoutRipple }
         var noticed: CommitSummary?
         if current > knownVersion {
@@ -406,13 +429,14 @@ final class ChangeLog {
         // The count can only have moved when another connection committed (data_version moved).
         let commits = data == dataVersion ? knownCommits : try Self.commits(db)
         let count = walTransactionCount(db)
-        if data != dataVersion && !maintenanceElsewhere(),
+        if try data != dataVersion && !maintenanceElsewhere(db),
            try (version == knownVersion + 1 && commits == knownCommits) || unmarkedCommits(db, now: count) {
             try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
                            [version, Self.everyTable])
             adoptedForeignWrite = true
         }
         try mark(db, count: count)
+        try endMaintenance(db)
         dataVersion = data
         knownCommits = commits
         try db.execute("INSERT OR REPLACE INTO ripple_versions(version, committed_at, origin, tag) VALUES (?, ?, ?, ?)",

@@ -27,7 +27,7 @@ extension Store {
     /// Runs `body` on the writer, as `work` says, and publishes what it committed: the version it
     /// took (with `origin` and `tag`), the rows it changed, to every observer it concerns.
     func commit<T>(_ work: CommitWork, origin: CommitOrigin, tag: String?, _ body: (Database) throws -> T) throws -> T {
-        var routing: ObservationCenter.Routing?
+        var routings: [ObservationCenter.Routing] = []
         // What the work gave or threw: thrown once what it committed is published (statements
         // outside a transaction may have committed before one of them failed).
         let outcome = try pool.withWriter { db -> Result<T, any Error> in
@@ -43,13 +43,15 @@ extension Store {
                     return result
                 }
                 // Committed: routed before another commit can be, so in version order.
-                routing = recorded.map { observation.route($0.0, $0.1) }
+                if let (summary, matches) = recorded { routings.append(observation.route(summary, matches)) }
                 return .success(result)
             case .outsideTransaction:
-                // Until the version is recorded, the statements' commits have none: the other
-                // stores of this process must not adopt them as writes made without Ripple.
-                maintenanceLock?.lock()
-                defer { maintenanceLock?.unlock() }
+                // Until their version is recorded, the statements' commits have none: the other
+                // connections are told not to adopt them as writes made without Ripple.
+                if let log, !configuration.readOnly,
+                   let adopted = try db.transaction(.immediate, { try log.beginMaintenance(db) }) {
+                    routings.append(observation.route(adopted, FilterMatches()))
+                }
                 try log?.begin(db)
                 var outcome = Result { try body(db) }
                 if db.isInTransaction {
@@ -63,15 +65,16 @@ extension Store {
                 // What committed is committed whatever happens now: a failure to record it is
                 // thrown only when the work itself succeeded.
                 do {
+                    // Its version clears this connection's name (see ChangeLog.beginMaintenance).
                     let recorded = try db.transaction(.immediate) { try record(db, log, origin: origin, tag: tag) }
-                    routing = recorded.map { observation.route($0.0, $0.1) }
+                    if let (summary, matches) = recorded { routings.append(observation.route(summary, matches)) }
                 } catch {
                     if case .success = outcome { outcome = .failure(error) }
                 }
                 return outcome
             }
         }
-        if let routing { publish(routing) }
+        for routing in routings { publish(routing) }
         return try outcome.get()
     }
 

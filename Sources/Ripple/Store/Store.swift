@@ -69,9 +69,6 @@ public final class Store: Sendable {
     let openedFile: FileIdentity?
     /// The file's key among this process's open stores (its path, resolved once).
     let registryKey: String?
-    /// Held by the stores of this process on the same file while statements run outside a
-    /// transaction (see ``OpenStoreFiles/maintenanceLock(key:)``); `nil` in memory.
-    let maintenanceLock: NSRecursiveLock?
     /// Whether the live queries were told that the file is gone.
     let fileLoss = Locked(false)
 
@@ -106,7 +103,6 @@ public final class Store: Sendable {
         let writer = try Self.open(openPath, file: location, readOnly: readOnly, configuration: configuration)
         self.openedFile = location.flatMap { FileIdentity(path: $0) }
         self.registryKey = registryKey
-        self.maintenanceLock = registryKey.map(OpenStoreFiles.maintenanceLock(key:))
         do {
             // The first statement reads the file header: a corrupt file or one that is not a
             // database fails here, before anything is written.
@@ -277,7 +273,7 @@ public final class Store: Sendable {
         guard try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = 'ripple_meta'", as: Int.self) == 1 else {
             return nil
         }
-        let log = try ChangeLog(installingOn: db, retention: configuration.changeLogRetention, maintenance: maintenanceLock)
+        let log = try ChangeLog(installingOn: db, retention: configuration.changeLogRetention)
         db.changeLog = log
         return log
     }

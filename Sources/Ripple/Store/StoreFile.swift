@@ -24,22 +24,6 @@ enum OpenStoreFiles {
     }
 
     private static let entries = Locked<[String: [Entry]]>([:])
-    private static let maintenanceLocks = Locked<[String: NSRecursiveLock]>([:])
-
-    /// The lock that the stores of this process on the file of `key` hold while statements run
-    /// outside a transaction and until their version is recorded (see
-    /// ``Store/commit(_:origin:tag:_:)``), and that adopting a write made without Ripple takes:
-    /// such statements have committed without a version for a moment, and another store's look
-    /// must not take them for a write made without Ripple. One per file, for the process's life.
-    static func maintenanceLock(key: String) -> NSRecursiveLock {
-        maintenanceLocks.withLock { locks in
-            if let lock = locks[key] { return lock }
-            let lock = NSRecursiveLock()
-            locks[key] = lock
-            return lock
-        }
-    }
-
     /// The key of `path`: absolute, with its directory's symbolic links resolved (the file itself
     /// may be gone).
     static func key(of path: String) -> String {
