@@ -45,6 +45,11 @@ struct StressCommand: ParsableCommand {
     @Option(help: "Stop the writers after about this many operations (default: only --seconds).")
     var maxOperations: Int?
 
+    @Option(help: ArgumentHelp("The share of writes (0…1) committed outside a store.write: in writeWithoutTransaction, "
+                               + "in a migration, or by a connection that is not Ripple's (as the sqlite3 shell writes).",
+                               valueName: "SHARE"))
+    var outsideWrites = 0.0
+
     @Option(help: ArgumentHelp("Keep the database in DIR (default: a temporary directory, removed when the run passes).",
                                valueName: "DIR"))
     var path: String?
@@ -68,6 +73,7 @@ struct StressCommand: ParsableCommand {
         configuration.singleThreaded = singleThreaded
         configuration.maxSubscribers = maxSubscribers
         configuration.maxOperations = maxOperations
+        configuration.outsideWrites = outsideWrites
         configuration.verbose = verbose
         configuration.directory = path
         configuration.childExecutable = CrashTestCommand.executablePath()
@@ -77,7 +83,8 @@ struct StressCommand: ParsableCommand {
         if !report.passed {
             Console.note(report.details)
             Console.note("replay: ripple stress --seed \(seed) --single-threaded --seconds \(Self.format(seconds))"
-                         + (maxOperations.map { " --max-operations \($0)" } ?? ""))
+                         + (maxOperations.map { " --max-operations \($0)" } ?? "")
+                         + (outsideWrites > 0 ? " --outside-writes \(outsideWrites)" : ""))
         }
         print(report.summaryLine)
         if !report.passed { throw ExitCode.failure }
@@ -109,8 +116,11 @@ struct StressChildCommand: ParsableCommand {
     @Option(help: "Writer threads.")
     var threads = 1
 
+    @Option(help: "The share of writes committed outside a store.write.")
+    var outsideWrites = 0.0
+
     func run() throws {
-        let status = try StressChild.run(database: db, seed: seed, index: index, threads: threads)
+        let status = try StressChild.run(database: db, seed: seed, outsideWrites: outsideWrites, index: index, threads: threads)
         if status != 0 { throw ExitCode(status) }
     }
 }

@@ -110,6 +110,30 @@ import Testing
         #expect(try writer.currentVersion() == before + 1)
     }
 
+    /// While a write without a transaction runs, another Ripple store commits and, in one case,
+    /// the `sqlite3` shell too. Its version must take in the shell's write (a change to every
+    /// table) and nothing else: its own statements and the other store's commit are not writes
+    /// made without Ripple.
+    @Test(arguments: [false, true])
+    func aWriteWithoutTransactionTellsItsOwnCommitsFromForeignOnes(whileTheShellWrites: Bool) throws {
+        let writer = try Store(path: path, configuration: Self.unwatched)
+        try makeItems(writer)
+        try writer.write { db in try db.execute("CREATE TABLE other(id INTEGER PRIMARY KEY)") }
+        let other = try Store(path: path, configuration: Self.unwatched)
+        let before = try writer.currentVersion()
+        try writer.writeWithoutTransaction { db in
+            try db.execute("INSERT INTO items(id, title) VALUES (1, 'a')")
+            try other.write { db in try db.execute("INSERT INTO other(id) VALUES (1)") }
+            if whileTheShellWrites { try SQLiteShell.run("INSERT INTO items(id, title) VALUES (5, 'shell')", on: path) }
+            try db.execute("INSERT INTO items(id, title) VALUES (2, 'b')")
+        }
+        let entries = try writer.changes(after: before)
+        #expect(entries.filter { $0.table == "*" }.count == (whileTheShellWrites ? 1 : 0))
+        #expect(entries.filter { $0.table == "other" }.map(\.origin) == [.write])
+        #expect(entries.filter { $0.table == "items" }.map(\.origin) == [.maintenance])
+        #expect(try other.currentVersion() == before + 2)
+    }
+
     // MARK: Immediate delivery
 
     /// Threads write at once, each into its own key; with `.immediate` delivery, when a write

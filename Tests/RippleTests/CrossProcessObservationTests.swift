@@ -250,6 +250,7 @@ import Testing
     final class Target: ObservationTarget, @unchecked Sendable {
         let observerID = ObservationCenter.makeObserverID()
         func storeDidCommit(_ summary: CommitSummary, batch: RefreshBatch) {}
+        func routed(_ version: Int64) {}
         func awaitDelivery(of version: Int64) {}
     }
 

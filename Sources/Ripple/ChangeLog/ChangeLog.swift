@@ -90,6 +90,11 @@ final class ChangeLog {
     private let maintenanceName = "\(getpid()):\(UUID().uuidString)"
     /// This connection's name is (or may still be) in `maintenance`: the next commit clears it.
     private var namedInMaintenance = false
+    /// Where things stood when this connection named itself in `maintenance` (see
+    /// ``foreignCommitsDuringMaintenance(_:version:commits:now:)``): the wal-index's count of
+    /// committed transactions after that commit, the version and Ripple's count of commits
+    /// without a version, and the connection's own count of commits.
+    private var maintenanceStart: (transactions: UInt32, version: Int64, commits: Int64, ownCommits: Int)?
 
     init(installingOn db: Database, retention: ChangeLogRetention) throws {
         self.retention = retention
@@ -124,9 +129,12 @@ final class ChangeLog {
         // Inside the write transaction: nobody else commits between these looks and the count.
         let data = try Self.dataVersion(db)
         let count = walTransactionCount(db)
-        if data != dataVersion, try !maintenanceElsewhere(db),
-           try (Self.version(db) == knownVersion && Self.commits(db) == knownCommits) || unmarkedCommits(db, now: count) {
-            return try adoptForeignWrite(db)
+        if data != dataVersion, try !maintenanceElsewhere(db) {
+            let (version, commits) = (try Self.version(db), try Self.commits(db))
+            let foreign = try (version == knownVersion && commits == knownCommits)
+                || (foreignCommitsDuringMaintenance(db, version: version, commits: commits, now: count)
+                    ?? unmarkedCommits(db, now: count))
+            if foreign { return try adoptForeignWrite(db) }
         }
         guard let commits = try db.fetchValue(
             "UPDATE ripple_meta SET value = value + 1 WHERE key = 'commits' RETURNING value", as: Int64.self) else { return nil }
@@ -304,7 +312,25 @@ final class ChangeLog {
         let adopted = try recordCommitWithoutVersion(db)
         try db.execute("UPDATE ripple_meta SET value = ? WHERE key = 'maintenance'", [maintenanceName])
         namedInMaintenance = true
+        // After this transaction commits (one more of the connection's commits, and of the count).
+        let (version, commits) = (try Self.version(db), try Self.commits(db))
+        maintenanceStart = walTransactionCount(db).map { count in (count &+ 1, version, commits, db.commitCount + 1) }
         return adopted
+    }
+
+    /// For the commit that records statements run outside a transaction (see
+    /// ``beginMaintenance(_:)``): whether transactions other than its own statements' and other
+    /// Ripple connections' commits were committed since it named itself. Its statements have
+    /// no marks, so the gap since the newest mark (``unmarkedCommits(_:now:)``) cannot tell; the
+    /// counts can: every Ripple commit moves the version or the count of commits without one by
+    /// exactly one, and the connection counts its own commits. `nil`: not known.
+    private func foreignCommitsDuringMaintenance(_ db: Database, version: Int64, commits: Int64, now: UInt32?) -> Bool? {
+        guard namedInMaintenance, let start = maintenanceStart, let now else { return nil }
+        let all = Int64(now &- start.transactions)
+        let ripple = (version - start.version) + (commits - start.commits)
+        let own = Int64(db.commitCount - start.ownCommits)
+        guard all >= 0, all < 1 << 31 else { return nil }
+        return all - ripple - own > 0
     }
 
     /// Clears this connection's name from `ripple_meta`'s `maintenance` (see
@@ -314,6 +340,7 @@ final class ChangeLog {
         guard namedInMaintenance else { return }
         try db.execute("UPDATE ripple_meta SET value = NULL WHERE key = 'maintenance' AND value = ?", [maintenanceName])
         namedInMaintenance = false
+        maintenanceStart = nil
     }
 
     /// Whether another Ripple connection, in a process that is alive, runs statements outside a
@@ -430,7 +457,9 @@ final class ChangeLog {
         let commits = data == dataVersion ? knownCommits : try Self.commits(db)
         let count = walTransactionCount(db)
         if try data != dataVersion && !maintenanceElsewhere(db),
-           try (version == knownVersion + 1 && commits == knownCommits) || unmarkedCommits(db, now: count) {
+           try (version == knownVersion + 1 && commits == knownCommits)
+            || (foreignCommitsDuringMaintenance(db, version: version - 1, commits: commits, now: count)
+                ?? unmarkedCommits(db, now: count)) {
             try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
                            [version, Self.everyTable])
             adoptedForeignWrite = true

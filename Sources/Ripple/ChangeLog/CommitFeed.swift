@@ -129,6 +129,8 @@ final class CommitSignal: ObservationTarget, Sendable {
         }?.resume()
     }
 
+    func routed(_ version: Int64) {}
+
     func awaitDelivery(of version: Int64) {}
 
     /// Returns once a commit was told after `generation`, or the task is cancelled.

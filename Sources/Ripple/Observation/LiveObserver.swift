@@ -17,9 +17,12 @@ protocol ObservationTarget: AnyObject, Sendable {
     /// A refresh this starts in the background joins `batch` (started once every observer the
     /// commit concerns was told).
     func storeDidCommit(_ summary: CommitSummary, batch: RefreshBatch)
-    /// Returns once the observer's events up to `version` were delivered, where its delivery is
-    /// ``Delivery/immediate`` and another thread is delivering them; at once otherwise (see
-    /// ``Store/commit(_:origin:tag:_:)``).
+    /// The commit of `version` was routed to it (called under the writer's lock, by routing,
+    /// before ``storeDidCommit(_:batch:)``).
+    func routed(_ version: Int64)
+    /// Returns once the observer's events up to `version` (of the commits routed to it) were
+    /// delivered, where its delivery is ``Delivery/immediate`` and another thread delivers them;
+    /// at once otherwise (see ``Store/commit(_:origin:tag:_:)``).
     func awaitDelivery(of version: Int64)
 }
 
@@ -55,6 +58,9 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private var settledVersion: Int64 = 0
     /// The version of the event ready to deliver (guarded by `condition`).
     private var readyVersion: Int64 = 0
+    /// The newest commit routed to it (its own lock, taken under the store's routing lock and
+    /// under `condition`, and never holding another).
+    private let routedVersion = Locked<Int64>(0)
     /// A refresh waits for the end of a store call on the thread that asked for it (guarded by
     /// `condition`): nobody else may wait for it.
     private var refreshDeferred = false
@@ -136,19 +142,28 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         let interested = interest.map { !$0.isDisjoint(with: summary.tables) } ?? true
             || summary.tables.contains(ChangeLog.everyTable)
         let action = interested ? state.invalidate() : .none
+        if !interested {
+            // Nothing to read: its result at this version is the one it has.
+            settledVersion = max(settledVersion, summary.version)
+            condition.broadcast()
+        }
         condition.unlock()
         perform(action, batch: batch)
+    }
+
+    func routed(_ version: Int64) {
+        routedVersion.withLock { $0 = max($0, version) }
     }
 
     func awaitDelivery(of version: Int64) {
         guard case .immediate = delivery, case .handler = sink else { return }
         condition.lock()
         defer { condition.unlock() }
-        // Waits only while another thread is at work on it: refreshing or delivering (a refresh
-        // deferred to the end of a store call, or one backing off, may be long; an idle observer
-        // was not concerned).
-        while settledVersion < version, [.refreshing, .delivering].contains(state.phase), !refreshDeferred,
-              deliveringThread !== Thread.current {
+        // Waits for the commits routed to it, up to `version`, while it is not finished, its
+        // refresh is not deferred to the end of a store call on another thread, nor backing off
+        // (either may be long), and this thread is not the one delivering.
+        while settledVersion < min(version, routedVersion.withLock { $0 }),
+              state.phase != .finished, state.phase != .backingOff, !refreshDeferred, deliveringThread !== Thread.current {
             condition.wait()
         }
     }

@@ -154,6 +154,12 @@ final class ObservationCenter: Sendable {
     /// The number of registered observers.
     var count: Int { state.withLock { $0.observers.count } }
 
+    /// The registered observers.
+    var targets: [any ObservationTarget] { state.withLock { $0.observers.values.map(\.target) } }
+
+    /// Every commit up to this version was routed.
+    var routedThrough: Int64 { state.withLock { $0.routedThrough } }
+
     /// Registers `target`; with `interest`, it is row-precise: its filter is evaluated on the
     /// rows each commit changes, inside the commit's transaction (see
     /// ``evaluateFilters(of:in:)``), and it is told only of the commits that change a row of its
@@ -186,7 +192,7 @@ final class ObservationCenter: Sendable {
                     timer.schedule(deadline: .now() + pollInterval, repeating: pollInterval, leeway: .milliseconds(10))
                     timer.setEventHandler { [weak store] in
                         // A failure (the file busy, say) is retried at the next tick.
-                        try? store?.noticeExternalWrites()
+                        try? store?.noticeCommits()
                     }
                     timer.resume()
                     state.poller = timer
@@ -199,7 +205,7 @@ final class ObservationCenter: Sendable {
     private func startWatch(of path: String, store: Store) -> FileWatch? {
         guard let ownCommits else { return nil }
         // A failure to look (the file busy, say) is retried at the next change.
-        let look: @Sendable () -> Void = { [weak store] in try? store?.noticeExternalWrites() }
+        let look: @Sendable () -> Void = { [weak store] in try? store?.noticeCommits() }
         ownCommits.activate(look: look)
         let watch = FileWatch(database: path, queue: noticeQueue) { [ownCommits, watchWakes] onlyWrites in
             watchWakes.withLock { $0 += 1 }
@@ -367,6 +373,7 @@ final class ObservationCenter: Sendable {
                 // would copy that.
                 guard let slot = state.observers.index(forKey: id) else { continue }
                 targets.append(state.observers.values[slot].target)
+                if summary.version > 0 { state.observers.values[slot].target.routed(summary.version) }
                 guard let table = state.observers.values[slot].rowTable, summary.version > 0 else { continue }
                 let keys = matches.evaluatedTables.contains(table) ? summary.rowKeys?[table] : nil
                 let commit = ToldCommit(summary, table: table, keys: keys, matched: keys != nil && matches.matching.contains(id))

@@ -47,8 +47,9 @@ public final class Database {
         return found
     }
 
-    /// Opens a connection. `path` is a file path, or `:memory:`.
-    init(path: String, readOnly: Bool, configuration: Store.Configuration) throws(DatabaseError) {
+    /// Opens a connection. `path` is a file path, or `:memory:`. (Package access: the stress
+    /// checker opens one to write as a program that is not Ripple would.)
+    package init(path: String, readOnly: Bool, configuration: Store.Configuration) throws(DatabaseError) {
         var handle: OpaquePointer?
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
             | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI
@@ -79,8 +80,20 @@ public final class Database {
         // be open (a statement the checks of `step` and `executeScript` would not see).
         sqlite3_commit_hook(handle, { context in
             guard let context else { return 0 }
-            return Unmanaged<Database>.fromOpaque(context).takeUnretainedValue().transactionEndedBySQLite ? 1 : 0
+            return Unmanaged<Database>.fromOpaque(context).takeUnretainedValue().commitRequested()
         }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// How many transactions this connection committed (its own statements' autocommits
+    /// included): the change log tells its own commits from other connections' with it.
+    private(set) var commitCount = 0
+
+    /// SQLite's commit hook: refuses a commit while Ripple's transaction is meant to be open
+    /// (see ``transactionEndedBySQLite``), counts the others.
+    private func commitRequested() -> Int32 {
+        if transactionEndedBySQLite { return 1 }
+        commitCount += 1
+        return 0
     }
 
     /// SQLite's rollback hook: a rollback that Ripple did not ask for, inside its transaction,

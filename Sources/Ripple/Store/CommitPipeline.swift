@@ -94,8 +94,10 @@ extension Store {
     }
 
     /// Looks for other connections' commits on the writer (adopting a write made without Ripple
-    /// under a version of its own) and publishes them.
-    func noticeCommits() throws {
+    /// under a version of its own) and publishes them. `awaitingDeliveries` (a caller that
+    /// expects to see the events, not the file watch): also waits for the immediate deliveries
+    /// of commits another thread noticed first.
+    func noticeCommits(awaitingDeliveries: Bool = false) throws {
         try checkFile()
         let routing = try pool.withWriter { db -> ObservationCenter.Routing? in
             observation.looks.withLock { $0 += 1 }
@@ -106,6 +108,10 @@ extension Store {
             return summary.map { observation.route($0, FilterMatches()) }
         }
         if let routing { publish(routing) }
+        if awaitingDeliveries, !ObservationThreads.handlers.isInside {
+            let through = observation.routedThrough
+            for target in observation.targets { target.awaitDelivery(of: through) }
+        }
     }
 
     /// Tells every live query that the file is gone (it ends with ``StoreError/Kind/fileMoved``
@@ -132,7 +138,7 @@ extension Store {
     private func tellOtherStores() {
         guard let registryKey, let openedFile else { return }
         for peer in OpenStoreFiles.otherStores(than: self, key: registryKey, identity: openedFile) where peer.observation.isObserving {
-            peer.observation.noticeQueue.async { [weak peer] in try? peer?.noticeExternalWrites() }
+            peer.observation.noticeQueue.async { [weak peer] in try? peer?.noticeCommits() }
         }
     }
 }

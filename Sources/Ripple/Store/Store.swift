@@ -253,6 +253,10 @@ public final class Store: Sendable {
     /// A foreign commit made without Ripple (so without a version) is given the next version;
     /// a read-only store only notices foreign commits that took a version.
     ///
+    /// When it returns, live queries with ``Delivery/immediate`` delivery have had the events of
+    /// every commit noticed so far, whichever thread noticed it (the file watch may have been
+    /// first): a test can check them at once.
+    ///
     /// Inside a write it does nothing (no other connection can commit while the write holds the
     /// write lock, and the write notices earlier commits itself); inside a read it throws
     /// ``StoreError/Kind/nesting``. Throws ``StoreError/Kind/fileMoved`` (and ends every live
@@ -264,7 +268,7 @@ public final class Store: Sendable {
         case .callingBack(_, let reason)?: throw StoreError(.nesting, reason)
         case nil: break
         }
-        try noticeCommits()
+        try noticeCommits(awaitingDeliveries: true)
     }
 
     /// The writer's change log, installed once the store's schema exists.

@@ -25,7 +25,9 @@ public enum StressChild {
     ///   - threads: how many writer threads to run.
     ///   - seed: the run's seed, from which each writer's seed derives.
     /// - Returns: the exit status: 0 when the child could write and report.
-    public static func run(database: String, seed: UInt64, index: Int, threads: Int) throws -> Int32 {
+    ///   - outsideWrites: the share of writes committed outside a `store.write` (see
+    ///     ``StressConfiguration/outsideWrites``).
+    public static func run(database: String, seed: UInt64, outsideWrites: Double = 0, index: Int, threads: Int) throws -> Int32 {
         var configuration = Store.Configuration()
         configuration.externalWritePollInterval = nil
         let store = try Store(path: database, configuration: configuration)
@@ -41,8 +43,9 @@ public enum StressChild {
                 let source = Self.source(child: index, thread: thread)
                 let writer: StressWriter
                 do {
-                    writer = try StressWriter(access: access, source: source, gateDirectory: directory,
-                                              generator: StressGenerator(seed: seed, stream: Self.stream(child: index, thread: thread)))
+                    var generator = StressGenerator(seed: seed, stream: Self.stream(child: index, thread: thread))
+                    generator.outsideShare = outsideWrites
+                    writer = try StressWriter(access: access, source: source, gateDirectory: directory, generator: generator)
                 } catch {
                     output.send(.failure(source: source, error: "cannot start the writer: \(error)", plan: "none"))
                     return
@@ -99,12 +102,12 @@ final class StressChildProcess {
     private let errors = Pipe()
     private let done = DispatchGroup()
 
-    init(executable: String, database: String, seed: UInt64, index: Int, threads: Int) {
+    init(executable: String, database: String, seed: UInt64, outsideWrites: Double, index: Int, threads: Int) {
         self.index = index
         self.threads = threads
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["stress-child", "--db", database, "--seed", String(seed), "--index", String(index),
-                             "--threads", String(threads)]
+                             "--threads", String(threads), "--outside-writes", String(outsideWrites)]
         process.standardInput = input
         process.standardOutput = output
         process.standardError = errors

@@ -17,6 +17,10 @@ public struct StressConfiguration: Sendable {
     public var maxSubscribers = 200
     /// Stops the writers after about this many operations (with ``seconds``, whichever comes first).
     public var maxOperations: Int?
+    /// The share of writes (0…1) committed outside a `store.write`: in
+    /// `store.writeWithoutTransaction`, in a migration, or by a connection that is not Ripple's
+    /// (as the `sqlite3` shell writes), which the store then adopts. Default 0.
+    public var outsideWrites = 0.0
     /// After the last write, how long without any event the run waits for subscribers still
     /// behind the final result before it calls their final event missed, in seconds. (Each
     /// arriving event restarts the wait; a run whose subscribers all caught up waits not at all.)

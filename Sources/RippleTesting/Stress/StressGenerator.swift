@@ -6,6 +6,9 @@ import Ripple
 enum StressPlan: Sendable {
     case method(StressOperation)
     case write([StressPlanStep], rollBack: Bool)
+    /// One raw SQL operation committed outside a `store.write`: in `writeWithoutTransaction`, in
+    /// a migration, or by a connection that is not Ripple's (`via` says which).
+    case outside(StressOperation, via: StressVia)
 }
 
 /// A step a write closure will run.
@@ -25,6 +28,9 @@ struct StressGenerator {
     var random: SeededGenerator
     /// The UUID identities: the same in every process of a run (derived from the run's seed).
     let uuids: [UUID]
+    /// The share of writes committed outside a `store.write` (see ``StressPlan/outside(_:via:)``);
+    /// 0 leaves a seed's writes as they always were.
+    var outsideShare = 0.0
 
     init(seed: UInt64, stream: UInt64) {
         random = SeededGenerator(seed: seed &* 0x9E37_79B9_7F4A_7C15 ^ stream &* 0xD1B5_4A32_D192_ED03 ^ 0x5EED)
@@ -202,6 +208,9 @@ struct StressGenerator {
     // MARK: Writes
 
     mutating func plan() -> StressPlan {
+        if outsideShare > 0, chance(outsideShare) {
+            return .outside(rawOperation(on: pick(StressTable.allCases)), via: pick([.withoutTransaction, .migration, .withoutRipple]))
+        }
         if chance(0.3) {
             return .method(methodOperation(on: pick([.ints, .strings, .blobs, .uuids])))
         }

@@ -101,6 +101,7 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
     /// The store's final version: versions up to it that no writer took are phantoms.
     func settle(finalVersion: Int64) {
         locked {
+            settled = true
             note(model.settle(finalVersion: finalVersion))
             if model.version > finalVersion {
                 note([StressDiscrepancy(kind: .versionAccounting,
@@ -152,7 +153,7 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
             floors[subscriber.id] = event.version
             let check = PendingCheck(subscriber: subscriber, version: event.version, previousVersion: event.previousVersion,
                                      rows: rows)
-            if event.version <= model.version {
+            if event.version <= judgeableVersion {
                 compare(check)
             } else {
                 pending[event.version, default: []].append(check)
@@ -230,10 +231,19 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
         }
     }
 
+    /// Whether the writers are done (``settle(finalVersion:)``).
+    private var settled = false
+
+    /// The newest version whose events are judged now: the one before the model's newest while
+    /// writers write, since the write based on the newest may be one whose statements committed
+    /// before its version was taken (a write outside a transaction, one made without Ripple):
+    /// what a read at that version shows is then uncertain (see ``StressModel/apply(_:)``).
+    private var judgeableVersion: Int64 { settled ? model.version : model.version - 1 }
+
     /// Compares the events whose version the model now knows.
     private func checkPending() {
         guard !pending.isEmpty else { return pruneIfDue() }
-        for version in pending.keys.sorted() where version <= model.version {
+        for version in pending.keys.sorted() where version <= judgeableVersion {
             for check in pending.removeValue(forKey: version) ?? [] { compare(check) }
         }
         pruneIfDue()
@@ -255,6 +265,9 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
     /// Events whose version the model never learned: versions no writer took.
     func reportUnknownVersions() {
         locked {
+            // The end of the run: the events at versions the model knows are judged first.
+            settled = true
+            checkPending()
             for version in pending.keys.sorted() {
                 for check in pending.removeValue(forKey: version) ?? [] {
                     note([StressDiscrepancy(

@@ -59,6 +59,13 @@ enum StressVia: String, Hashable, Sendable, Codable {
     case collectionInWrite
     /// `db.execute(sql, arguments)` inside a `store.write` closure.
     case rawSQL
+    /// Raw SQL in `store.writeWithoutTransaction` (the statement commits on its own).
+    case withoutTransaction
+    /// Raw SQL in a migration of its own, applied by `store.migrate`.
+    case migration
+    /// Raw SQL on a connection of its own that is not Ripple's (as the `sqlite3` shell writes),
+    /// then `store.noticeExternalWrites()`, which adopts it.
+    case withoutRipple
 }
 
 /// An operation performed, and what the store said it changed: the number of rows (a batch

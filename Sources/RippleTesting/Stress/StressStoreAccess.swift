@@ -237,8 +237,8 @@ final class StressStoreAccess: Sendable {
                 throw StressError("\(operation.table) is not a collection")
             }
             return try access.perform(operation, in: via == .collection ? nil : db)
-        case .rawSQL:
-            guard let db else { throw StressError("raw SQL needs a write") }
+        case .rawSQL, .withoutTransaction, .migration, .withoutRipple:
+            guard let db else { throw StressError("raw SQL needs a connection") }
             return try StressSQL.execute(operation, in: db)
         }
     }

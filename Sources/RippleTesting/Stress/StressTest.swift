@@ -115,7 +115,8 @@ private final class StressRun: Sendable {
         var children: [StressChildProcess] = []
         do {
             for index in 1...count {
-                let child = StressChildProcess(executable: executable, database: database, seed: configuration.seed, index: index,
+                let child = StressChildProcess(executable: executable, database: database, seed: configuration.seed,
+                                               outsideWrites: configuration.outsideWrites, index: index,
                                                threads: configuration.effectiveThreads)
                 for source in child.sources { ledger.register(source: source) }
                 try child.start(ledger: ledger)
@@ -133,8 +134,9 @@ private final class StressRun: Sendable {
     private func write(thread: Int, until deadline: Date) throws {
         let source = "p/t\(thread)"
         defer { ledger.finish(source: source) }
-        let writer = try StressWriter(access: access, source: source, gateDirectory: directory,
-                                      generator: StressGenerator(seed: configuration.seed, stream: UInt64(thread)))
+        var generator = StressGenerator(seed: configuration.seed, stream: UInt64(thread))
+        generator.outsideShare = configuration.outsideWrites
+        let writer = try StressWriter(access: access, source: source, gateDirectory: directory, generator: generator)
         var random = StressGenerator(seed: configuration.seed, stream: UInt64(500 + thread))
         let soleWriter = configuration.effectiveThreads == 1 && configuration.effectiveProcesses == 1
         let progressEvery = 5.0

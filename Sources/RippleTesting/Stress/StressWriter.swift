@@ -1,5 +1,6 @@
 import Foundation
 import Ripple
+import Synchronization
 
 /// The error a write closure or savepoint throws to roll back on purpose.
 struct StressRollback: Error {}
@@ -26,6 +27,11 @@ final class StressWriter {
     /// past the busy timeout).
     private(set) var busyRetried = 0
     static let busyAttempts = 8
+    /// The migrations this writer applied (each of one operation), registered again with each
+    /// new one: an applied migration must stay registered.
+    private var migrator: Migrator?
+    /// A connection that is not Ripple's, for writes made without Ripple (opened when first needed).
+    private var foreignConnection: Database?
 
     init(access: StressStoreAccess, source: String, gateDirectory: String, generator: StressGenerator) throws {
         self.access = access
@@ -86,6 +92,46 @@ final class StressWriter {
                 return StressWriteRecord(source: source, sequence: sequence, base: base, after: nil, steps: steps,
                                          committed: committed)
             }
+        case .outside(let operation, let via):
+            // Outside a write, the version cannot be read inside: no other stress writer commits
+            // while this one does (as for a collection method).
+            return try gate.exclusive {
+                let before = try store.currentVersion()
+                let changes = try commitOutside(operation, via: via)
+                let after = try store.currentVersion()
+                return StressWriteRecord(source: source, sequence: sequence, base: before, after: after,
+                                         steps: [.operation(StressOperationRecord(operation: operation, via: via, changes: changes))],
+                                         committed: true)
+            }
+        }
+    }
+
+    /// Commits one raw SQL operation as `via` says; returns the rows it changed.
+    private func commitOutside(_ operation: StressOperation, via: StressVia) throws -> Int {
+        let store = access.store
+        switch via {
+        case .withoutTransaction:
+            return try store.writeWithoutTransaction { db in try access.perform(operation, via: via, in: db) }
+        case .migration:
+            var migrator = try self.migrator ?? Migrator(domain: "stress \(source)")
+            // The migration runs on this thread, inside `migrate`: what it reports is read after.
+            let changes = Mutex(0)
+            try migrator.register(name: String(format: "%06d", sequence)) { [access] db in
+                let count = try access.perform(operation, via: via, in: db)
+                changes.withLock { $0 = count }
+            }
+            self.migrator = migrator
+            try store.migrate(migrator)
+            return changes.withLock { $0 }
+        case .withoutRipple:
+            guard let path = store.path else { throw StressError("a write without Ripple needs a database file") }
+            let connection = try foreignConnection ?? Database(path: path, readOnly: false, configuration: store.configuration)
+            foreignConnection = connection
+            let changes = try access.perform(operation, via: via, in: connection)
+            try store.noticeExternalWrites()
+            return changes
+        case .collection, .collectionInWrite, .rawSQL:
+            throw StressError("\(via.rawValue) is not a write outside a transaction")
         }
     }
 
@@ -125,6 +171,7 @@ final class StressWriter {
         }
         switch plan {
         case .method(let operation): return "\(operation.description) via collection method"
+        case .outside(let operation, let via): return "\(operation.description) via \(via.rawValue)"
         case .write(let steps, let rollBack):
             return (["store.write\(rollBack ? " (to roll back)" : ""):"] + lines(steps, "  ")).joined(separator: "\n")
         }
