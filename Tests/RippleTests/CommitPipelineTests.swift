@@ -206,6 +206,46 @@ import Testing
         #expect(subscriber.failures.isEmpty)
     }
 
+    /// The file watch notices a shell's write first and delivers it, slowly; a test that calls
+    /// `noticeExternalWrites()` to be deterministic must not get back before that event was
+    /// delivered (before, it found nothing new and returned at once).
+    ///
+    ///     watch thread:  look ─► adopt ─► handler(shell row) … blocked on the gate …
+    ///     other thread:          noticeExternalWrites() (nothing new) ─► returns?
+    @Test func noticeExternalWritesReturnsOnceTheWatchsEventsWereDelivered() throws {
+        var configuration = Self.unwatched
+        configuration.watchesFile = true
+        let store = try Store(path: path, configuration: configuration)
+        try makeItems(store)
+        let entered = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = items(of: store).subscribe(on: .immediate, onError: { subscriber.fail($0) }) { event in
+            subscriber.receive(event)
+            if event.origin == .foreign {
+                entered.signal()
+                gate.wait()
+            }
+        }
+        defer { subscription.cancel() }
+        #expect(store.observation.isWatching)
+        try SQLiteShell.run("INSERT INTO items(id, title) VALUES (5, 'shell')", on: path)
+        #expect(entered.wait(timeout: .now() + 20) == .success)   // a safety net: the watch hears the shell at once
+        let noticed = DispatchSemaphore(value: 0)
+        let sawRow = Locked<Bool?>(nil)
+        Thread.detachNewThread {
+            try? store.noticeExternalWrites()
+            sawRow.withLock { $0 = subscriber.items.contains { $0.id == 5 } }
+            noticed.signal()
+        }
+        let returnedEarly = noticed.wait(timeout: .now() + 0.5) == .success
+        #expect(!returnedEarly)
+        gate.signal()
+        if !returnedEarly { noticed.wait() }
+        #expect(sawRow.withLock { $0 } == true)
+        #expect(subscriber.failures.isEmpty)
+    }
+
     // MARK: All or nothing
 
     /// SQLite ends the transaction itself (`OR ROLLBACK`, a trigger's `RAISE(ROLLBACK, …)`); the
