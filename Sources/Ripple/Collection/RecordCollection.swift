@@ -13,7 +13,7 @@
 ///
 /// Every method has a variant taking a ``Database``, to compose several operations in one
 /// transaction: `try store.write { db in try todos.insert(a, in: db); try todos.delete(id: b.id, in: db) }`.
-/// The other variants write through ``Store/write(_:)`` and read through ``Store/read(_:)``.
+/// The other variants write through ``Store/write(tag:_:)`` and read through ``Store/read(_:)``.
 ///
 /// Named `RecordCollection` rather than `Collection` so as not to shadow `Swift.Collection`.
 public struct RecordCollection<Record: Codable & Sendable & Identifiable>: Sendable where Record.ID: Encodable {

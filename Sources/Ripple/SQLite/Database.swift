@@ -1,7 +1,7 @@
 import Foundation
 import RippleSQLite
 
-/// One SQLite connection, handed to the closures of ``Store/write(_:)`` and ``Store/read(_:)``.
+/// One SQLite connection, handed to the closures of ``Store/write(tag:_:)`` and ``Store/read(_:)``.
 /// Use it only inside that closure (it is not `Sendable`).
 ///
 /// ```swift
@@ -259,7 +259,7 @@ public final class Database {
     // MARK: What the store allows
 
     /// What the authorizer lets through: transaction control, `ATTACH` and `DETACH` only from the
-    /// store itself and inside ``Store/writeWithoutTransaction(_:)`` (where `VACUUM`, which runs
+    /// store itself and inside ``Store/writeWithoutTransaction(tag:_:)`` (where `VACUUM`, which runs
     /// them internally, belongs).
     private struct Control {
         /// The store is running one of its own transaction-control statements.
@@ -322,7 +322,7 @@ public final class Database {
     }
 
     /// Runs `body` with transaction control, `ATTACH` and `DETACH` allowed
-    /// (``Store/writeWithoutTransaction(_:)``).
+    /// (``Store/writeWithoutTransaction(tag:_:)``).
     func allowingMaintenance<T>(_ body: () throws -> T) rethrows -> T {
         control.allowsMaintenance = true
         defer { control.allowsMaintenance = false }

@@ -9,7 +9,7 @@ extension Store {
     /// ```
     ///
     /// Throws ``StoreError`` of kind ``StoreError/Kind/migration`` (see ``Migrator``); of kind
-    /// ``StoreError/Kind/nesting`` inside a ``write(_:)`` or ``read(_:)`` (each migration commits
+    /// ``StoreError/Kind/nesting`` inside a ``write(tag:_:)`` or ``read(_:)`` (each migration commits
     /// on its own); of kind ``StoreError/Kind/fileMoved`` when the file was deleted or replaced.
     ///
     /// Applied migrations take a version together (origin ``CommitOrigin/migration``), so live

@@ -213,7 +213,7 @@ public final class Store: Sendable {
     /// throws, committed with the rest. A `read` (or a collection's read, ``currentVersion()``)
     /// sees this transaction's uncommitted changes. A live query subscribed inside `body` reads
     /// its first result once the write ends. Calls that commit on their own (``migrate(_:)``,
-    /// ``writeWithoutTransaction(_:)``) and history throw ``StoreError/Kind/nesting``.
+    /// ``writeWithoutTransaction(tag:_:)``) and history throw ``StoreError/Kind/nesting``.
     ///
     /// Ripple runs the transaction: SQL that would end or nest it (`BEGIN`, `COMMIT`, `ROLLBACK`,
     /// `SAVEPOINT`, `RELEASE`, `ATTACH`, `DETACH`) is refused before it runs with a
@@ -286,7 +286,7 @@ public final class Store: Sendable {
     /// committed state, whatever the writer commits meanwhile.
     ///
     /// A `read` called by the same thread inside a read runs in it (same connection, same
-    /// state); inside a ``write(_:)`` it runs in the write and sees its uncommitted changes.
+    /// state); inside a ``write(tag:_:)`` it runs in the write and sees its uncommitted changes.
     /// Either way `body` cannot write: a write inside a read throws ``StoreError/Kind/nesting``.
     /// Inside the handler of a streamed history (``history(of:from:to:_:)``), whose read shows
     /// a rewound copy of a table, every store call throws ``StoreError/Kind/nesting``.

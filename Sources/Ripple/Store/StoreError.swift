@@ -23,7 +23,7 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         /// the store would write or read is no longer the file at its path.
         public static let fileMoved = Kind(name: "file moved")
         /// The call cannot run where it was made: a write inside a read, or a migration or
-        /// ``Store/writeWithoutTransaction(_:)`` (which commit on their own) inside a write or a read.
+        /// ``Store/writeWithoutTransaction(tag:_:)`` (which commit on their own) inside a write or a read.
         public static let nesting = Kind(name: "nesting")
         public var description: String { name }
     }

@@ -24,9 +24,9 @@ public enum StressChild {
     ///   - index: the child's number (1…), which names its writers (`c1/t0`) and picks their seeds.
     ///   - threads: how many writer threads to run.
     ///   - seed: the run's seed, from which each writer's seed derives.
-    /// - Returns: the exit status: 0 when the child could write and report.
     ///   - outsideWrites: the share of writes committed outside a `store.write` (see
     ///     ``StressConfiguration/outsideWrites``).
+    /// - Returns: the exit status: 0 when the child could write and report.
     public static func run(database: String, seed: UInt64, outsideWrites: Double = 0, index: Int, threads: Int) throws -> Int32 {
         var configuration = Store.Configuration()
         configuration.externalWritePollInterval = nil
