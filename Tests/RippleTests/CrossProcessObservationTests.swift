@@ -146,17 +146,17 @@ import Testing
         #expect(subscriber.waitFor(items: expected, timeout: 20))
         // Whatever the watch queued was handled before this runs (its wakes run on this queue).
         store.observation.noticeQueue.sync {}
-        #expect(store.observation.watchWakes.withLock { $0 } == 0)
+        #expect(store.observation.diagnostics.withLock { $0.watchWakes } == 0)
         // A checkpoint by the store (it writes the database file, and resets the WAL) is its own too.
         try store.writeWithoutTransaction { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
         store.observation.noticeQueue.sync {}
-        #expect(store.observation.looks.withLock { $0 } == 0)
+        #expect(store.observation.diagnostics.withLock { $0.looks } == 0)
 
         try shell("INSERT INTO items(id, title) VALUES (100, 'from the shell')")
         expected.append(Item(id: 100, title: "from the shell"))
         #expect(subscriber.waitFor(items: expected, timeout: 20))
-        #expect(store.observation.watchWakes.withLock { $0 } >= 1)
-        let looks = store.observation.looks.withLock { $0 }
+        #expect(store.observation.diagnostics.withLock { $0.watchWakes } >= 1)
+        let looks = store.observation.diagnostics.withLock { $0.looks }
         #expect(looks >= 1 && looks <= 3, "the store looked for other connections' commits \(looks) times")
         #expect(subscriber.failures.isEmpty)
     }

@@ -18,8 +18,8 @@ import Testing
         todos = try store.collection("todos", of: Todo.self)
     }
 
-    var fetches: Int { store.observation.fetchCount.withLock { $0 } }
-    var skips: Int { store.observation.skipCount.withLock { $0 } }
+    var fetches: Int { store.observation.diagnostics.withLock { $0.fetches } }
+    var skips: Int { store.observation.skipCount }
 
     func openTodos() throws -> LiveQuery<Todo> {
         try todos.filter(Column("done") == false).order(by: Column("rank")).live()

@@ -73,7 +73,7 @@ import Testing
             try query.live().subscribe { lists.receive($0, at: index) }
         }
         defer { subscriptions.forEach { $0.cancel() } }
-        let fetchesBefore = store.observation.fetchCount.withLock { $0 }
+        let fetchesBefore = store.observation.diagnostics.withLock { $0.fetches }
         // Rows move between owners with rows, and to owners that had none.
         let moves = [(3, 7), (10, count - 1), (11, count / 2), (10, 3)]
         for (id, owner) in moves {
@@ -86,7 +86,7 @@ import Testing
             }
         }
         // Each move re-read at most its two subscribers' queries.
-        #expect(store.observation.fetchCount.withLock { $0 } - fetchesBefore <= 2 * moves.count)
+        #expect(store.observation.diagnostics.withLock { $0.fetches } - fetchesBefore <= 2 * moves.count)
         for owner in [0, 1, 7, count / 2, count - 1] {
             #expect(lists.list(owner) == (try queries[owner].fetchAll()), "subscriber of owner \(owner)")
         }
@@ -257,7 +257,7 @@ import Testing
             try query.live().subscribe { lists.receive($0, at: index) }
         }
         defer { subscriptions.forEach { $0.cancel() } }
-        let fetchesBefore = store.observation.fetchCount.withLock { $0 }
+        let fetchesBefore = store.observation.diagnostics.withLock { $0.fetches }
         var nextID = 30
         for step in 0..<80 {
             try randomWrite(items, choice: Int.random(in: 0..<4, using: &random), id: Int.random(in: 0..<nextID, using: &random),
@@ -266,7 +266,7 @@ import Testing
                 #expect(lists.list(index) == (try query.fetchAll()), "seed \(seed), step \(step), subscriber \(index): \(query)")
             }
         }
-        #expect(store.observation.fetchCount.withLock { $0 } == fetchesBefore, "a query ran again")
+        #expect(store.observation.diagnostics.withLock { $0.fetches } == fetchesBefore, "a query ran again")
         #expect(lists.problems.isEmpty, "\(lists.problems.prefix(3))")
     }
 
@@ -283,11 +283,11 @@ import Testing
         let subscriber = ListViewSubscriber<Item>()
         let subscription = subscriber.subscribe(to: try query.live())
         defer { subscription.cancel() }
-        let fetchesBefore = store.observation.fetchCount.withLock { $0 }
+        let fetchesBefore = store.observation.diagnostics.withLock { $0.fetches }
         try items.insert(Item(id: 3, owner: 0, score: 0, name: "B"))
         #expect(try query.fetchAll().map(\.name) == ["a", "b", "B", "C"])
         #expect(subscriber.items == (try query.fetchAll()))
-        #expect(store.observation.fetchCount.withLock { $0 } == fetchesBefore + 1)
+        #expect(store.observation.diagnostics.withLock { $0.fetches } == fetchesBefore + 1)
         #expect(subscriber.failures.isEmpty, "\(subscriber.failures)")
     }
 
@@ -302,14 +302,14 @@ import Testing
         let query = items.filter(Column("owner") == 1).order(by: Column("id")).limit(3)
         let lists = Lists(count: 50)
         var subscriptions = try (0..<50).map { index in try query.live().subscribe { lists.receive($0, at: index) } }
-        let fetchesBefore = store.observation.fetchCount.withLock { $0 }
+        let fetchesBefore = store.observation.diagnostics.withLock { $0.fetches }
         _ = try items.delete(id: 1)   // leaves a full window: another row comes in, so the query runs again
-        #expect(store.observation.fetchCount.withLock { $0 } == fetchesBefore + 1)
+        #expect(store.observation.diagnostics.withLock { $0.fetches } == fetchesBefore + 1)
         for index in 0..<50 { #expect(lists.list(index) == (try query.fetchAll())) }
         // One leaves: the others still share.
         subscriptions.removeLast().cancel()
         _ = try items.delete(id: 3)
-        #expect(store.observation.fetchCount.withLock { $0 } == fetchesBefore + 2)
+        #expect(store.observation.diagnostics.withLock { $0.fetches } == fetchesBefore + 2)
         for index in 0..<49 { #expect(lists.list(index) == (try query.fetchAll())) }
         subscriptions.forEach { $0.cancel() }
         #expect(lists.problems.isEmpty, "\(lists.problems.prefix(3))")
@@ -332,10 +332,10 @@ import Testing
         }
         defer { subscriptions.forEach { $0.cancel() } }
         for (index, query) in queries.enumerated() { #expect(lists.waitFor(index, try query.fetchAll())) }
-        let before = store.observation.batchReads.withLock { $0 }
+        let before = store.observation.diagnostics.withLock { $0.batchReads }
         try items.update(Item(id: 0, owner: 0, score: 1, name: "changed"))
         for (index, query) in queries.enumerated() { #expect(lists.waitFor(index, try query.fetchAll())) }
-        #expect(store.observation.batchReads.withLock { $0 } - before == 3)
+        #expect(store.observation.diagnostics.withLock { $0.batchReads } - before == 3)
         #expect(lists.problems.isEmpty, "\(lists.problems.prefix(3))")
     }
 
@@ -356,7 +356,7 @@ import Testing
         defer { subscriptions.forEach { $0.cancel() } }
         for index in 0..<2 { #expect(lists.waitFor(index, try query.fetchAll())) }
         #expect(doomed.waitFor(items: [], timeout: 20))
-        let before = store.observation.batchReads.withLock { $0 }
+        let before = store.observation.diagnostics.withLock { $0.batchReads }
         // One commit concerns all three (a schema change): the doomed query's read fails.
         try store.write { db in
             try db.execute("DROP TABLE doomed")
@@ -364,7 +364,7 @@ import Testing
         }
         for index in 0..<2 { #expect(lists.waitFor(index, try query.fetchAll())) }
         #expect(doomed.waitForError(timeout: 20))
-        #expect(store.observation.batchReads.withLock { $0 } - before == 1)
+        #expect(store.observation.diagnostics.withLock { $0.batchReads } - before == 1)
         #expect(lists.problems.isEmpty, "\(lists.problems.prefix(3))")
     }
 
@@ -405,14 +405,14 @@ import Testing
     @Test func aBusySubscriberIsToldOnlyOfTheCommitsThatConcernIt() throws {
         let (items, query, subscriber, subscription) = try heldSubscriberOfOwnerZero(rows: 10)
         defer { subscription.cancel() }
-        let before = store.observation.refreshCount.withLock { $0 }
+        let before = store.observation.diagnostics.withLock { $0.refreshes }
         try subscriber.hold { try items.update(Item(id: 0, owner: 0, score: 1, name: "a")) }
         for id in [1, 3, 5, 7, 9] { try items.update(Item(id: id, owner: 1, score: 1, name: "b")) }
         subscriber.release()
         try items.update(Item(id: 2, owner: 0, score: 1, name: "a"))
         #expect(subscriber.lists.waitFor(0, try query.fetchAll()))
         // One read for each of the two commits to its rows.
-        #expect(store.observation.refreshCount.withLock { $0 } - before == 2)
+        #expect(store.observation.diagnostics.withLock { $0.refreshes } - before == 2)
         #expect(subscriber.lists.problems.isEmpty, "\(subscriber.lists.problems.prefix(3))")
     }
 

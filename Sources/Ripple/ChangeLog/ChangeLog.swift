@@ -190,7 +190,7 @@ final class ChangeLog {
         guard count > 0 || schemaChanged else { return nil }
         // Statements run outside a transaction can drop the store's own tables: nothing to log
         // in then (the store installs its log again once they exist).
-        if schemaChanged, try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = 'ripple_meta'", as: Int.self) == 0 {
+        if schemaChanged, try !Self.isInstalled(in: db) {
             capture.reset()
             db.changeLog = nil
             return nil
@@ -583,5 +583,88 @@ extension ChangeLog {
             if let slot = index[entry.version] { commits[slot].changes.append(entry) }
         }
         return commits
+    }
+}
+
+extension ChangeLog {
+    /// The change log's reads, for the store's other parts: this file is the only code that reads
+    /// or writes the log's tables (`ripple_meta`, `ripple_changes`, `ripple_versions`).
+
+    /// Whether the store's own schema (the log's tables) exists in `db`'s file.
+    static func isInstalled(in db: Database) throws -> Bool {
+        try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = 'ripple_meta'", as: Int.self) == 1
+    }
+
+    /// The newest version and the version the log's history starts after, in `db`'s transaction.
+    static func bounds(in db: Database) throws -> (current: Int64, oldest: Int64) {
+        (try version(db), try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'oldest_version'", as: Int64.self) ?? 0)
+    }
+
+    /// The first version in `(after, through]` logged as a change of unknown extent (a schema
+    /// change, a write made without Ripple), which history cannot undo; `nil` when none.
+    static func firstChangeOfUnknownExtent(in db: Database, after: Int64, through: Int64) throws -> Int64? {
+        try db.fetchValue("SELECT min(version) FROM ripple_changes WHERE table_name = ? AND version > ? AND version <= ?",
+                          [everyTable, after, through], as: Int64.self)
+    }
+
+    /// One logged change of one table, as history rewinds it (see ``entries(of:in:after:)``).
+    struct TableEntry {
+        var version: Int64
+        var operation: String
+        /// The keys as text (JSON).
+        var keys: String
+        /// Before-images logged before binary ones existed (JSON, see ``OldRowParser``).
+        var oldRows: String?
+        var exactKeys: [RowKey]?
+        /// Before-images (binary, see ``BeforeImage``).
+        var beforeImages: [UInt8]?
+    }
+
+    /// The logged changes of `table` after `version`, newest first.
+    static func entries(of table: String, in db: Database, after version: Int64) throws -> [TableEntry] {
+        try db.fetchAll("""
+            SELECT version, operation, row_keys, old_rows, exact_keys, before_images FROM ripple_changes
+            WHERE table_name = ? AND version > ? ORDER BY version DESC
+            """, [table, version]).map { row in
+            let oldRows: String? = if case .text(let text)? = row["old_rows"] { text } else { nil }
+            let exactKeys: [RowKey]? = if case .blob(let list)? = row["exact_keys"] { RowKey.list(list) } else { nil }
+            let images: [UInt8]? = if case .blob(let list)? = row["before_images"] { list } else { nil }
+            return TableEntry(version: try row.value("version"), operation: try row.value("operation"),
+                              keys: try row.value("row_keys"), oldRows: oldRows, exactKeys: exactKeys, beforeImages: images)
+        }
+    }
+
+    /// The SQL that reads, for versions in `(?, ?]`, the logged changes of `tables` (and the
+    /// changes of unknown extent): table name, operation and exact keys, at most `limit` rows.
+    /// Table names are quoted as SQL literals (they come from SQLite's own schema).
+    static func changedKeysSQL(of tables: some Sequence<String>, limit: Int) -> String {
+        let names = (Array(tables) + [everyTable]).map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }
+        return "SELECT table_name, operation, exact_keys FROM ripple_changes WHERE version > ? AND version <= ? "
+            + "AND table_name IN (\(names.joined(separator: ", "))) LIMIT \(limit)"
+    }
+}
+
+/// The version a read transaction sees, where the change log starts then, and the origin and
+/// tag of that version's commit.
+struct ReadVersion: Sendable {
+    let version: Int64
+    let oldest: Int64
+    let origin: CommitOrigin?
+    let tag: String?
+
+    /// Reads them in `db`'s read transaction (one statement).
+    init(_ db: Database) throws {
+        let meta = try db.cachedStatement("""
+            SELECT m.value, (SELECT value FROM ripple_meta WHERE key = 'oldest_version'), v.origin, v.tag
+            FROM ripple_meta AS m LEFT JOIN ripple_versions AS v ON v.version = m.value WHERE m.key = 'version'
+            """)
+        defer { meta.reset() }
+        guard try meta.step() else {
+            (version, oldest, origin, tag) = (0, 0, nil, nil)
+            return
+        }
+        (version, oldest) = (meta.integer(at: 0), meta.integer(at: 1))
+        origin = meta.isNull(at: 2) ? nil : CommitOrigin(rawValue: meta.text(at: 2))
+        tag = meta.isNull(at: 3) ? nil : meta.text(at: 3)
     }
 }

@@ -76,8 +76,7 @@ struct TableRewinder {
     let shape: TableShape
     /// The log of the table, newest version first. Before-images are `beforeImages` (binary, see
     /// ``BeforeImage``) or, for entries logged before those, `oldRows` (JSON, see ``OldRowParser``).
-    private var log: [(version: Int64, operation: String, keys: String, oldRows: String?, exactKeys: [RowKey]?,
-                       beforeImages: [UInt8]?)]
+    private var log: [ChangeLog.TableEntry]
     private var position = 0
     private let queryOnly: Bool
     private var open = true
@@ -87,15 +86,12 @@ struct TableRewinder {
         self.table = table
         quotedTable = SQLIdentifier.quoted(table)
         guard from <= to else { throw StoreError(.history, "the range \(from)…\(to) is empty") }
-        let current = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'version'", as: Int64.self) ?? 0
-        let oldest = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'oldest_version'", as: Int64.self) ?? 0
+        let (current, oldest) = try ChangeLog.bounds(in: db)
         if to > current { throw StoreError(.history, "version \(to) is in the future (the store is at version \(current))") }
         if from < oldest {
             throw StoreError(.history, "version \(from) is older than the change log keeps (history starts at version \(oldest))")
         }
-        if let barrier = try db.fetchValue(
-            "SELECT min(version) FROM ripple_changes WHERE table_name = ? AND version > ? AND version <= ?",
-            [ChangeLog.everyTable, from, current], as: Int64.self) {
+        if let barrier = try ChangeLog.firstChangeOfUnknownExtent(in: db, after: from, through: current) {
             throw StoreError(.history, "history of \(table) can start at version \(barrier) at the earliest, not \(from): "
                              + "version \(barrier) changed the schema (or was a write made without Ripple), which history "
                              + "cannot undo")
@@ -103,15 +99,7 @@ struct TableRewinder {
         shape = try TableShape(db, table: table)
         columns = shape.columns
         keyColumns = shape.keyColumns
-        log = try db.fetchAll("""
-            SELECT version, operation, row_keys, old_rows, exact_keys, before_images FROM ripple_changes
-            WHERE table_name = ? AND version > ? ORDER BY version DESC
-            """, [table, from]).map { row in
-            let oldRows: String? = if case .text(let text)? = row["old_rows"] { text } else { nil }
-            let exactKeys: [RowKey]? = if case .blob(let list)? = row["exact_keys"] { RowKey.list(list) } else { nil }
-            let images: [UInt8]? = if case .blob(let list)? = row["before_images"] { list } else { nil }
-            return (try row.value("version"), try row.value("operation"), try row.value("row_keys"), oldRows, exactKeys, images)
-        }
+        log = try ChangeLog.entries(of: table, in: db, after: from)
         // Readers are query-only; the copy lives in `temp`, never in the store's file.
         queryOnly = try db.fetchValue("PRAGMA query_only", as: Int.self) == 1
         if queryOnly { try db.execute("PRAGMA query_only = OFF") }

@@ -380,7 +380,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     /// Reads what changed since the last refresh, in one read transaction at one version.
     /// Returns the event to deliver, or `nil` when no result changed.
     private func refresh(_ db: Database, seeing seen: ReadVersion? = nil) throws -> Event? {
-        store.observation.refreshCount.withLock { $0 += 1 }
+        store.observation.diagnostics.withLock { $0.refreshes += 1 }
         // The version this read sees, and where the change log starts (read by the batch once
         // for all its refreshes).
         let seen = try seen ?? ReadVersion(db)
@@ -396,11 +396,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         if !isInitial && version == checkedVersion { return nil }
         if isInitial {
             tables = try sources.map { try $0.tables(in: db) }
-            logQueries = tables.map { tables in
-                let names = (tables + [ChangeLog.everyTable]).map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }
-                return "SELECT table_name, operation, exact_keys FROM ripple_changes WHERE version > ? AND version <= ? "
-                    + "AND table_name IN (\(names.joined(separator: ", "))) LIMIT \(Self.rowCheckLimit + 1)"
-            }
+            logQueries = tables.map { ChangeLog.changedKeysSQL(of: $0, limit: Self.rowCheckLimit + 1) }
             let all = tables.reduce(into: Set<String>()) { $0.formUnion($1) }
             condition.lock()
             interest = all
@@ -450,7 +446,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                     new = shared
                 } else {
                     new = try sources[index].fetch(db)
-                    store.observation.fetchCount.withLock { $0 += 1 }
+                    store.observation.diagnostics.withLock { $0.fetches += 1 }
                     shares[index]?.keep(new, at: version)
                 }
                 let changeset: Changeset
@@ -725,31 +721,6 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
 
     /// Beyond this many changed rows, re-running the query is cheaper than checking each.
     private static var rowCheckLimit: Int { 256 }
-}
-
-/// The version a read transaction sees, where the change log starts then, and the origin and
-/// tag of that version's commit.
-struct ReadVersion: Sendable {
-    let version: Int64
-    let oldest: Int64
-    let origin: CommitOrigin?
-    let tag: String?
-
-    /// Reads them in `db`'s read transaction (one statement).
-    init(_ db: Database) throws {
-        let meta = try db.cachedStatement("""
-            SELECT m.value, (SELECT value FROM ripple_meta WHERE key = 'oldest_version'), v.origin, v.tag
-            FROM ripple_meta AS m LEFT JOIN ripple_versions AS v ON v.version = m.value WHERE m.key = 'version'
-            """)
-        defer { meta.reset() }
-        guard try meta.step() else {
-            (version, oldest, origin, tag) = (0, 0, nil, nil)
-            return
-        }
-        (version, oldest) = (meta.integer(at: 0), meta.integer(at: 1))
-        origin = meta.isNull(at: 2) ? nil : CommitOrigin(rawValue: meta.text(at: 2))
-        tag = meta.isNull(at: 3) ? nil : meta.text(at: 3)
-    }
 }
 
 /// What a thread running observation work is inside of.

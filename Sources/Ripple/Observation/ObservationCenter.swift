@@ -22,28 +22,6 @@ final class ObservationCenter: Sendable {
         }
     }
 
-    /// A registered observer, as commits are routed to it.
-    private struct Registered {
-        /// Strong: an observer lives while its ``Subscription`` does, and the subscription's
-        /// release cancels it, which unregisters it.
-        let target: any ObservationTarget
-        /// A row-precise observer's table (its filter is in ``filters``).
-        let rowTable: String?
-        /// Not row-precise: the tables it reads, once known.
-        var tables: Set<String>?
-        /// Row-precise: the keys of its result when it last became idle.
-        var heldKeys: [RowKey] = []
-        /// Row-precise: the version of the commit evaluated last when it registered. That commit
-        /// may commit after the observer's first read without having evaluated its filter: the
-        /// observer hears every commit until it has read at least that version.
-        var registeredDuring: Int64 = 0
-        /// Row-precise: the commits it was told of and has not read yet (see ``told(_:through:)``).
-        var told: [ToldCommit] = []
-        /// Row-precise: past ``toldLimit`` commits, the list is dropped: what it told is unknown up
-        /// to this version (0: nothing lost).
-        var lostThrough: Int64 = 0
-    }
-
     /// A commit a row-precise observer was told of: its version, and the keys of its table's
     /// changed rows (`nil`: unknown, read the change log).
     struct ToldCommit: Sendable {
@@ -83,30 +61,12 @@ final class ObservationCenter: Sendable {
         let targets: [any ObservationTarget]
     }
 
-    /// At most this many told commits are kept per observer; past it, it reads the change log.
-    private static var toldLimit: Int { 256 }
-
     private struct State {
-        var observers: [ObserverID: Registered] = [:]
-        /// Observers that are not row-precise, by the tables they read (told of every commit to them).
-        var byTable: [String: Set<ObserverID>] = [:]
-        /// Observers whose tables are not known yet (told of every commit).
-        var untabled: Set<ObserverID> = []
-        /// Row-precise observers, by table.
-        var rowPrecise: [String: Set<ObserverID>] = [:]
-        /// Row-precise observers whose first read may not see a commit that was evaluated before
-        /// their filter was registered (see ``Registered/registeredDuring``): told of every
-        /// commit to their table until they read past it.
-        var busy: Set<ObserverID> = []
-        /// The last commits routed row by row: what an observer checks the rows that entered its
-        /// result against (see ``RecentCommits``).
-        var recent = RecentCommits()
-        /// Per table, the row-precise observers whose result holds each key (as of when they last
-        /// became idle): told of every commit that changes the row.
-        var holders: [String: [RowKey: [ObserverID]]] = [:]
-        /// Every commit with a version up to this one was routed (routing happens in version
-        /// order, under the writer's lock).
-        var routedThrough: Int64 = 0
+        /// The registered observers. Strong: an observer lives while its ``Subscription`` does,
+        /// and the subscription's release cancels it, which unregisters it.
+        var targets: [ObserverID: any ObservationTarget] = [:]
+        /// Who each commit concerns (the decision, as a value).
+        var router = CommitRouter()
         var poller: (any DispatchSourceTimer)?
         var watch: FileWatch?
     }
@@ -121,20 +81,10 @@ final class ObservationCenter: Sendable {
     let noticeQueue = DispatchQueue(label: "ripple.observation.notice", qos: .userInitiated)
     /// Tells the watch's wake-ups for the store's own commits from others' (`nil` unwatched).
     let ownCommits: OwnCommitFilter?
-    /// How many times live queries of this store ran their SQL (for tests of invalidation).
-    let fetchCount = Locked(0)
-    /// How many times live queries of this store read what changed (for tests of invalidation).
-    let refreshCount = Locked(0)
     /// The results live queries of the same query share.
     let sharedReads = SharedReads()
-    /// How many commits observers skipped without reading anything (for tests of invalidation).
-    let skipCount = Locked(0)
-    /// How many times the store looked for other connections' commits on the writer (for tests).
-    let looks = Locked(0)
-    /// How many read transactions batches of refreshes took (for tests, see ``RefreshBatch``).
-    let batchReads = Locked(0)
-    /// How many times the file watch woke (for tests).
-    let watchWakes = Locked(0)
+    /// What the tests of invalidation count (see ``ObservationDiagnostics``).
+    let diagnostics = Locked(ObservationDiagnostics())
 
     init(pollInterval: TimeInterval?, watchedFile: String?) {
         self.pollInterval = pollInterval
@@ -152,13 +102,16 @@ final class ObservationCenter: Sendable {
     }
 
     /// The number of registered observers.
-    var count: Int { state.withLock { $0.observers.count } }
+    var count: Int { state.withLock { $0.targets.count } }
 
     /// The registered observers.
-    var targets: [any ObservationTarget] { state.withLock { $0.observers.values.map(\.target) } }
+    var targets: [any ObservationTarget] { state.withLock { Array($0.targets.values) } }
 
     /// Every commit up to this version was routed.
-    var routedThrough: Int64 { state.withLock { $0.routedThrough } }
+    var routedThrough: Int64 { state.withLock { $0.router.routedThrough } }
+
+    /// What the router finds wrong in its indexes (empty: nothing; for the stress checker and tests).
+    var routingInvariantViolations: [String] { state.withLock { $0.router.invariantViolations() } }
 
     /// Registers `target`; with `interest`, it is row-precise: its filter is evaluated on the
     /// rows each commit changes, inside the commit's transaction (see
@@ -175,14 +128,11 @@ final class ObservationCenter: Sendable {
         // the version returned.
         let registeredDuring = interest.map { interest in filters.withLock { $0.add(id, interest) } } ?? 0
         state.withLock { state in
+            state.targets[id] = target
             if let interest {
-                state.observers[id] = Registered(target: target, rowTable: interest.table, tables: nil,
-                                                 registeredDuring: registeredDuring)
-                state.rowPrecise[interest.table, default: []].insert(id)
-                state.busy.insert(id)
+                state.router.registerRowPrecise(id, table: interest.table, registeredDuring: registeredDuring)
             } else {
-                state.observers[id] = Registered(target: target, rowTable: nil, tables: nil)
-                state.untabled.insert(id)
+                state.router.registerByTable(id)
             }
             if state.watch == nil, state.poller == nil {
                 state.watch = watchedFile.flatMap { startWatch(of: $0, store: store) }
@@ -207,8 +157,8 @@ final class ObservationCenter: Sendable {
         // A failure to look (the file busy, say) is retried at the next change.
         let look: @Sendable () -> Void = { [weak store] in try? store?.noticeCommits() }
         ownCommits.activate(look: look)
-        let watch = FileWatch(database: path, queue: noticeQueue) { [ownCommits, watchWakes] onlyWrites in
-            watchWakes.withLock { $0 += 1 }
+        let watch = FileWatch(database: path, queue: noticeQueue) { [ownCommits, diagnostics] onlyWrites in
+            diagnostics.withLock { $0.watchWakes += 1 }
             // The WAL is written by every commit, the store's own too, and the database file by
             // checkpoints: the filter tells others' commits apart. A file removed or replaced
             // is rare: look.
@@ -221,24 +171,16 @@ final class ObservationCenter: Sendable {
     func unregister(_ target: any ObservationTarget) {
         let id = target.observerID
         let wasRowPrecise = state.withLock { state -> Bool in
-            guard let observer = state.observers.removeValue(forKey: id) else { return false }
-            if let table = observer.rowTable {
-                state.rowPrecise[table]?.remove(id)
-                state.busy.remove(id)
-                Self.release(observer.heldKeys, of: id, in: table, from: &state.holders)
-            } else if let tables = observer.tables {
-                for table in tables { state.byTable[table]?.remove(id) }
-            } else {
-                state.untabled.remove(id)
-            }
-            if state.observers.isEmpty {
+            guard state.targets.removeValue(forKey: id) != nil else { return false }
+            let wasRowPrecise = state.router.unregister(id)
+            if state.targets.isEmpty {
                 state.poller?.cancel()
                 state.poller = nil
                 if state.watch != nil { ownCommits?.deactivate() }
                 state.watch?.cancel()
                 state.watch = nil
             }
-            return observer.rowTable != nil
+            return wasRowPrecise
         }
         if wasRowPrecise { filters.withLock { $0.remove(id) } }
     }
@@ -246,13 +188,7 @@ final class ObservationCenter: Sendable {
     /// An observer that is not row-precise learned which tables it reads: from now on it hears
     /// only of commits to them.
     func observer(_ id: ObserverID, reads tables: Set<String>) {
-        state.withLock { state in
-            guard var observer = state.observers[id], observer.rowTable == nil, observer.tables == nil else { return }
-            observer.tables = tables
-            state.observers[id] = observer
-            state.untabled.remove(id)
-            for table in tables { state.byTable[table, default: []].insert(id) }
-        }
+        state.withLock { $0.router.observer(id, reads: tables) }
     }
 
     /// A row-precise observer became idle (called under its own lock) with a result of `keys` as
@@ -268,43 +204,7 @@ final class ObservationCenter: Sendable {
     /// - Complexity: O(keys) (the keys that left or joined its result are re-indexed), plus
     ///   O(changed keys) of the commits routed since `version`.
     func observerBecameIdle(_ id: ObserverID, keys: [RowKey], version: Int64) -> Bool {
-        state.withLock { state in
-            // In place (a copy of the record would share its lists, and changing them would copy them).
-            guard let slot = state.observers.index(forKey: id), let table = state.observers.values[slot].rowTable else {
-                return false
-            }
-            let held = state.observers.values[slot].heldKeys
-            var entered: Set<RowKey> = []
-            if held != keys {
-                let kept = Set(keys)
-                let old = Set(held)
-                Self.release(held.filter { !kept.contains($0) }, of: id, in: table, from: &state.holders)
-                for key in keys where !old.contains(key) {
-                    state.holders[table, default: [:]][key, default: []].append(id)
-                    entered.insert(key)
-                }
-                state.observers.values[slot].heldKeys = keys
-            }
-            if version >= state.observers.values[slot].registeredDuring { state.busy.remove(id) }
-            // The keys it held before were routed by; only those that entered need a look.
-            guard !entered.isEmpty, state.recent.newestVersion > version else { return false }
-            guard let missed = state.recent.commits(to: table, after: version, changingAnyOf: entered,
-                                                    besides: state.observers.values[slot].told) else {
-                state.observers.values[slot].lostThrough = max(state.observers.values[slot].lostThrough, state.routedThrough)
-                return true
-            }
-            state.observers.values[slot].told += missed
-            return !missed.isEmpty
-        }
-    }
-
-    private static func release(_ keys: [RowKey], of id: ObserverID, in table: String,
-                                from holders: inout [String: [RowKey: [ObserverID]]]) {
-        for key in keys {
-            guard var list = holders[table]?[key] else { continue }
-            list.removeAll { $0 == id }
-            holders[table]![key] = list.isEmpty ? nil : list
-        }
+        state.withLock { $0.router.observerBecameIdle(id, keys: keys, version: version) }
     }
 
     /// Evaluates, inside a write transaction about to commit, the filters of the row-precise
@@ -319,12 +219,16 @@ final class ObservationCenter: Sendable {
     /// How many distinct filters the row-precise observers of `table` have (for tests).
     func filterGroups(of table: String) -> Int { filters.withLock { $0.groupCount(of: table) } }
 
+    /// How many times a row-precise observer of a changed table was not told of a commit, and so
+    /// read nothing (for tests of invalidation).
+    var skipCount: Int { state.withLock { $0.router.skipped } }
+
     /// Whether the file is watched (for tests: only while observers are registered).
     var isWatching: Bool { state.withLock { $0.watch != nil } }
 
     /// Whether observers are registered (and so whether other stores should tell this one of
     /// their commits).
-    var isObserving: Bool { state.withLock { !$0.observers.isEmpty } }
+    var isObserving: Bool { state.withLock { !$0.targets.isEmpty } }
 
     /// Decides who a commit concerns: for a table whose changed rows are known and whose filters
     /// were evaluated, the row-precise observers that matched, hold a changed row (as of when
@@ -340,52 +244,12 @@ final class ObservationCenter: Sendable {
     /// - Complexity: O(changed rows + observers told), not O(observers).
     func route(_ summary: CommitSummary, _ matches: FilterMatches) -> Routing {
         let targets = state.withLock { state -> [any ObservationTarget] in
-            var told: Set<ObserverID>
-            if summary.tables.contains(ChangeLog.everyTable) {
-                told = Set(state.observers.keys)
-            } else {
-                told = state.untabled
-                for table in summary.tables {
-                    told.formUnion(state.byTable[table] ?? [])
-                    guard let rowPrecise = state.rowPrecise[table], !rowPrecise.isEmpty else { continue }
-                    guard let keys = summary.rowKeys?[table], matches.evaluatedTables.contains(table) else {
-                        told.formUnion(rowPrecise)
-                        continue
-                    }
-                    var concerned = matches.matching.union(matches.unevaluated)
-                    if let holders = state.holders[table] {
-                        for key in keys { concerned.formUnion(holders[key] ?? []) }
-                    }
-                    concerned.formUnion(state.busy)
-                    if summary.version > 0 {
-                        state.recent.append(ToldCommit(summary, table: table, keys: keys, matched: false), to: table)
-                    }
-                    concerned.formIntersection(rowPrecise)
-                    told.formUnion(concerned)
-                    let skipped = rowPrecise.count - concerned.count
-                    if skipped > 0 { skipCount.withLock { $0 += skipped } }
-                }
+            let told = state.router.route(summary, matches)
+            return told.compactMap { id in
+                guard let target = state.targets[id] else { return nil }
+                if summary.version > 0 { target.routed(summary.version) }
+                return target
             }
-            var targets: [any ObservationTarget] = []
-            targets.reserveCapacity(told.count)
-            for id in told {
-                // In place: a copy of the record would share its told list, and the append below
-                // would copy that.
-                guard let slot = state.observers.index(forKey: id) else { continue }
-                targets.append(state.observers.values[slot].target)
-                if summary.version > 0 { state.observers.values[slot].target.routed(summary.version) }
-                guard let table = state.observers.values[slot].rowTable, summary.version > 0 else { continue }
-                let keys = matches.evaluatedTables.contains(table) ? summary.rowKeys?[table] : nil
-                let commit = ToldCommit(summary, table: table, keys: keys, matched: keys != nil && matches.matching.contains(id))
-                if state.observers.values[slot].told.count < Self.toldLimit {
-                    state.observers.values[slot].told.append(commit)
-                } else {
-                    state.observers.values[slot].told = []
-                    state.observers.values[slot].lostThrough = summary.version
-                }
-            }
-            state.routedThrough = max(state.routedThrough, summary.version)
-            return targets
         }
         return Routing(summary: summary, targets: targets)
     }
@@ -412,27 +276,23 @@ final class ObservationCenter: Sendable {
     /// it then were not routed to it, and are told now (from the recent commits; when they are
     /// older than what is kept, the whole range is lost: read from the change log).
     func told(_ id: ObserverID, through version: Int64, after since: Int64? = nil, holding keys: [RowKey]? = nil) -> Told {
-        state.withLock { state in
-            guard let slot = state.observers.index(forKey: id) else { return Told(commits: [], routedThrough: 0, lostThrough: 0) }
-            var commits = state.observers.values[slot].told.filter { $0.coveredFrom <= version }
-            state.observers.values[slot].told.removeAll { $0.version <= version }
-            var lost = state.observers.values[slot].lostThrough
-            if version >= lost { state.observers.values[slot].lostThrough = 0 }   // this read covers what was lost
-            if let since, let keys, let table = state.observers.values[slot].rowTable, state.recent.newestVersion > since {
-                let held = Set(state.observers.values[slot].heldKeys)
-                let entered = Set(keys.filter { !held.contains($0) })
-                if !entered.isEmpty {
-                    if let missed = state.recent.commits(to: table, after: since, changingAnyOf: entered, besides: commits) {
-                        commits += missed.filter { $0.coveredFrom <= version }
-                    } else {
-                        lost = max(lost, version)
-                    }
-                }
-            }
-            return Told(commits: commits.sorted { $0.version < $1.version }, routedThrough: state.routedThrough,
-                        lostThrough: lost)
-        }
+        state.withLock { $0.router.told(id, through: version, after: since, holding: keys) }
     }
+}
+
+/// What the store's observation did, counted for the tests of invalidation (one value, kept apart
+/// from the state the decisions use).
+struct ObservationDiagnostics: Sendable {
+    /// How many times live queries ran their SQL.
+    var fetches = 0
+    /// How many times live queries read what changed.
+    var refreshes = 0
+    /// How many times the store looked for other connections' commits on the writer.
+    var looks = 0
+    /// How many read transactions batches of refreshes took (see ``RefreshBatch``).
+    var batchReads = 0
+    /// How many times the file watch woke.
+    var watchWakes = 0
 }
 
 /// What a row-precise observer's filter is, for ``ObservationCenter/evaluateFilters(of:in:)``.

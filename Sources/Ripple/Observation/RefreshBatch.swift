@@ -58,7 +58,7 @@ final class RefreshBatch: @unchecked Sendable {   // @unchecked: filled by one t
             // ObserverState.backingOff) rather than holding this thread for the busy timeout.
             try store.read(waitingForReaders: false) { db in
                 began = true
-                store.observation.batchReads.withLock { $0 += 1 }
+                store.observation.diagnostics.withLock { $0.batchReads += 1 }
                 // The version every refresh sees, read once: failing, it fails them all, as it
                 // would have failed each.
                 let seen: ReadVersion

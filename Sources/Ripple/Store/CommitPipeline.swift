@@ -100,7 +100,7 @@ extension Store {
     func noticeCommits(awaitingDeliveries: Bool = false) throws {
         try checkFile()
         let routing = try pool.withWriter { db -> ObservationCenter.Routing? in
-            observation.looks.withLock { $0 += 1 }
+            observation.diagnostics.withLock { $0.looks += 1 }
             guard let log = try changeLog(of: db) else { return nil }
             let gate = noticeGate.withLock { $0 }
             let summary = try log.noticeForeignCommits(db, adopt: !configuration.readOnly,
@@ -132,6 +132,9 @@ extension Store {
         guard !ObservationThreads.handlers.isInside, pool.currentAccess == nil else { return }
         for target in routing.targets { target.awaitDelivery(of: version) }
     }
+
+    /// What the commit router finds wrong in its indexes (empty: nothing), for the stress checker.
+    package var routingInvariantViolations: [String] { observation.routingInvariantViolations }
 
     /// Tells the other stores of this process on the same file, which have observers, that a
     /// commit happened: they look at once, without waiting for their file watch or poll.

@@ -274,7 +274,7 @@ public final class Store: Sendable {
     /// The writer's change log, installed once the store's schema exists.
     func changeLog(of db: Database) throws -> ChangeLog? {
         if let log = db.changeLog { return log }
-        guard try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = 'ripple_meta'", as: Int.self) == 1 else {
+        guard try ChangeLog.isInstalled(in: db) else {
             return nil
         }
         let log = try ChangeLog(installingOn: db, retention: configuration.changeLogRetention)

@@ -429,6 +429,15 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
         }
     }
 
+    /// Records what the store's commit router finds wrong in its own indexes.
+    func reportRoutingInvariants(_ violations: [String]) {
+        guard !violations.isEmpty else { return }
+        locked {
+            note([StressDiscrepancy(kind: .routingInvariant, summary: "the commit router's indexes disagree: \(violations[0])",
+                                    detail: violations.prefix(20).joined(separator: "\n"))])
+        }
+    }
+
     /// Records a finding about a child process.
     func reportChildFailure(_ summary: String, detail: String) {
         locked { note([StressDiscrepancy(kind: .childFailure, summary: summary, detail: detail)]) }

@@ -86,6 +86,7 @@ struct StressDiscrepancy: Sendable {
         case subscriptionError = "subscription ended with an error"
         case unreadableRow = "unreadable row"
         case childFailure = "child process failed"
+        case routingInvariant = "routing invariant broken"
     }
 
     var kind: Kind

@@ -164,6 +164,7 @@ private final class StressRun: Sendable {
         churn.releaseSlowSubscribers()
         try store.noticeExternalWrites()
         ledger.settle(finalVersion: try store.currentVersion())
+        ledger.reportRoutingInvariants(store.routingInvariantViolations)
 
         // Every open subscriber must come to show the final result (its last event arrived).
         // `.immediate` ones already do (a single-threaded run has no other kind); queued
