@@ -36,6 +36,27 @@ import Testing
         store.liveQuery(Item.self, sql: "SELECT id, title FROM items ORDER BY id", identity: "id")
     }
 
+    /// Runs `call` on a thread of its own, which must not return while `gate` is shut: waits
+    /// for it half a second (a bounded wait for something that must not happen; the defects these
+    /// tests pin returned within microseconds), then opens the gate and waits for it. Returns
+    /// what `call` saw once it returned (`false` when it returned early).
+    static func returnsOnlyOnceOpened(_ gate: DispatchSemaphore, _ call: @escaping @Sendable () -> Bool,
+                                      sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
+        let returned = DispatchSemaphore(value: 0)
+        let saw = Locked(false)
+        Thread.detachNewThread {
+            let result = call()
+            saw.withLock { $0 = result }
+            returned.signal()
+        }
+        let returnedEarly = returned.wait(timeout: .now() + 0.5) == .success
+        #expect(!returnedEarly, "it returned while the gate was shut", sourceLocation: sourceLocation)
+        gate.signal()
+        if returnedEarly { return false }
+        returned.wait()
+        return saw.withLock { $0 }
+    }
+
     // MARK: Other stores of the process
 
     @Test func anotherStoreOfTheProcessHearsAWriteWithoutTransaction() throws {
@@ -187,21 +208,13 @@ import Testing
             firstDone.signal()
         }
         entered.wait()
-        let secondDone = DispatchSemaphore(value: 0)
-        let sawOwnRow = Locked<Bool?>(nil)
-        Thread.detachNewThread {
+        // The second write cannot return while the gate is shut.
+        let sawOwnRow = Self.returnsOnlyOnceOpened(gate) {
             try? store.write { db in try db.execute("INSERT INTO items(id, title) VALUES (2, 'second')") }
-            sawOwnRow.withLock { $0 = subscriber.items.contains { $0.id == 2 } }
-            secondDone.signal()
+            return subscriber.items.contains { $0.id == 2 }
         }
-        // The second write cannot return while the gate is shut (a bounded wait for something
-        // that must not happen; before, it returned within microseconds).
-        let returnedEarly = secondDone.wait(timeout: .now() + 0.5) == .success
-        #expect(!returnedEarly)
-        gate.signal()
-        if !returnedEarly { secondDone.wait() }
         firstDone.wait()
-        #expect(sawOwnRow.withLock { $0 } == true)
+        #expect(sawOwnRow)
         #expect(subscriber.items == [Item(id: 1, title: "first"), Item(id: 2, title: "second")])
         #expect(subscriber.failures.isEmpty)
     }
@@ -231,18 +244,11 @@ import Testing
         #expect(store.observation.isWatching)
         try SQLiteShell.run("INSERT INTO items(id, title) VALUES (5, 'shell')", on: path)
         #expect(entered.wait(timeout: .now() + 20) == .success)   // a safety net: the watch hears the shell at once
-        let noticed = DispatchSemaphore(value: 0)
-        let sawRow = Locked<Bool?>(nil)
-        Thread.detachNewThread {
+        let sawRow = Self.returnsOnlyOnceOpened(gate) {
             try? store.noticeExternalWrites()
-            sawRow.withLock { $0 = subscriber.items.contains { $0.id == 5 } }
-            noticed.signal()
+            return subscriber.items.contains { $0.id == 5 }
         }
-        let returnedEarly = noticed.wait(timeout: .now() + 0.5) == .success
-        #expect(!returnedEarly)
-        gate.signal()
-        if !returnedEarly { noticed.wait() }
-        #expect(sawRow.withLock { $0 } == true)
+        #expect(sawRow)
         #expect(subscriber.failures.isEmpty)
     }
 
