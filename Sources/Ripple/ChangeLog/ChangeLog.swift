@@ -125,7 +125,6 @@ final class ChangeLog {
     /// commit then takes a version, logged as a change to every table, and its summary is
     /// returned, for the caller to route.
     func recordCommitWithoutVersion(_ db: Database) throws -> CommitSummary? {
-        // (A write without Ripple taken in is the commit's only change: its origin is foreign.)
         // Inside the write transaction: nobody else commits between these looks and the count.
         let data = try Self.dataVersion(db)
         let count = walTransactionCount(db)

@@ -249,7 +249,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                 settledVersion = max(settledVersion, checkedVersion ?? 0)
             }
             return tellStoreIfIdle(action)
-        case .failure(let error) where Self.mayPass(error):
+        case .failure(let error) where ConnectionPool.mayPass(error):
             guard state.refreshFailedForNow() else { return .none }
             retryDelay = min(max(retryDelay * 2, Self.firstRetryDelay), Self.longestRetryDelay)
             Self.background.asyncAfter(deadline: .now() + .milliseconds(retryDelay)) {
@@ -260,15 +260,6 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             failure = error
             return state.fail()
         }
-    }
-
-    /// Whether a refresh that failed with `error` may succeed later: a reader that could not be
-    /// opened or read for a moment (descriptors exhausted, the file busy or locked beyond the
-    /// timeout, an I/O error, memory). A moved file, a query that does not fit the schema or
-    /// invalid SQL end the stream.
-    static func mayPass(_ error: any Error) -> Bool {
-        guard let error = error as? DatabaseError else { return false }
-        return [.cannotOpen, .busy, .locked, .ioError, .noMemory].contains(error.code)
     }
 
     /// The first and the longest pause before a failed refresh is tried again, in milliseconds

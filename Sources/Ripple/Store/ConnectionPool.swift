@@ -210,10 +210,13 @@ final class ConnectionPool: Sendable {
         }
     }
 
-    /// Whether a failure to open a reader may pass if tried again.
-    private static func mayPass(_ error: any Error) -> Bool {
+    /// Whether a failure to open or read with a reader may pass if tried again (descriptors
+    /// exhausted, the file busy or locked beyond the timeout, an I/O error, memory): a live
+    /// query's refresh is retried then, not ended. A moved file, a query that does not fit the
+    /// schema or invalid SQL do not pass.
+    static func mayPass(_ error: any Error) -> Bool {
         guard let error = error as? DatabaseError else { return false }
-        return [.cannotOpen, .busy, .locked, .ioError].contains(error.code)
+        return [.cannotOpen, .busy, .locked, .ioError, .noMemory].contains(error.code)
     }
 
     private func checkIn(_ reader: Database) {
