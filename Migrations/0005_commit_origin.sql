@@ -9,12 +9,14 @@
 ALTER TABLE ripple_versions ADD COLUMN origin TEXT;
 ALTER TABLE ripple_versions ADD COLUMN tag TEXT;
 
--- The wal-index's count of committed transactions (its header's iChange) when the last commit of
--- a Ripple connection began, written by that commit (which makes the count one more). A count
--- more than one past it shows commits made since without Ripple, even between commits of
--- several Ripple connections, which PRAGMA data_version alone cannot tell apart. NULL: unknown
--- (not in WAL mode, in memory).
-INSERT INTO ripple_meta (key, value) VALUES ('wal_mark', NULL);
+-- A mark to count commits from: the wal-index's count of committed transactions (its header's
+-- iChange) as a Ripple commit began, and the version and the count of commits without a version
+-- right after it, written by that commit (which makes the count one more). Every Ripple commit
+-- moves exactly one of the two counters, so commits since the mark beyond those were made
+-- without Ripple, even between commits of several Ripple connections, which PRAGMA data_version
+-- alone cannot tell apart. Written by a connection's first commit and when a commit takes in
+-- others' commits made without Ripple. NULL: unknown (in memory).
+INSERT INTO ripple_meta (key, value) VALUES ('wal_mark', NULL), ('wal_mark_version', NULL), ('wal_mark_commits', NULL);
 
 -- While a Ripple connection runs statements outside a transaction (Store.writeWithoutTransaction,
 -- migrations), its name ("process id:random"), set in a commit of its own before them and cleared

@@ -90,11 +90,12 @@ final class ChangeLog {
     private let maintenanceName = "\(getpid()):\(UUID().uuidString)"
     /// This connection's name is (or may still be) in `maintenance`: the next commit clears it.
     private var namedInMaintenance = false
-    /// Where things stood when this connection named itself in `maintenance` (see
-    /// ``foreignCommitsDuringMaintenance(_:version:commits:now:)``): the wal-index's count of
-    /// committed transactions after that commit, the version and Ripple's count of commits
-    /// without a version, and the connection's own count of commits.
-    private var maintenanceStart: (transactions: UInt32, version: Int64, commits: Int64, ownCommits: Int)?
+    /// While named in `maintenance`: the connection's own count of commits when its statements
+    /// began (they are its commits since).
+    private var maintenanceCommitsBase: Int?
+    /// Whether this connection wrote the mark of committed transactions (see ``writeMark(_:version:commits:)``)
+    /// since it opened: its first commit does, so that the mark is always there to count from.
+    private var markWritten = false
 
     init(installingOn db: Database, retention: ChangeLogRetention) throws {
         self.retention = retention
@@ -127,17 +128,19 @@ final class ChangeLog {
     func recordCommitWithoutVersion(_ db: Database) throws -> CommitSummary? {
         // Inside the write transaction: nobody else commits between these looks and the count.
         let data = try Self.dataVersion(db)
-        let count = walTransactionCount(db)
-        if data != dataVersion, try !maintenanceElsewhere(db) {
-            let (version, commits) = (try Self.version(db), try Self.commits(db))
-            let foreign = try (version == knownVersion && commits == knownCommits)
-                || (foreignCommitsDuringMaintenance(db, version: version, commits: commits, now: count)
-                    ?? unmarkedCommits(db, now: count))
-            if foreign { return try adoptForeignWrite(db) }
+        var writesMark = namedInMaintenance || !markWritten
+        if data != dataVersion {
+            let version = try Self.version(db)
+            switch try othersCommits(db, version: version, commits: try Self.commits(db), versionMoved: version != knownVersion) {
+            case .withoutRipple: return try adoptForeignWrite(db)
+            case .unknown: writesMark = true
+            case .maintenanceElsewhere: writesMark = false
+            case .ripple: break
+            }
         }
         guard let commits = try db.fetchValue(
             "UPDATE ripple_meta SET value = value + 1 WHERE key = 'commits' RETURNING value", as: Int64.self) else { return nil }
-        try mark(db, count: count)
+        if writesMark { try writeMark(db, version: try Self.version(db), commits: commits) }
         try endMaintenance(db)
         // When no other connection committed since this one looked, its own count stays exact.
         if data == dataVersion { knownCommits = commits }
@@ -277,27 +280,81 @@ final class ChangeLog {
         return WALIndexHeader(index: UnsafeRawPointer(index))?.transactionCount
     }
 
-    /// Records, in a Ripple write transaction about to commit, the count of committed
-    /// transactions as it began (``walTransactionCount(_:)``, read under the write lock): this
-    /// commit makes it one more.
-    private func mark(_ db: Database, count: UInt32?) throws {
-        let statement = try db.cachedStatement("UPDATE ripple_meta SET value = ? WHERE key = 'wal_mark'")
-        defer { statement.reset() }
-        if let count { try statement.bindInteger(Int64(count), at: 1) } else { try statement.bindNull(at: 1) }
-        _ = try statement.step()
+    /// The mark the commits of other connections are counted from (see ``othersCommits(_:version:commits:versionMoved:)``):
+    /// the wal-index's count of committed transactions as a Ripple commit began, and the version
+    /// and Ripple's count of commits without a version right after it.
+    private struct WALMark {
+        var transactions: UInt32
+        var version: Int64
+        var commits: Int64
     }
 
-    /// Whether transactions were committed after the last Ripple commit without a mark of their
-    /// own: made without Ripple (or by Ripple outside a transaction, not yet recorded). `now` is
-    /// ``walTransactionCount(_:)``. `false` when it cannot tell: no count, no mark, or a count
-    /// that started again (the wal-index was rebuilt) — then `data_version` decides alone.
-    private func unmarkedCommits(_ db: Database, now: UInt32?) throws -> Bool {
-        guard let now else { return false }
-        let statement = try db.cachedStatement("SELECT value FROM ripple_meta WHERE key = 'wal_mark'")
+    /// Writes the mark, in a Ripple write transaction about to commit (under the write lock, so
+    /// the count is exact): this commit makes the count one more. `version` and `commits` are
+    /// as this commit leaves them. Without a wal-index (in memory), the mark is cleared.
+    private func writeMark(_ db: Database, version: Int64, commits: Int64) throws {
+        let statement = try db.cachedStatement("""
+            UPDATE ripple_meta SET value = CASE key WHEN 'wal_mark' THEN ?1 WHEN 'wal_mark_version' THEN ?2 ELSE ?3 END
+            WHERE key IN ('wal_mark', 'wal_mark_version', 'wal_mark_commits')
+            """)
         defer { statement.reset() }
-        guard try statement.step(), !statement.isNull(at: 0) else { return false }
-        let gap = now &- UInt32(truncatingIfNeeded: statement.integer(at: 0))
-        return gap > 1 && gap < 1 << 31
+        if let count = walTransactionCount(db) {
+            try statement.bindInteger(Int64(count), at: 1)
+            try statement.bindInteger(version, at: 2)
+            try statement.bindInteger(commits, at: 3)
+        } else {
+            for index in Int32(1)...3 { try statement.bindNull(at: index) }
+        }
+        _ = try statement.step()
+        markWritten = true
+    }
+
+    private func readMark(_ db: Database) throws -> WALMark? {
+        let statement = try db.cachedStatement("""
+            SELECT (SELECT value FROM ripple_meta WHERE key = 'wal_mark'), (SELECT value FROM ripple_meta WHERE key = 'wal_mark_version'),
+                   (SELECT value FROM ripple_meta WHERE key = 'wal_mark_commits')
+            """)
+        defer { statement.reset() }
+        guard try statement.step(), !statement.isNull(at: 0), !statement.isNull(at: 1), !statement.isNull(at: 2) else { return nil }
+        return WALMark(transactions: UInt32(truncatingIfNeeded: statement.integer(at: 0)), version: statement.integer(at: 1),
+                       commits: statement.integer(at: 2))
+    }
+
+    /// What the commits of other connections since this one last looked were.
+    private enum OthersCommits {
+        /// Ripple's only (and this connection's own statements outside a transaction).
+        case ripple
+        /// At least one was made without Ripple.
+        case withoutRipple
+        /// Another live Ripple connection runs statements outside a transaction: commits without
+        /// a version may be its own (they take one when it records them).
+        case maintenanceElsewhere
+        /// Cannot be told (no mark, a wal-index rebuilt since it was written): only a commit of
+        /// nothing but a write made without Ripple is recognized, by Ripple's counters.
+        case unknown
+    }
+
+    /// Tells the commits of other connections since this one last looked (`data_version` moved),
+    /// given the version and Ripple's count of commits without one as they are now (before this
+    /// commit's own), and whether Ripple's version moved since this connection last looked.
+    ///
+    /// `data_version` alone cannot tell a write made without Ripple among other Ripple
+    /// connections' commits. The wal-index counts every committed transaction; every Ripple
+    /// commit moves exactly one of Ripple's two counters; so the commits since the mark beyond
+    /// the marked one, Ripple's, and this connection's own statements (while it runs some outside
+    /// a transaction) were made without Ripple. Exact under the write lock; in a read
+    /// transaction, commits after its snapshot count too (the look under the lock decides).
+    private func othersCommits(_ db: Database, version: Int64, commits: Int64, versionMoved: Bool) throws -> OthersCommits {
+        if try maintenanceElsewhere(db) { return .maintenanceElsewhere }
+        if !versionMoved && commits == knownCommits { return .withoutRipple }
+        guard let now = walTransactionCount(db), let mark = try readMark(db) else { return .unknown }
+        let since = Int64(now &- mark.transactions)
+        guard since >= 1, since < 1 << 31 else { return .unknown }
+        let ripple = (version - mark.version) + (commits - mark.commits)
+        let own = maintenanceCommitsBase.map { Int64(db.commitCount - $0) } ?? 0
+        let foreign = since - 1 - ripple - own
+        guard foreign >= 0 else { return .unknown }
+        return foreign > 0 ? .withoutRipple : .ripple
     }
 
     /// Called before statements run outside a transaction on this connection (a
@@ -311,25 +368,10 @@ final class ChangeLog {
         let adopted = try recordCommitWithoutVersion(db)
         try db.execute("UPDATE ripple_meta SET value = ? WHERE key = 'maintenance'", [maintenanceName])
         namedInMaintenance = true
-        // After this transaction commits (one more of the connection's commits, and of the count).
-        let (version, commits) = (try Self.version(db), try Self.commits(db))
-        maintenanceStart = walTransactionCount(db).map { count in (count &+ 1, version, commits, db.commitCount + 1) }
+        // Its statements are counted from this commit: the mark, and this connection's count.
+        try writeMark(db, version: try Self.version(db), commits: try Self.commits(db))
+        maintenanceCommitsBase = db.commitCount + 1
         return adopted
-    }
-
-    /// For the commit that records statements run outside a transaction (see
-    /// ``beginMaintenance(_:)``): whether transactions other than its own statements' and other
-    /// Ripple connections' commits were committed since it named itself. Its statements have
-    /// no marks, so the gap since the newest mark (``unmarkedCommits(_:now:)``) cannot tell; the
-    /// counts can: every Ripple commit moves the version or the count of commits without one by
-    /// exactly one, and the connection counts its own commits. `nil`: not known.
-    private func foreignCommitsDuringMaintenance(_ db: Database, version: Int64, commits: Int64, now: UInt32?) -> Bool? {
-        guard namedInMaintenance, let start = maintenanceStart, let now else { return nil }
-        let all = Int64(now &- start.transactions)
-        let ripple = (version - start.version) + (commits - start.commits)
-        let own = Int64(db.commitCount - start.ownCommits)
-        guard all >= 0, all < 1 << 31 else { return nil }
-        return all - ripple - own > 0
     }
 
     /// Clears this connection's name from `ripple_meta`'s `maintenance` (see
@@ -339,7 +381,7 @@ final class ChangeLog {
         guard namedInMaintenance else { return }
         try db.execute("UPDATE ripple_meta SET value = NULL WHERE key = 'maintenance' AND value = ?", [maintenanceName])
         namedInMaintenance = false
-        maintenanceStart = nil
+        maintenanceCommitsBase = nil
     }
 
     /// Whether another Ripple connection, in a process that is alive, runs statements outside a
@@ -412,9 +454,8 @@ final class ChangeLog {
         // after the last Ripple commit (exact under the write lock; in a read transaction a
         // Ripple commit after this one's snapshot looks the same, and the look under the lock
         // decides).
-        let unaccounted = try (current == knownVersion && commits == knownCommits)
-            || unmarkedCommits(db, now: walTransactionCount(db))
-        let withoutRipple = try mayAdopt && unaccounted && !maintenanceElsewhere(db)
+        let withoutRipple = try mayAdopt
+            && othersCommits(db, version: current, commits: commits, versionMoved: current != knownVersion) == .withoutRipple
         if withoutRipple && !adopting { return .madeWithoutRipple }
         var noticed: CommitSummary?
         if current > knownVersion {
@@ -454,16 +495,22 @@ final class ChangeLog {
         let data = try Self.dataVersion(db)
         // The count can only have moved when another connection committed (data_version moved).
         let commits = data == dataVersion ? knownCommits : try Self.commits(db)
-        let count = walTransactionCount(db)
-        if try data != dataVersion && !maintenanceElsewhere(db),
-           try (version == knownVersion + 1 && commits == knownCommits)
-            || (foreignCommitsDuringMaintenance(db, version: version - 1, commits: commits, now: count)
-                ?? unmarkedCommits(db, now: count)) {
-            try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
-                           [version, Self.everyTable])
-            adoptedForeignWrite = true
+        // The first commit of the connection writes the mark; one that took in others' commits
+        // without Ripple, or this connection's statements, writes it again.
+        var writesMark = namedInMaintenance || !markWritten
+        if data != dataVersion {
+            switch try othersCommits(db, version: version - 1, commits: commits, versionMoved: version - 1 != knownVersion) {
+            case .withoutRipple:
+                try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
+                               [version, Self.everyTable])
+                adoptedForeignWrite = true
+                writesMark = true
+            case .unknown: writesMark = true
+            case .maintenanceElsewhere: writesMark = false
+            case .ripple: break
+            }
         }
-        try mark(db, count: count)
+        if writesMark { try writeMark(db, version: version, commits: commits) }
         try endMaintenance(db)
         dataVersion = data
         knownCommits = commits
