@@ -23,7 +23,8 @@ public final class Database {
     private var ownsTransaction = false
     /// SQLite rolled back the transaction of ``transaction(_:_:)`` by itself (a conflict clause
     /// such as `OR ROLLBACK`, a trigger's `RAISE(ROLLBACK, …)`) and the closure went on: until the
-    /// transaction's closure ends, every statement is refused, since it would commit on its own.
+    /// transaction's closure ends, every statement that would commit on its own is refused (the
+    /// commit hook turns its commit into a rollback), and so is the closure's end.
     private(set) var transactionEndedBySQLite = false
     /// Where the change capture stood when the transaction of ``transaction(_:_:)`` began: what
     /// it captured before (earlier transactions of a migration, say) survives its rollback.
@@ -109,7 +110,7 @@ public final class Database {
         DatabaseError(code: .abort, extendedCode: .init(rawValue: 516 /* SQLITE_ABORT_ROLLBACK */),
                       message: "SQLite rolled back this transaction by itself (a conflict clause such as OR ROLLBACK, "
                         + "or a trigger's RAISE(ROLLBACK, …)) and the error it raised was caught: nothing of the "
-                        + "transaction is committed, and no statement runs until it ends (this one did not run)",
+                        + "transaction is committed, and no change commits until it ends (this one did not)",
                       sql: sql)
     }
 

@@ -141,10 +141,11 @@ public final class Statement {
     /// Advances to the next row: `true` when a row is available, `false` when done.
     @inline(__always)
     public func step() throws(DatabaseError) -> Bool {
-        if database.transactionEndedBySQLite { throw database.endedTransactionError(sql: sql) }
         let code = sqlite3_step(handle)
         if code == SQLITE_ROW { return true }
         if code == SQLITE_DONE { return false }
+        // Refused by the commit hook: SQLite ended the transaction the statement belonged to.
+        if database.transactionEndedBySQLite { throw database.endedTransactionError(sql: sql) }
         if code == SQLITE_AUTH, let refusal = database.refusal(sql: sql) { throw refusal }
         throw DatabaseError.fromConnection(database.handle, code: code, sql: sql,
                                            arguments: arguments,
