@@ -345,7 +345,14 @@ final class ChangeLog {
     /// a transaction) were made without Ripple. Exact under the write lock; in a read
     /// transaction, commits after its snapshot count too (the look under the lock decides).
     private func othersCommits(_ db: Database, version: Int64, commits: Int64, versionMoved: Bool) throws -> OthersCommits {
-        if try maintenanceElsewhere(db) { return .maintenanceElsewhere }
+        let counted = try countedCommits(db, version: version, commits: commits, versionMoved: versionMoved)
+        // Only commits that cannot be accounted for may be another connection's statements.
+        if counted == .ripple { return .ripple }
+        return try maintenanceElsewhere(db) ? .maintenanceElsewhere : counted
+    }
+
+    /// ``othersCommits(_:version:commits:versionMoved:)`` by the counts alone.
+    private func countedCommits(_ db: Database, version: Int64, commits: Int64, versionMoved: Bool) throws -> OthersCommits {
         if !versionMoved && commits == knownCommits { return .withoutRipple }
         guard let now = walTransactionCount(db), let mark = try readMark(db) else { return .unknown }
         let since = Int64(now &- mark.transactions)
