@@ -59,29 +59,34 @@ import Testing
 
     // MARK: Other stores of the process
 
-    @Test func anotherStoreOfTheProcessHearsAWriteWithoutTransaction() throws {
-        let writer = try Store(path: path, configuration: Self.unwatched)
-        try makeItems(writer)
-        let observer = try Store(path: path, configuration: Self.unwatched)
-        let subscriber = ListViewSubscriber<Item>()
-        let subscription = subscriber.subscribe(to: items(of: observer))
-        defer { subscription.cancel() }
-        try writer.writeWithoutTransaction { db in try db.execute("INSERT INTO items(id, title) VALUES (1, 'a')") }
-        // A safety net only: the other store is told directly after the commit.
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 10))
-        #expect(subscriber.failures.isEmpty)
+    /// The two calls that commit outside a `write`.
+    enum CommitOutsideAWrite: CaseIterable, Sendable {
+        case writeWithoutTransaction, migration
+
+        /// Commits the row (7, 'seeded') to `store`'s items.
+        func commit(on store: Store) throws {
+            let sql = "INSERT INTO items(id, title) VALUES (7, 'seeded')"
+            switch self {
+            case .writeWithoutTransaction:
+                try store.writeWithoutTransaction { db in try db.execute(sql) }
+            case .migration:
+                var migrator = try Migrator(domain: "app")
+                try migrator.register(name: "0001_seed", sql: sql)
+                try store.migrate(migrator)
+            }
+        }
     }
 
-    @Test func anotherStoreOfTheProcessHearsAMigration() throws {
+    @Test(arguments: CommitOutsideAWrite.allCases)
+    func anotherStoreOfTheProcessHearsACommitOutsideAWrite(_ call: CommitOutsideAWrite) throws {
         let writer = try Store(path: path, configuration: Self.unwatched)
         try makeItems(writer)
         let observer = try Store(path: path, configuration: Self.unwatched)
         let subscriber = ListViewSubscriber<Item>()
         let subscription = subscriber.subscribe(to: items(of: observer))
         defer { subscription.cancel() }
-        var migrator = try Migrator(domain: "app")
-        try migrator.register(name: "0001_seed", sql: "INSERT INTO items(id, title) VALUES (7, 'seeded')")
-        try writer.migrate(migrator)
+        try call.commit(on: writer)
+        // A safety net only: the other store is told directly after the commit.
         #expect(subscriber.waitFor(items: [Item(id: 7, title: "seeded")], timeout: 10))
         #expect(subscriber.failures.isEmpty)
     }
