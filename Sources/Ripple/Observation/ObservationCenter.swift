@@ -55,7 +55,7 @@ final class ObservationCenter: Sendable {
         var lostThrough: Int64
     }
 
-    /// Who a commit concerns, decided under the writer's lock (see ``route(_:)``).
+    /// Who a commit concerns, decided under the writer's lock (see ``route(_:_:)``).
     struct Routing {
         let summary: CommitSummary
         let targets: [any ObservationTarget]
@@ -192,26 +192,16 @@ final class ObservationCenter: Sendable {
     }
 
     /// A row-precise observer became idle (called under its own lock) with a result of `keys` as
-    /// of `version`: from now on it hears only of commits that change one of them or a row
-    /// matching its filter. Returns whether it must read again.
-    ///
-    /// While it read and delivered, it was told only of the commits that change a row it held
-    /// before, or a row matching its filter; a commit after `version` may also have changed a
-    /// row that entered its result in this read. It is told of those now (from the recent
-    /// commits; of everything since `version`, when they are older than what is kept), and
-    /// must read again.
-    ///
-    /// - Complexity: O(keys) (the keys that left or joined its result are re-indexed), plus
-    ///   O(changed keys) of the commits routed since `version`.
+    /// of `version`; returns whether it must read again (see ``CommitRouter/observerBecameIdle(_:keys:version:)``).
     func observerBecameIdle(_ id: ObserverID, keys: [RowKey], version: Int64) -> Bool {
         state.withLock { $0.router.observerBecameIdle(id, keys: keys, version: version) }
     }
 
     /// Evaluates, inside a write transaction about to commit, the filters of the row-precise
-    /// observers of the changed tables on the changed rows (see ``FilterRegistry``): who matched. An observer whose filter matches none of the changed rows, and
-    /// whose result holds none of them, knows the commit cannot change its result: it is not
-    /// told of it. This never fails the write: an observer whose filter could not be evaluated
-    /// is told.
+    /// observers of the changed tables on the changed rows (see ``FilterRegistry``): who matched.
+    /// An observer whose filter matches none of the changed rows, and whose result holds none of
+    /// them, knows the commit cannot change its result: it is not told of it. This never fails
+    /// the write: an observer whose filter could not be evaluated is told.
     func evaluateFilters(of summary: CommitSummary, in db: Database) -> FilterMatches {
         filters.withLock { $0.evaluate(summary, in: db) }
     }
@@ -230,18 +220,9 @@ final class ObservationCenter: Sendable {
     /// their commits).
     var isObserving: Bool { state.withLock { !$0.targets.isEmpty } }
 
-    /// Decides who a commit concerns: for a table whose changed rows are known and whose filters
-    /// were evaluated, the row-precise observers that matched, hold a changed row (as of when
-    /// they last became idle), have just registered, or could not be evaluated; every other
-    /// observer of a changed table; every observer for ``ChangeLog/everyTable``. A row-precise
-    /// observer told of it keeps its changed keys until it reads. Such a commit is kept among
-    /// the recent ones (``RecentCommits``): one that changed a row that entered a result in a
-    /// read still under way is told when that observer becomes idle.
-    ///
-    /// Call it under the writer's lock, right after the commit, so that commits are routed in
-    /// version order (an observer then skips, unread, the commits it was not told of).
-    ///
-    /// - Complexity: O(changed rows + observers told), not O(observers).
+    /// Decides who a commit concerns (see ``CommitRouter/route(_:_:)``) and tells each observer
+    /// the version was routed to it. Call it under the writer's lock, right after the commit, so
+    /// that commits are routed in version order.
     func route(_ summary: CommitSummary, _ matches: FilterMatches) -> Routing {
         let targets = state.withLock { state -> [any ObservationTarget] in
             let told = state.router.route(summary, matches)
@@ -263,18 +244,8 @@ final class ObservationCenter: Sendable {
         batch.start(on: DispatchQueue.global(qos: .userInitiated))
     }
 
-    /// For a row-precise observer reading at `version`: the commits up to it that it was told of
-    /// since it last read (those after stay for its next read), and how far routing went.
-    ///
-    /// A told commit that stands for several (other connections' commits taken in or noticed
-    /// together) and that this read sees only part of is in both: this read must read what its
-    /// part changed (from the change log), and the next one the rest. Routing went past this
-    /// read's version, so left out, its part would count as routed and not concerning.
-    ///
-    /// `keys` is its result as of its last read, at `since`, when it has not become idle with it
-    /// (it is reading again at once): the commits after `since` that changed a row that entered
-    /// it then were not routed to it, and are told now (from the recent commits; when they are
-    /// older than what is kept, the whole range is lost: read from the change log).
+    /// For a row-precise observer reading at `version`: what it was told of the commits since
+    /// its last read (see ``CommitRouter/told(_:through:after:holding:)``).
     func told(_ id: ObserverID, through version: Int64, after since: Int64? = nil, holding keys: [RowKey]? = nil) -> Told {
         state.withLock { $0.router.told(id, through: version, after: since, holding: keys) }
     }
