@@ -27,6 +27,7 @@ let package = Package(
             .copy("0003_exact_keys.sql"),
             .copy("0004_compact_before_images.sql"),
             .copy("0005_commit_origin.sql"),
+            .copy("0006_keys_written_once.sql"),
         ]),
         // The store: connections, migrations, collections, queries, change log.
         .target(name: "Ripple", dependencies: ["RippleDiff", "RippleSQLite", "RippleSchema"]),

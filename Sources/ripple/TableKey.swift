@@ -14,21 +14,20 @@ struct TableKey {
     let key: [(name: String, type: String)]
     /// Whether it is a `WITHOUT ROWID` table.
     let withoutRowid: Bool
+    /// The column that is another name for the rowid (an INTEGER PRIMARY KEY, by SQLite's rule).
+    let rowidAlias: String?
 
-    /// Reads the shape of `table`; throws `ValidationError` when `database` (the file, for the
-    /// message) has no such table.
+    /// Reads the shape of `table` from SQLite's answers (see `TableLayout`); throws
+    /// `ValidationError` when `database` (the file, for the message) has no such table.
     init(table: String, in db: Database, database: String) throws {
-        guard let sql = try db.fetchValue("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", [table],
-                                          as: String.self) else {
+        guard let layout = try TableLayout.read(db, table: table), layout.kind != .shadow else {
             throw ValidationError("no table \(table) in \(database)")
         }
-        let rows = try db.fetchAll("SELECT name, type, pk FROM pragma_table_info(?) ORDER BY cid", [table])
-        self.table = table
-        columns = try rows.map { try $0.value("name", as: String.self) }
-        key = try rows.filter { try $0.value("pk", as: Int.self) > 0 }
-            .sorted { try $0.value("pk", as: Int.self) < $1.value("pk", as: Int.self) }
-            .map { (try $0.value("name", as: String.self), try $0.value("type", as: String.self)) }
-        withoutRowid = sql.uppercased().contains("WITHOUT ROWID")
+        self.table = layout.name
+        columns = layout.columns.map(\.name)
+        key = layout.primaryKey.map { (layout.columns[$0].name, layout.columns[$0].declaredType) }
+        withoutRowid = layout.withoutRowid
+        rowidAlias = layout.rowidAlias.map { layout.columns[$0].name }
     }
 
     /// The name SQL gives the rowid here: the first of rowid, oid and _rowid_ that no column
@@ -40,7 +39,7 @@ struct TableKey {
     /// that name), or the INTEGER PRIMARY KEY; else the key's columns as a JSON array.
     func rowidOrKey() throws -> String {
         if let rowidName { return rowidName }
-        if !withoutRowid, key.count == 1, key[0].type.uppercased() == "INTEGER" { return quotedIdentifier(key[0].name) }
+        if let rowidAlias { return quotedIdentifier(rowidAlias) }
         guard !key.isEmpty else {
             throw ValidationError("the rows of \(table) have no identity to follow: its columns take every name of "
                                   + "the rowid (rowid, oid, _rowid_) and it declares no primary key")

@@ -59,7 +59,7 @@ import Testing
         #expect(router.told(2, through: 1).commits.first?.keys == nil)
         // A change of unknown extent reaches every observer, of every kind.
         router.registerByTable(3)
-        router.observer(3, reads: ["other"])
+        router.observer(3, reads: ["other"], at: 0)
         #expect(Set(router.route(CommitSummary(version: 2, tables: [ChangeLog.everyTable]), FilterMatches())) == [1, 2, 3])
     }
 
@@ -67,7 +67,7 @@ import Testing
         var router = CommitRouter()
         router.registerByTable(7)
         #expect(router.route(Self.commit(1, "other", [1]), Self.evaluated("other")) == [7])
-        router.observer(7, reads: ["items"])
+        router.observer(7, reads: ["items"], at: 0)
         #expect(router.route(Self.commit(2, "other", [1]), Self.evaluated("other")).isEmpty)
         #expect(router.route(Self.commit(3, "items", [1]), Self.evaluated("items")) == [7])
         #expect(router.unregister(7) == false)
@@ -139,7 +139,7 @@ import Testing
                     rowPrecise.insert(id)
                 } else {
                     router.registerByTable(id)
-                    if Bool.random(using: &random) { router.observer(id, reads: ["items"]) }
+                    if Bool.random(using: &random) { router.observer(id, reads: ["items"], at: 0) }
                 }
                 registered.insert(id)
             case 2:

@@ -245,18 +245,6 @@ import Testing
         #expect(steps.first?.snapshot.first.map { try! $0.value("type", as: String.self) } == "text")
     }
 
-    @Test func utf8ValidationFollowsTheStandard() {
-        func valid(_ bytes: [UInt8]) -> Bool { bytes.withUnsafeBufferPointer(RowKey.isValidUTF8) }
-        #expect(valid(Array("a\0é€😀".utf8)) && valid([]))
-        #expect(!valid([0xFF]) && !valid([0xC0, 0x80]) && !valid([0xE0, 0x80, 0x80]))   // invalid byte, overlong forms
-        #expect(!valid([0xED, 0xA0, 0x80]) && !valid([0xF4, 0x90, 0x80, 0x80]))          // a surrogate, past U+10FFFF
-        #expect(!valid([0xE2, 0x82]) && !valid([0xE2, 0x28, 0xA1]))                      // truncated, bad continuation
-        // Past the eight-byte ASCII steps: sequences across and after word boundaries.
-        let ascii = Array("abcdefghijklmnop".utf8)
-        #expect(valid(ascii + Array("é€😀".utf8) + ascii) && valid(Array("abcdefg€hijklmnop".utf8)))
-        #expect(!valid(ascii + [0xFF] + ascii) && !valid(Array("abcdefg".utf8) + [0xE2, 0x82]) && !valid(ascii + [0xC0, 0x80]))
-    }
-
     /// A bulk import logs its keys as text only when the text tells them exactly: blob keys keep
     /// their exact list, and time travel across the import stays exact.
     @Test func bulkImportsOfBlobKeysStayExactInHistory() throws {

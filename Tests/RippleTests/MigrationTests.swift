@@ -11,7 +11,8 @@ import RippleTesting
 
     /// The store's own migrations, as `ripple_migrations` lists them once applied.
     static let storeSchema = ["ripple/0001_store_schema", "ripple/0002_history", "ripple/0003_exact_keys",
-                              "ripple/0004_compact_before_images", "ripple/0005_commit_origin"]
+                              "ripple/0004_compact_before_images", "ripple/0005_commit_origin",
+                              "ripple/0006_keys_written_once"]
 
     /// A fresh directory of migration files under the temporary directory.
     func migrationsDirectory(_ files: [String: String], named name: String = "migrations") throws -> URL {

@@ -5,11 +5,14 @@ import RippleSQLite
 /// with SQLite's pre-update hook, so that a write transaction can log them before it commits.
 ///
 /// Per change it keeps the table, the operation and the row's primary key, exactly as SQLite
-/// stores it (a ``RowKey``: type and bytes per key column; the rowid for tables without a
-/// declared key); the change log also writes each key as text (a composite key as a JSON array). The primary-key columns of
-/// each table are read from the schema before the transaction's statements run and re-read when
-/// the schema changes; a change to a table created in the same transaction keeps the whole row
-/// until the key columns are known.
+/// stores it (a ``RowKey``: type and bytes per key column; the rowid for tables keyed by it).
+/// What it needs of each table — its key, by SQLite's rules, and how the hook numbers its
+/// columns — is read from SQLite's answers (``TableLayout``, ``PreupdateColumns``) before the
+/// transaction's statements run, and again when the schema changes; a change to a table created
+/// in the same transaction keeps the whole row until the key columns are known.
+///
+/// A virtual table's module writes its rows to shadow tables: a change to a shadow table is
+/// kept as a change of unknown extent to its virtual table (``changedVirtualTables``).
 ///
 /// Tables whose names start with `ripple_` or `sqlite_`, and tables outside `main`, are not logged.
 ///
@@ -21,9 +24,9 @@ import RippleSQLite
 /// The hook runs once per changed row, so it allocates nothing per row: the keys' encodings go
 /// one after the other into one buffer (text copied from SQLite's value), the before-images into
 /// another, and each change is a fixed-size entry naming its (table, operation) group and where
-/// its key ends. Strings are only made when the log is written: ``groups(keepingKeys:)`` builds
-/// one JSON array of key texts, one list of exact keys and one list of before-images per group;
-/// ``changes`` hands changes out one by one.
+/// its key ends. Lists are only made when the log is written: ``groups(keepingKeys:)`` builds
+/// one list of exact keys and one list of before-images per group; ``changes`` hands changes out
+/// one by one.
 final class ChangeCapture {
     enum Operation: String, Sendable {
         case insert, update, delete
@@ -45,26 +48,15 @@ final class ChangeCapture {
         var operation: Operation
         /// How many rows changed.
         var count: Int
-        /// The rows' keys, in the order the rows changed, as a JSON array of strings (see
-        /// ``JSONText``), in UTF-8 (``keysText`` repairs a key's text that is not UTF-8).
-        var keysJSON: [UInt8]
-        /// The same keys exactly, as a list of ``RowKey`` encodings (see ``RowKey/list(_:)``).
+        /// The rows' keys exactly, in the order the rows changed, as a list of ``RowKey``
+        /// encodings (see ``RowKey/list(_:)``).
         var keys: [UInt8]
-        /// Whether `keysJSON` tells every key exactly: the table is keyed by its rowid, or every
-        /// key is one UTF-8 text value. (Not a blob, text that is not UTF-8, a real, NULL, a
-        /// composite key, nor an integer in a column that may also hold text.)
-        var keysJSONIsExact = false
-        /// Whether `keysJSON` is valid UTF-8 (it is unless a key held text that is not).
-        var keysJSONIsValidUTF8 = true
         /// For updates and deletes, the rows' before-images, a list parallel to the keys (see
         /// ``BeforeImage``): `nil` for inserts, and when a change kept none (a table created in
         /// the transaction) or the transaction kept none at all.
         var beforeImages: [UInt8]? = nil
         /// The keys, when asked for (see ``ChangeCapture/groups(keepingKeys:)``).
         var rowKeys: [RowKey] = []
-
-        /// `keysJSON` as a string (text that is not UTF-8 repaired, as Swift strings are).
-        var keysText: String { String(decoding: keysJSON, as: UTF8.self) }
     }
 
     /// A captured change: its group (an index in `groupNames`) and where its key ends in
@@ -74,10 +66,34 @@ final class ChangeCapture {
         var group: Int
     }
 
+    /// Column numbers for the pre-update hook, one list per kind of value (see
+    /// ``PreupdateColumns``): the same columns, as `sqlite3_preupdate_new`/`_old` number them.
+    struct Numbered {
+        var insertNew: [Int32] = []
+        var updateOld: [Int32] = []
+        var updateNew: [Int32] = []
+        var deleteOld: [Int32] = []
+    }
+
     /// How to find a table's key: the rowid, or these columns of the row.
     private enum KeyColumns {
         case rowid
-        case columns([Int32], withoutRowid: Bool)
+        case columns(Numbered, withoutRowid: Bool)
+    }
+
+    /// What the hook needs to know of one table, from its ``TableLayout``.
+    private struct TableCapture {
+        var key: KeyColumns
+        /// The key is one column that stores text as it is given (TEXT or BLOB affinity).
+        var keyTakesText: Bool
+        /// The columns a before-image holds (the table's writable columns, in order).
+        var image: Numbered
+        /// Per image column, its default when SQLite may report NULL for it in a row written
+        /// before the column was added (see ``PreupdateColumns/addedColumnReadsNull``).
+        var defaults: [SQLValue?]
+        /// For a shadow table, the virtual table whose rows it holds: its changes are that
+        /// table's, of unknown extent.
+        var shadowOwner: String?
     }
 
     private struct PendingRow {
@@ -87,12 +103,20 @@ final class ChangeCapture {
         var values: [SQLValue]
     }
 
+    /// A position to roll back to (a savepoint's start): how many changes, pending rows and
+    /// changes of virtual tables were captured then.
+    struct Mark {
+        var changes: Int
+        var pending: Int
+        var virtual: Int
+    }
+
     /// The table of the previous change, and its groups in this transaction.
     private struct CurrentTable {
         var name = ""
         var logged = false
         /// `nil` for a table created in this transaction, whose key columns are not known yet.
-        var key: KeyColumns?
+        var capture: TableCapture?
         /// The key is one column that stores text as it is given (TEXT or BLOB affinity).
         var keyTakesText = false
         /// The group of each operation on the table (by ``Operation/index``), -1 until looked up.
@@ -119,9 +143,12 @@ final class ChangeCapture {
     @exclusivity(unchecked) private var hasExpectedKey = false
     @exclusivity(unchecked) private var expectedTable: String?
     private var pending: [PendingRow] = []
-    private var keyColumns: [String: KeyColumns] = [:]
-    /// Tables whose key is one column that stores text as given.
-    private var textKeyTables: Set<String> = []
+    /// The virtual tables whose rows changed (their shadow tables did), in the order of their
+    /// first change, repeats allowed.
+    private var virtualChanges: [String] = []
+    private var tables: [String: TableCapture] = [:]
+    /// How this process's SQLite numbers columns in the hook.
+    private let numbering = PreupdateColumns.learnt
     /// `PRAGMA schema_version` when the key columns were last read (current after ``refreshSchemaIfNeeded(_:)``).
     private(set) var schemaVersion: Int64 = -1
     /// Whether the database stores text as UTF-8 (the default; `PRAGMA encoding` can choose UTF-16).
@@ -141,13 +168,22 @@ final class ChangeCapture {
     var changeCount: Int { entries.count }
 
     /// Whether any change was captured since the last ``reset()``.
-    var isEmpty: Bool { entries.isEmpty && pending.isEmpty }
+    var isEmpty: Bool { entries.isEmpty && pending.isEmpty && virtualChanges.isEmpty }
+
+    /// The virtual tables whose rows changed since the last ``reset()`` (which rows is not
+    /// known: their modules keep them in shadow tables), each once, in the order of their first
+    /// change.
+    var changedVirtualTables: [String] {
+        var seen: Set<String> = []
+        return virtualChanges.filter { seen.insert($0).inserted }
+    }
 
     /// A position to roll back to (a savepoint's start).
-    var mark: (changes: Int, pending: Int) { (entries.count, pending.count) }
+    var mark: Mark { Mark(changes: entries.count, pending: pending.count, virtual: virtualChanges.count) }
 
     /// Forgets changes captured after `mark` (their savepoint rolled back).
-    func rollback(to mark: (changes: Int, pending: Int)) {
+    func rollback(to mark: Mark) {
+        virtualChanges.removeSubrange(min(mark.virtual, virtualChanges.count)...)
         if mark.changes < entries.count {
             entries.removeSubrange(mark.changes...)
             keyBytes.removeSubrange((entries.last?.keyEnd ?? 0)...)
@@ -172,6 +208,7 @@ final class ChangeCapture {
         groupNames.removeAll(keepingCapacity: true)
         table.groups = (-1, -1, -1)
         pending.removeAll()
+        virtualChanges.removeAll()
     }
 
     /// The captured changes grouped as the change log stores them: one ``Group`` per table and
@@ -182,11 +219,11 @@ final class ChangeCapture {
     /// before the transaction (see ``BeforeImage/appendMerged(_:of:to:)``); the key's later
     /// changes, and the changes of a key first inserted (it did not exist before), have none.
     ///
-    /// - Complexity: O(n) in the keys' and images' total length: each key is read from the
-    ///   capture's buffer into the group's JSON text and key list, without a string per key.
+    /// - Complexity: O(n) in the keys' and images' total length: each key is copied from the
+    ///   capture's buffer into the group's key list, without a string per key.
     func groups(keepingKeys: Bool = false) -> [Group] {
         guard !entries.isEmpty else { return [] }
-        var groups = groupNames.map { Group(table: $0.table, operation: $0.operation, count: 0, keysJSON: [], keys: []) }
+        var groups = groupNames.map { Group(table: $0.table, operation: $0.operation, count: 0, keys: []) }
         var sizes = [Int](repeating: 2, count: groupNames.count)
         var start = 0
         for entry in entries {
@@ -196,16 +233,8 @@ final class ChangeCapture {
         }
         let tracksImages = hasBeforeImages
         for index in groups.indices {
-            groups[index].keysJSON.reserveCapacity(sizes[index] + sizes[index] / 2)
-            groups[index].keysJSON.append(UInt8(ascii: "["))
             groups[index].keys.reserveCapacity(sizes[index])
-            groups[index].keysJSONIsExact = true
             if tracksImages && groups[index].operation != .insert { groups[index].beforeImages = [] }
-        }
-        // Rowid-keyed groups are exact (decimal integers); the others while every key is UTF-8 text.
-        var checksText = groups.map { group -> Bool in
-            if case .rowid? = keyColumns[group.table] { return false }
-            return true
         }
 
         // The first change of each key (by table): the images of its changes, or -1 when it was
@@ -227,13 +256,7 @@ final class ChangeCapture {
                 let key = UnsafeBufferPointer(rebasing: keys[start..<entry.keyEnd])
                 start = entry.keyEnd
                 let group = entry.group
-                if groups[group].keysJSON.count > 1 { groups[group].keysJSON.append(UInt8(ascii: ",")) }
-                RowKey.appendQuotedText(of: key, to: &groups[group].keysJSON)
                 RowKey.appendToList(key, to: &groups[group].keys)
-                if checksText[group] && !RowKey.isUTF8Text(key) {
-                    groups[group].keysJSONIsExact = false
-                    checksText[group] = false
-                }
                 guard keepingKeys || tracksImages else { continue }
                 let rowKey = RowKey(encoded: key)
                 if keepingKeys { groups[group].rowKeys.append(rowKey) }
@@ -277,13 +300,6 @@ final class ChangeCapture {
                 if groups[index].beforeImages != nil { groups[index].beforeImages = list }
             }
         }
-        for index in groups.indices {
-            groups[index].keysJSON.append(UInt8(ascii: "]"))
-            // JSON escapes only ASCII: keys that are UTF-8 text (or rowids) make valid UTF-8.
-            if !groups[index].keysJSONIsExact {
-                groups[index].keysJSONIsValidUTF8 = groups[index].keysJSON.withUnsafeBufferPointer(RowKey.isValidUTF8)
-            }
-        }
         return groups.filter { $0.count > 0 }
     }
 
@@ -296,36 +312,51 @@ final class ChangeCapture {
         }, Unmanaged.passUnretained(self).toOpaque())
     }
 
-    /// Re-reads the key columns of every table when the schema changed since the last read.
+    /// Re-reads what the hook needs of every table when the schema changed since the last read:
+    /// from SQLite's answers (see ``TableLayout``), never from the tables' SQL text.
     func refreshSchemaIfNeeded(_ db: Database) throws {
         let version = try db.fetchValue("PRAGMA schema_version", as: Int64.self) ?? 0
         guard version != schemaVersion else { return }
-        var columns: [String: KeyColumns] = [:]
-        var textKeys: Set<String> = []
-        let tables = try db.fetchAll("""
-            SELECT name, sql LIKE '%WITHOUT ROWID%' AS without_rowid FROM sqlite_schema
-            WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE 'ripple\\_%' ESCAPE '\\'
-            """)
-        for table in tables {
-            guard case .text(let name) = table["name"] else { continue }
-            let withoutRowid = table["without_rowid"] == .integer(1)
-            let info = try db.fetchAll("SELECT cid, type, pk FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", [name])
-            let key: [(column: Int32, type: String)] = info.compactMap { row in
-                guard let cid = try? row.value("cid", as: Int32.self) else { return nil }
-                return (cid, (try? row.value("type", as: String.self)) ?? "")
-            }
-            if key.isEmpty || (!withoutRowid && key.count == 1 && key[0].type.uppercased() == "INTEGER") {
-                columns[name] = .rowid   // no declared key, or INTEGER PRIMARY KEY: an alias of the rowid
-            } else {
-                columns[name] = .columns(key.map(\.column), withoutRowid: withoutRowid)
-                if key.count == 1 && Self.storesTextAsGiven(declaredType: key[0].type) { textKeys.insert(name) }
-            }
+        let layouts = try TableLayout.all(in: db)
+        var virtualTables: [String: String] = [:]
+        for layout in layouts where layout.kind == .virtual { virtualTables[SQLIdentifier.folded(layout.name)] = layout.name }
+        var captures: [String: TableCapture] = [:]
+        for layout in layouts where layout.kind != .virtual {
+            captures[layout.name] = try capture(of: layout, virtualTables: virtualTables, in: db)
         }
-        keyColumns = columns
-        textKeyTables = textKeys
+        tables = captures
         schemaVersion = version
         textIsUTF8 = try db.fetchValue("PRAGMA encoding", as: String.self) == "UTF-8"
         forgetCurrentTable()
+    }
+
+    /// What the hook needs of the table `layout` describes.
+    private func capture(of layout: TableLayout, virtualTables: [String: String], in db: Database) throws -> TableCapture {
+        let writable = layout.writableColumns
+        let withoutRowid = layout.withoutRowid
+        func numbered(_ positions: [Int]) -> Numbered {
+            func numbers(_ operation: Int32, new: Bool) -> [Int32] {
+                switch numbering.numbering(withoutRowid: withoutRowid, operation: operation, new: new) {
+                case .table: positions.map { Int32($0) }
+                case .storage: positions.map { Int32(layout.storagePosition(of: $0) ?? -1) }
+                }
+            }
+            return Numbered(insertNew: numbers(SQLITE_INSERT, new: true), updateOld: numbers(SQLITE_UPDATE, new: false),
+                            updateNew: numbers(SQLITE_UPDATE, new: true), deleteOld: numbers(SQLITE_DELETE, new: false))
+        }
+        let key: KeyColumns = layout.isKeyedByRowid ? .rowid : .columns(numbered(layout.primaryKey), withoutRowid: withoutRowid)
+        let keyTakesText = layout.primaryKey.count == 1 && !layout.isKeyedByRowid
+            && Self.storesTextAsGiven(declaredType: layout.columns[layout.primaryKey[0]].declaredType)
+        var defaults = [SQLValue?](repeating: nil, count: writable.count)
+        if numbering.addedColumnReadsNull {
+            for (index, position) in writable.enumerated() {
+                guard let expression = layout.columns[position].defaultExpression else { continue }
+                // SQLite's own text of a constant (ALTER TABLE ADD COLUMN allows no other).
+                defaults[index] = try? db.fetchAll("SELECT " + expression).first?.values.first
+            }
+        }
+        let owner = layout.kind == .shadow ? TableLayout.owner(ofShadow: layout.name, among: virtualTables) : nil
+        return TableCapture(key: key, keyTakesText: keyTakesText, image: numbered(writable), defaults: defaults, shadowOwner: owner)
     }
 
     /// Turns rows of tables created in this transaction into changes, now that their keys are known.
@@ -333,9 +364,21 @@ final class ChangeCapture {
         guard !pending.isEmpty else { return }
         try refreshSchemaIfNeeded(db)
         for row in pending {
-            switch keyColumns[row.table] {
+            let table = tables[row.table]
+            if let owner = table?.shadowOwner {
+                virtualChanges.append(owner)
+                continue
+            }
+            switch table?.key {
             case .columns(let columns, _)?:
-                for column in columns { RowKey.append(row.values[Int(column)], to: &keyBytes) }
+                let numbers = switch row.operation {
+                case .insert: columns.insertNew
+                case .update: columns.updateNew
+                case .delete: columns.deleteOld
+                }
+                for column in numbers {
+                    RowKey.append(row.values.indices.contains(Int(column)) ? row.values[Int(column)] : .null, to: &keyBytes)
+                }
             default:
                 RowKey.appendInteger(row.rowid, to: &keyBytes)
             }
@@ -405,20 +448,20 @@ final class ChangeCapture {
         if tableName == nil || strcmp(tableName!, name) != 0 { switchTable(to: name) }
         guard table.logged else { return }
 
-        switch table.key {
+        switch table.capture?.key {
         case .rowid?:
             switch operation {
             case SQLITE_INSERT: appendRowid(key2, .insert)
             case SQLITE_DELETE:
                 appendRowid(key1, .delete)
-                appendRowImage(connection, rowid: key1, entry: entries.count - 1)
+                appendRowImage(connection, rowid: key1, entry: entries.count - 1, operation: operation)
             default:
                 if key1 == key2 {
                     appendRowid(key1, .update)
                     appendChangedColumns(connection, changedRowid: nil, entry: entries.count - 1)
                 } else {
                     appendRowid(key1, .delete)
-                    appendRowImage(connection, rowid: key1, entry: entries.count - 1)
+                    appendRowImage(connection, rowid: key1, entry: entries.count - 1, operation: operation)
                     appendRowid(key2, .insert)
                 }
             }
@@ -432,25 +475,25 @@ final class ChangeCapture {
                     hasExpectedKey = false
                     keyBytes.append(contentsOf: expectedKey)
                 } else {
-                    appendKey(connection, columns, new: true)
+                    appendKey(connection, columns.insertNew, new: true)
                 }
                 endEntry(.insert)
             case SQLITE_DELETE:
-                appendKey(connection, columns, new: false)
+                appendKey(connection, columns.deleteOld, new: false)
                 endEntry(.delete)
-                appendRowImage(connection, rowid: withoutRowid ? nil : key1, entry: entries.count - 1)
+                appendRowImage(connection, rowid: withoutRowid ? nil : key1, entry: entries.count - 1, operation: operation)
             default:
                 let start = keyBytes.count
-                appendKey(connection, columns, new: false)
+                appendKey(connection, columns.updateOld, new: false)
                 // The new key is compared with the old one where it lies (a key may be large).
-                if keyMatches(connection, columns, from: start) {
+                if keyMatches(connection, columns.updateNew, from: start) {
                     endEntry(.update)
                     let changedRowid = withoutRowid || key1 == key2 ? nil : key1
                     appendChangedColumns(connection, changedRowid: changedRowid, entry: entries.count - 1)
                 } else {
                     endEntry(.delete)
-                    appendRowImage(connection, rowid: withoutRowid ? nil : key1, entry: entries.count - 1)
-                    appendKey(connection, columns, new: true)
+                    appendRowImage(connection, rowid: withoutRowid ? nil : key1, entry: entries.count - 1, operation: operation)
+                    appendKey(connection, columns.updateNew, new: true)
                     endEntry(.insert)
                 }
             }
@@ -469,10 +512,15 @@ final class ChangeCapture {
         tableName = strdup(name)
         let text = String(cString: name)
         // Case-insensitive, as SQLite's names (and the schema query's LIKE) are.
-        let lowered = text.lowercased()
-        let logged = !lowered.hasPrefix("ripple_") && !lowered.hasPrefix("sqlite_")
-        table = CurrentTable(name: text, logged: logged, key: logged ? keyColumns[text] : nil,
-                             keyTakesText: textKeyTables.contains(text))
+        let folded = SQLIdentifier.folded(text)
+        var logged = !folded.hasPrefix("ripple_") && !folded.hasPrefix("sqlite_")
+        let capture = logged ? tables[text] : nil
+        if let owner = capture?.shadowOwner {
+            // A virtual table's module writes its shadow tables: the virtual table changed.
+            if virtualChanges.last != owner { virtualChanges.append(owner) }
+            logged = false
+        }
+        table = CurrentTable(name: text, logged: logged, capture: capture, keyTakesText: capture?.keyTakesText ?? false)
     }
 
     private func forgetCurrentTable() {
@@ -520,14 +568,21 @@ final class ChangeCapture {
 
     // MARK: Before-images
 
-    /// Appends the whole row the hook reports (its old values) as change `entry`'s before-image:
-    /// a delete, or an update that changed the key. `rowid`: `nil` for a `WITHOUT ROWID` table.
-    private func appendRowImage(_ connection: OpaquePointer, rowid: Int64?, entry: Int) {
+    /// Appends the whole row the hook reports (its old values: each writable column, see
+    /// ``TableLayout/writableColumns``) as change `entry`'s before-image: a delete, or an update
+    /// that changed the key. `rowid`: `nil` for a `WITHOUT ROWID` table.
+    private func appendRowImage(_ connection: OpaquePointer, rowid: Int64?, entry: Int, operation: Int32) {
+        guard let capture = table.capture else { return }
         imageBytes.append(BeforeImage.Kind.row)
         if let rowid { RowKey.appendInteger(rowid, to: &imageBytes) } else { imageBytes.append(RowKey.Tag.null) }
-        let count = sqlite3_preupdate_count(connection)
-        for column in 0..<count {
-            RowKey.append(Self.preupdateValue(connection, column, new: false), textIsUTF8: textIsUTF8, to: &imageBytes)
+        let columns = operation == SQLITE_DELETE ? capture.image.deleteOld : capture.image.updateOld
+        for (index, column) in columns.enumerated() {
+            let value = Self.preupdateValue(connection, column, new: false)
+            if let missing = numbering.missingValue, value == missing, let fallback = capture.defaults[index] {
+                RowKey.append(fallback, to: &imageBytes)
+            } else {
+                RowKey.append(value, textIsUTF8: textIsUTF8, to: &imageBytes)
+            }
         }
         images.append((entry, imageBytes.count))
     }
@@ -535,13 +590,26 @@ final class ChangeCapture {
     /// Appends the old values of the columns an update changed (by type and bytes) as change
     /// `entry`'s before-image; `changedRowid`: the old rowid when the update changed it.
     private func appendChangedColumns(_ connection: OpaquePointer, changedRowid: Int64?, entry: Int) {
+        guard let capture = table.capture else { return }
         imageBytes.append(BeforeImage.Kind.columns)
         if let changedRowid { RowKey.appendInteger(changedRowid, to: &imageBytes) } else { imageBytes.append(RowKey.Tag.null) }
-        let count = sqlite3_preupdate_count(connection)
-        for column in 0..<count {
-            let old = Self.preupdateValue(connection, column, new: false)
-            if Self.same(old, Self.preupdateValue(connection, column, new: true), textIsUTF8: textIsUTF8) { continue }
-            RowKey.appendLength(Int(column), to: &imageBytes)
+        let (olds, news) = (capture.image.updateOld, capture.image.updateNew)
+        for index in olds.indices {
+            let old = Self.preupdateValue(connection, olds[index], new: false)
+            let new = Self.preupdateValue(connection, news[index], new: true)
+            if let missing = numbering.missingValue, old == missing, let fallback = capture.defaults[index] {
+                // A row written before the column was added: its value was the default.
+                var encoded: [UInt8] = []
+                RowKey.append(fallback, to: &encoded)
+                var current: [UInt8] = []
+                RowKey.append(new, textIsUTF8: textIsUTF8, to: &current)
+                if encoded == current { continue }
+                RowKey.appendLength(index, to: &imageBytes)
+                imageBytes.append(contentsOf: encoded)
+                continue
+            }
+            if Self.same(old, new, textIsUTF8: textIsUTF8) { continue }
+            RowKey.appendLength(index, to: &imageBytes)
             RowKey.append(old, textIsUTF8: textIsUTF8, to: &imageBytes)
         }
         images.append((entry, imageBytes.count))
@@ -612,7 +680,8 @@ final class ChangeCapture {
         }
     }
 
-    /// Appends the key of the row's `columns` (old or new values), exactly as stored.
+    /// Appends the key of the row's `columns` (old or new values, numbered as the hook numbers
+    /// them for this change), exactly as stored.
     @inline(__always)
     private func appendKey(_ connection: OpaquePointer, _ columns: [Int32], new: Bool) {
         for column in columns {

@@ -172,16 +172,15 @@ final class ChangeLog {
     /// Called inside the transaction after its work: when rows changed, takes the next version and
     /// writes the log. Returns what the commit changed, or `nil` when the transaction changed no row.
     ///
-    /// One log row per table and operation, keys in the order the rows changed, as text
-    /// (`row_keys`) and exactly (`exact_keys`). Updates and deletes also log before-images, for
+    /// One log row per table and operation, keys in the order the rows changed, exactly
+    /// (`exact_keys`, a list of ``RowKey`` encodings: each key written once; their text is made
+    /// when read). Updates and deletes also log before-images, for
     /// time travel (`before_images`, see ``BeforeImage``): what each key held before the
     /// transaction — the columns an update changed, the whole row of a delete — with the key's
     /// first change in the transaction (a key first inserted did not exist before). Inserts log
     /// none.
     ///
-    /// A bulk insert (more changes than observers are told of, no before-images) logs the exact
-    /// keys only when the text does not tell them exactly (for history): a bulk import stays one
-    /// key list.
+    /// A virtual table whose module wrote its shadow tables logs one update with no keys.
     ///
     /// A transaction that changed the schema (a table created, altered or dropped) also takes a
     /// version, logged as a change to ``everyTable``: queries over the old schema must re-read.
@@ -189,7 +188,8 @@ final class ChangeLog {
         try capture.resolvePending(db)
         let schemaChanged = try Self.schemaVersion(db) != schemaVersionAtBegin
         let count = capture.changeCount
-        guard count > 0 || schemaChanged else { return nil }
+        let virtualTables = capture.changedVirtualTables
+        guard count > 0 || schemaChanged || !virtualTables.isEmpty else { return nil }
         // Statements run outside a transaction can drop the store's own tables: nothing to log
         // in then (the store installs its log again once they exist).
         if schemaChanged, try !Self.isInstalled(in: db) {
@@ -199,12 +199,14 @@ final class ChangeLog {
         }
         let version = try nextVersion(db, origin: origin, tag: tag)
         let tellsKeys = count <= Self.knownRowLimit
-        let bulk = !tellsKeys && !capture.hasBeforeImages
         let groups = capture.groups(keepingKeys: tellsKeys)
-        for group in groups {
-            try insertEntry(db, version: version, group, exactKeys: !(bulk && group.keysJSONIsExact))
+        for group in groups { try insertEntry(db, version: version, group) }
+        for table in virtualTables {
+            // Which rows changed is not known (the module wrote its shadow tables): no keys.
+            try db.execute("INSERT INTO ripple_changes(version, table_name, operation) VALUES (?, ?, 'update')", [version, table])
         }
-        let changedTables = Set(groups.map(\.table))
+        // Tables are routed by their names folded as SQLite folds them (see ``SQLIdentifier/folded(_:)``).
+        let changedTables = Set((groups.map(\.table) + virtualTables).map(SQLIdentifier.folded))
         // Other connections' commits this one had not noticed take versions before this one; their
         // rows are not among this commit's, so then the changed rows are not all known.
         let takesInOthers = knownVersion < version - 1
@@ -215,8 +217,9 @@ final class ChangeLog {
         if summary.tables == changedTables && tellsKeys && !takesInOthers {
             var rowKeys: [String: Set<RowKey>] = [:]
             for group in groups {
-                rowKeys[group.table, default: []].formUnion(group.rowKeys)
-                if group.operation != .update { summary.insertedOrDeleted.insert(group.table) }
+                let table = SQLIdentifier.folded(group.table)
+                rowKeys[table, default: []].formUnion(group.rowKeys)
+                if group.operation != .update { summary.insertedOrDeleted.insert(table) }
             }
             summary.rowKeys = rowKeys
         }
@@ -224,34 +227,26 @@ final class ChangeLog {
         return summary
     }
 
-    /// Writes one log row. The keys' text, their list and the before-images are bound where they
-    /// lie, with no string made of them and no copy by SQLite (a key may be large).
-    private func insertEntry(_ db: Database, version: Int64, _ group: ChangeCapture.Group, exactKeys: Bool) throws {
+    /// Writes one log row. The keys' list and the before-images are bound where they lie, with
+    /// no copy by SQLite (a key may be large).
+    private func insertEntry(_ db: Database, version: Int64, _ group: ChangeCapture.Group) throws {
         let statement = try db.cachedStatement("""
-            INSERT INTO ripple_changes(version, table_name, operation, row_keys, exact_keys, before_images)
-            VALUES (?, ?, ?, ?, ?, ?)
+            INSERT INTO ripple_changes(version, table_name, operation, exact_keys, before_images) VALUES (?, ?, ?, ?, ?)
             """)
-        try group.keysJSON.withUnsafeBytes { json in
-            try group.keys.withUnsafeBytes { keys in
-                try (group.beforeImages ?? []).withUnsafeBytes { images in
-                    // Reset (bindings cleared) before the bytes go out of scope.
-                    defer { statement.reset() }
-                    try statement.bindInteger(version, at: 1)
-                    try statement.bindTextValue(group.table, at: 2)
-                    try statement.bindTextValue(group.operation.rawValue, at: 3)
-                    if group.keysJSONIsValidUTF8 {
-                        try statement.bindRawText(json, at: 4, copying: false)
-                    } else {
-                        try statement.bindTextValue(group.keysText, at: 4)   // text that is not UTF-8 repaired, as before
-                    }
-                    if exactKeys { try statement.bindRawBlob(keys, at: 5, copying: false) } else { try statement.bindNull(at: 5) }
-                    if group.beforeImages != nil {
-                        try statement.bindRawBlob(images, at: 6, copying: false)
-                    } else {
-                        try statement.bindNull(at: 6)
-                    }
-                    _ = try statement.step()
+        try group.keys.withUnsafeBytes { keys in
+            try (group.beforeImages ?? []).withUnsafeBytes { images in
+                // Reset (bindings cleared) before the bytes go out of scope.
+                defer { statement.reset() }
+                try statement.bindInteger(version, at: 1)
+                try statement.bindTextValue(group.table, at: 2)
+                try statement.bindTextValue(group.operation.rawValue, at: 3)
+                try statement.bindRawBlob(keys, at: 4, copying: false)
+                if group.beforeImages != nil {
+                    try statement.bindRawBlob(images, at: 5, copying: false)
+                } else {
+                    try statement.bindNull(at: 5)
                 }
+                _ = try statement.step()
             }
         }
     }
@@ -263,7 +258,7 @@ final class ChangeLog {
         var tables = changedTables
         tables.formUnion(try foreignTables(db, after: knownVersion, through: version - 1))
         if schemaChanged && !adoptedForeignWrite {
-            try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
+            try db.execute("INSERT INTO ripple_changes(version, table_name, operation) VALUES (?, ?, 'update')",
                            [version, Self.everyTable])
         }
         if adoptedForeignWrite || schemaChanged { tables.insert(Self.everyTable) }
@@ -508,7 +503,7 @@ final class ChangeLog {
         if data != dataVersion {
             switch try othersCommits(db, version: version - 1, commits: commits, versionMoved: version - 1 != knownVersion) {
             case .withoutRipple:
-                try db.execute("INSERT INTO ripple_changes(version, table_name, operation, row_keys) VALUES (?, ?, 'update', '[]')",
+                try db.execute("INSERT INTO ripple_changes(version, table_name, operation) VALUES (?, ?, 'update')",
                                [version, Self.everyTable])
                 adoptedForeignWrite = true
                 writesMark = true
@@ -551,7 +546,7 @@ final class ChangeLog {
         var tables: Set<String> = []
         for row in try db.fetchAll("SELECT DISTINCT table_name FROM ripple_changes WHERE version > ? AND version <= ?",
                                    [after, through]) {
-            if case .text(let table)? = row.values.first { tables.insert(table) }
+            if case .text(let table)? = row.values.first { tables.insert(SQLIdentifier.folded(table)) }
         }
         return tables
     }
@@ -587,13 +582,18 @@ extension ChangeLog {
     /// versions' origins and tags.
     static func entries(in db: Database, after: Int64, through: Int64) throws -> [ChangeLogEntry] {
         try db.fetchAll("""
-            SELECT c.version, c.table_name, c.operation, c.row_keys, v.origin, v.tag
+            SELECT c.version, c.table_name, c.operation, c.row_keys, c.exact_keys, v.origin, v.tag
             FROM ripple_changes AS c LEFT JOIN ripple_versions AS v ON v.version = c.version
             WHERE c.version > ? AND c.version <= ? ORDER BY c.version, c.table_name, c.operation
             """, [after, through]).map { row in
-            let keysText = try row.value("row_keys", as: String.self)
-            guard let keys = JSONText.strings(keysText),
-                  let operation = ChangeLogEntry.Operation(rawValue: try row.value("operation", as: String.self)) else {
+            // The keys' text, made from the exact keys (entries written before those were the
+            // only form, and entries of unknown extent, hold the text, or nothing).
+            let keys: [String]? = switch (row["exact_keys"], row["row_keys"]) {
+            case (.blob(let list)?, _): RowKey.list(list)?.map(\.text)
+            case (_, .text(let text)?): JSONText.strings(text)
+            default: []
+            }
+            guard let keys, let operation = ChangeLogEntry.Operation(rawValue: try row.value("operation", as: String.self)) else {
                 throw StoreError(.decoding, "malformed change log entry \(row)")
             }
             return ChangeLogEntry(version: try row.value("version"), table: try row.value("table_name"),
@@ -664,8 +664,8 @@ extension ChangeLog {
     struct TableEntry {
         var version: Int64
         var operation: String
-        /// The keys as text (JSON).
-        var keys: String
+        /// The keys as text (JSON), for entries logged before keys were kept exactly.
+        var keys: String?
         /// Before-images logged before binary ones existed (JSON, see ``OldRowParser``).
         var oldRows: String?
         var exactKeys: [RowKey]?
@@ -683,7 +683,7 @@ extension ChangeLog {
             let exactKeys: [RowKey]? = if case .blob(let list)? = row["exact_keys"] { RowKey.list(list) } else { nil }
             let images: [UInt8]? = if case .blob(let list)? = row["before_images"] { list } else { nil }
             return TableEntry(version: try row.value("version"), operation: try row.value("operation"),
-                              keys: try row.value("row_keys"), oldRows: oldRows, exactKeys: exactKeys, beforeImages: images)
+                              keys: row["row_keys"]?.textValue, oldRows: oldRows, exactKeys: exactKeys, beforeImages: images)
         }
     }
 
@@ -693,7 +693,7 @@ extension ChangeLog {
     static func changedKeysSQL(of tables: some Sequence<String>, limit: Int) -> String {
         let names = (Array(tables) + [everyTable]).map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }
         return "SELECT table_name, operation, exact_keys FROM ripple_changes WHERE version > ? AND version <= ? "
-            + "AND table_name IN (\(names.joined(separator: ", "))) LIMIT \(limit)"
+            + "AND table_name COLLATE NOCASE IN (\(names.joined(separator: ", "))) LIMIT \(limit)"
     }
 }
 
@@ -704,18 +704,22 @@ struct ReadVersion: Sendable {
     let oldest: Int64
     let origin: CommitOrigin?
     let tag: String?
+    /// `PRAGMA schema_version` in the same read.
+    let schemaVersion: Int64
 
     /// Reads them in `db`'s read transaction (one statement).
     init(_ db: Database) throws {
         let meta = try db.cachedStatement("""
-            SELECT m.value, (SELECT value FROM ripple_meta WHERE key = 'oldest_version'), v.origin, v.tag
+            SELECT m.value, (SELECT value FROM ripple_meta WHERE key = 'oldest_version'), v.origin, v.tag,
+                   (SELECT schema_version FROM pragma_schema_version)
             FROM ripple_meta AS m LEFT JOIN ripple_versions AS v ON v.version = m.value WHERE m.key = 'version'
             """)
         defer { meta.reset() }
         guard try meta.step() else {
-            (version, oldest, origin, tag) = (0, 0, nil, nil)
+            (version, oldest, origin, tag, schemaVersion) = (0, 0, nil, nil, 0)
             return
         }
+        schemaVersion = meta.integer(at: 4)
         (version, oldest) = (meta.integer(at: 0), meta.integer(at: 1))
         origin = meta.isNull(at: 2) ? nil : CommitOrigin(rawValue: meta.text(at: 2))
         tag = meta.isNull(at: 3) ? nil : meta.text(at: 3)

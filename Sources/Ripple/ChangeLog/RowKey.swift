@@ -297,26 +297,6 @@ struct RowKey: Hashable, Sendable, CustomStringConvertible {
         bytes.append(UInt8(ascii: "]"))
     }
 
-    /// Appends the text form of an encoded key as a quoted JSON string (what the change log's
-    /// `row_keys` arrays hold). One-column keys, the common case, go straight from the encoding.
-    static func appendQuotedText(of key: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) {
-        var offset = 0
-        if let value = value(in: key, at: &offset), offset == key.count {
-            if case .text(let text) = value {
-                JSONText.appendQuoted(text, escaping: true, to: &bytes)
-            } else {
-                // Digits, hex or NULL: nothing to escape.
-                bytes.append(UInt8(ascii: "\""))
-                appendText(value, escaped: false, to: &bytes)
-                bytes.append(UInt8(ascii: "\""))
-            }
-            return
-        }
-        var text: [UInt8] = []
-        appendText(of: key, to: &text)
-        text.withUnsafeBufferPointer { JSONText.appendQuoted($0, escaping: true, to: &bytes) }
-    }
-
     private static func appendText(_ raw: RawValue, escaped: Bool, to bytes: inout [UInt8]) {
         switch raw {
         case .integer(let value):
@@ -334,52 +314,6 @@ struct RowKey: Hashable, Sendable, CustomStringConvertible {
         case .null:
             bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
         }
-    }
-
-    /// Whether an encoded key is one text value of valid UTF-8 (its text form then tells it exactly).
-    static func isUTF8Text(_ key: UnsafeBufferPointer<UInt8>) -> Bool {
-        var offset = 0
-        guard case .text(let text)? = value(in: key, at: &offset), offset == key.count else { return false }
-        return isValidUTF8(text)
-    }
-
-    /// Whether `bytes` are valid UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF).
-    ///
-    /// - Complexity: O(n); ASCII runs are checked eight bytes at a time (a key may be large).
-    static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        var index = 0
-        let count = bytes.count
-        guard let base = bytes.baseAddress else { return true }
-        let raw = UnsafeRawPointer(base)
-        while index < count {
-            if index + 8 <= count && raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
-                index += 8
-                continue
-            }
-            let lead = bytes[index]
-            if lead < 0x80 {
-                index += 1
-                continue
-            }
-            let length: Int
-            var low: UInt8 = 0x80, high: UInt8 = 0xBF   // the second byte's range
-            switch lead {
-            case 0xC2...0xDF: length = 2
-            case 0xE0: length = 3; low = 0xA0
-            case 0xE1...0xEC, 0xEE...0xEF: length = 3
-            case 0xED: length = 3; high = 0x9F
-            case 0xF0: length = 4; low = 0x90
-            case 0xF1...0xF3: length = 4
-            case 0xF4: length = 4; high = 0x8F
-            default: return false
-            }
-            guard index + length <= count, (low...high).contains(bytes[index + 1]) else { return false }
-            for continuation in stride(from: index + 2, to: index + length, by: 1) where bytes[continuation] & 0xC0 != 0x80 {
-                return false
-            }
-            index += length
-        }
-        return true
     }
 
     // MARK: Lists of keys, as the change log stores them

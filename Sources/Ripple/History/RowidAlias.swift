@@ -8,12 +8,7 @@ package enum RowidAlias {
     /// The first name of the rowid that none of `columns` takes (SQLite compares names without
     /// regard to ASCII case), or `nil` when the table's columns take all three.
     package static func available(avoiding columns: some Sequence<String>) -> String? {
-        let taken = Set(columns.map(asciiLowercased))
+        let taken = Set(columns.map(SQLIdentifier.folded))
         return names.first { !taken.contains($0) }
-    }
-
-    /// `name` with ASCII letters in lower case (SQLite folds no other letters in names).
-    private static func asciiLowercased(_ name: String) -> String {
-        String(decoding: name.utf8.map { (0x41...0x5A).contains($0) ? $0 + 0x20 : $0 }, as: UTF8.self)
     }
 }

@@ -99,7 +99,7 @@ struct TableRewinder {
         shape = try TableShape(db, table: table)
         columns = shape.columns
         keyColumns = shape.keyColumns
-        log = try ChangeLog.entries(of: table, in: db, after: from)
+        log = try ChangeLog.entries(of: shape.table, in: db, after: from)
         // Readers are query-only; the copy lives in `temp`, never in the store's file.
         queryOnly = try db.fetchValue("PRAGMA query_only", as: Int.self) == 1
         if queryOnly { try db.execute("PRAGMA query_only = OFF") }
@@ -177,7 +177,7 @@ struct TableRewinder {
                 for key in exactKeys { try delete(exactKey: key) }
             } else {
                 // Logged before keys were kept exactly: by their text.
-                guard let keys = JSONText.strings(entry.keys) else {
+                guard let text = entry.keys, let keys = JSONText.strings(text) else {
                     throw StoreError(.decoding, "malformed change log keys at version \(version)")
                 }
                 for key in keys { try delete(key: key) }

@@ -26,37 +26,35 @@ struct TableShape {
     var keepsRowOrder: Bool { withoutRowid || rowid != nil }
 
     init(_ db: Database, table: String) throws {
-        self.table = table
-        quotedTable = SQLIdentifier.quoted(table)
-        guard let sql = try db.fetchValue("SELECT sql FROM main.sqlite_schema WHERE type = 'table' AND name = ?", [table],
+        // From SQLite's answers (see ``TableLayout``), the name matched as SQLite matches names.
+        guard let layout = try TableLayout.read(db, table: table) else {
+            throw StoreError(.invalidQuery, "no table \(table) in the store")
+        }
+        switch layout.kind {
+        case .virtual:
+            throw StoreError(.history, "\(layout.name) is a virtual table: its module keeps its rows in shadow tables of its "
+                             + "own, which history cannot rewind; only its current rows can be read")
+        case .shadow:
+            throw StoreError(.history, "\(layout.name) is a shadow table, written by the module of a virtual table: its "
+                             + "changes are logged as that table's, and history cannot rewind them")
+        case .table:
+            break
+        }
+        self.table = layout.name
+        quotedTable = SQLIdentifier.quoted(layout.name)
+        guard let sql = try db.fetchValue("SELECT sql FROM main.sqlite_schema WHERE type = 'table' AND name = ?", [layout.name],
                                           as: String.self), sql.hasPrefix("CREATE TABLE ") else {
             throw StoreError(.invalidQuery, "no table \(table) in the store")
         }
         self.sql = sql
-        withoutRowid = sql.uppercased().contains("WITHOUT ROWID")
-        var columns: [String] = []
-        var key: [(position: Int, name: String, type: String)] = []
-        for row in try db.fetchAll("SELECT name, type, pk FROM pragma_table_info(?, 'main') ORDER BY cid", [table]) {
-            let name = try row.value("name", as: String.self)
-            columns.append(name)
-            let pk = try row.value("pk", as: Int.self)
-            if pk > 0 { key.append((pk, name, (try? row.value("type", as: String.self)) ?? "")) }
-        }
-        key.sort { $0.position < $1.position }
-        self.columns = columns
-        // The change capture's rule: no declared key, or INTEGER PRIMARY KEY, is keyed by the rowid.
-        let integerKey = !withoutRowid && key.count == 1 && key[0].type.uppercased() == "INTEGER" ? key[0].name : nil
-        keyColumns = key.isEmpty || integerKey != nil ? nil : key.map(\.name)
-        if withoutRowid {
-            rowid = nil
-            separateRowid = nil
-        } else if let integerKey {
-            rowid = RowidAlias.available(avoiding: columns) ?? SQLIdentifier.quoted(integerKey)
-            separateRowid = nil
-        } else {
-            rowid = RowidAlias.available(avoiding: columns)
-            separateRowid = rowid
-        }
+        withoutRowid = layout.withoutRowid
+        // A copy is written, and rows restored, through the columns that are not generated.
+        columns = layout.writableColumns.map { layout.columns[$0].name }
+        // The change capture's rule: the rowid keys a rowid table with no declared key, or whose
+        // key is the rowid (SQLite's rule for an INTEGER PRIMARY KEY).
+        keyColumns = layout.isKeyedByRowid ? nil : layout.primaryKey.map { layout.columns[$0].name }
+        rowid = layout.rowidName
+        separateRowid = layout.rowidAlias == nil ? rowid : nil
         if keyColumns == nil && rowid == nil {
             throw StoreError(.history, "the change log finds the rows of \(table) by their rowids, and its columns take every "
                              + "name of the rowid (rowid, oid, _rowid_): SQLite offers no way to read or find a row by its "

@@ -23,6 +23,10 @@ struct CommitRouter {
         let rowTable: String?
         /// Not row-precise: the tables it reads, once known.
         var tables: Set<String>?
+        /// Not row-precise: the version of the last commit of unknown extent (a schema change, a
+        /// write made without Ripple) routed to it, which may have changed which tables it reads:
+        /// it hears every commit until it learns its tables from a read that saw that version.
+        var unknownSince: Int64 = 0
         /// Row-precise: the keys of its result when it last became idle.
         var heldKeys: [RowKey] = []
         /// Row-precise: the version of the commit evaluated last when it registered. That commit
@@ -106,8 +110,12 @@ struct CommitRouter {
 
     /// An observer that is not row-precise learned which tables it reads: from now on it hears
     /// only of commits to them.
-    mutating func observer(_ id: ObserverID, reads tables: Set<String>) {
-        guard var observer = observers[id], observer.rowTable == nil, observer.tables == nil else { return }
+    /// `version` is the version of the read that found them: a read from before the last commit
+    /// of unknown extent routed to the observer does not count (it hears every commit until a
+    /// later read tells it its tables).
+    mutating func observer(_ id: ObserverID, reads tables: Set<String>, at version: Int64) {
+        guard var observer = observers[id], observer.rowTable == nil, observer.tables == nil,
+              version >= observer.unknownSince else { return }
         observer.tables = tables
         observers[id] = observer
         untabled.remove(id)
@@ -132,6 +140,16 @@ struct CommitRouter {
         var told: Set<ObserverID>
         if summary.tables.contains(ChangeLog.everyTable) {
             told = Set(observers.keys)
+            // The commit may have changed which tables a query reads (a view redefined, a table
+            // dropped and created again): each hears every commit until it has read again.
+            for (id, observer) in observers where observer.rowTable == nil {
+                if let tables = observer.tables {
+                    for table in tables { byTable[table]?.remove(id) }
+                    untabled.insert(id)
+                }
+                observers[id]?.tables = nil
+                observers[id]?.unknownSince = summary.version
+            }
         } else {
             told = untabled
             for table in summary.tables {

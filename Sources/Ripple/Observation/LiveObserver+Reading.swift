@@ -20,17 +20,20 @@ extension LiveObserver {
         storeHoldsKeys = false
         let isInitial = checkedVersion == nil
         if !isInitial && version == checkedVersion { return nil }
-        if isInitial {
+        // A schema change can change what the query reads and the columns of its result.
+        let schemaChanged = !isInitial && seen.schemaVersion != schemaVersion
+        schemaVersion = seen.schemaVersion
+        if isInitial || schemaChanged {
             tables = try sources.map { try $0.tables(in: db) }
             logQueries = tables.map { ChangeLog.changedKeysSQL(of: $0, limit: Self.rowCheckLimit + 1) }
-            let all = tables.reduce(into: Set<String>()) { $0.formUnion($1) }
-            condition.lock()
-            interest = all
-            condition.unlock()
-            store.observation.observer(observerID, reads: all)
         }
+        condition.lock()
+        let learns = interest == nil && version >= interestUnknownSince
+        if learns { interest = tables.reduce(into: Set<String>()) { $0.formUnion($1) } }
+        condition.unlock()
+        if learns { store.observation.observer(observerID, reads: tables.reduce(into: Set<String>()) { $0.formUnion($1) }, at: version) }
         var impacts = Array(repeating: Impact.everything, count: sources.count)
-        if let since = checkedVersion {
+        if let since = checkedVersion, !schemaChanged {
             if oldest <= since {
                 if let told {
                     impacts[0] = try impact(told: told, after: since, through: version, in: db)
@@ -77,7 +80,13 @@ extension LiveObserver {
                 }
                 let changeset: Changeset
                 var columns: [Set<String>] = []
-                if let old = snapshots[index] {
+                if let old = snapshots[index], old.columnNames != new.columnNames {
+                    // The result's columns changed (renamed, added, dropped): every row kept is
+                    // updated, with every column.
+                    let renamed = old.items.map { SnapshotItem(key: $0.key, content: ~$0.content) }
+                    changeset = Changeset(from: renamed, to: new.items)
+                    columns = changeset.updates.map { _ in Set(new.columnNames) }
+                } else if let old = snapshots[index] {
                     changeset = Changeset(from: old.items, to: new.items)
                     columns = changeset.updates.map { old.changedColumns(from: $0.old, to: $0.new, in: new) }
                 } else {
@@ -199,7 +208,7 @@ extension LiveObserver {
         for entry in entries {
             // Keys exactly as stored; an entry without them (logged by an older Ripple, or a
             // change of unknown extent) re-runs the query.
-            guard entry.values.count == 3, case .text(let table) = entry.values[0], table == check.table,
+            guard entry.values.count == 3, case .text(let table) = entry.values[0], SQLIdentifier.folded(table) == check.table,
                   case .text(let operation) = entry.values[1], case .blob(let list) = entry.values[2],
                   let parsed = RowKey.list(list) else { return nil }
             updatesOnly = updatesOnly && operation == ChangeLogEntry.Operation.update.rawValue

@@ -31,8 +31,13 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     private var deliveringThread: Thread?
     /// Whether ``stopObserving()`` left the shared reads (guarded by `condition`).
     private var leftShares = false
-    /// The tables each source reads, once known (guarded by `condition`).
+    /// The tables each source reads, once known (guarded by `condition`); `nil` hears every
+    /// commit.
     var interest: Set<String>?
+    /// The version of the last commit of unknown extent it heard of (a schema change, a write
+    /// made without Ripple; guarded by `condition`): it may have changed the tables the sources
+    /// read, so it hears every commit until a read at that version or later knows them again.
+    var interestUnknownSince: Int64 = 0
     /// The newest version the subscriber has seen the results at: read without a change, or
     /// read and handed to the handler (guarded by `condition`; see ``awaitDelivery(of:)``).
     private var settledVersion: Int64 = 0
@@ -59,6 +64,9 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     var orders: [RowOrder?]
     var tables: [Set<String>] = []
     var logQueries: [String] = []
+    /// The schema's version (`PRAGMA schema_version`) at the last read: when it moves, the
+    /// tables are found again and every result is read again.
+    var schemaVersion: Int64?
     var checkedVersion: Int64?
     /// Whether the store knows the keys of the result as its own (told when it last became idle,
     /// see ``tellStoreIfIdle(_:)``): else, a read checks the commits since the last one against
@@ -119,8 +127,12 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         condition.lock()
         // The store tells a row-precise observer only of the commits that may change its result
         // (see ObservationCenter.route); the others, of the commits to the tables they read.
-        let interested = interest.map { !$0.isDisjoint(with: summary.tables) } ?? true
-            || summary.tables.contains(ChangeLog.everyTable)
+        let unknownExtent = summary.tables.contains(ChangeLog.everyTable)
+        let interested = interest.map { !$0.isDisjoint(with: summary.tables) } ?? true || unknownExtent
+        if unknownExtent {
+            interest = nil
+            interestUnknownSince = max(interestUnknownSince, summary.version)
+        }
         let action = interested ? state.invalidate() : .none
         if !interested {
             // Nothing to read: its result at this version is the one it has.

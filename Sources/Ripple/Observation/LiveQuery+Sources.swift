@@ -20,7 +20,7 @@ extension RecordQuery {
             var condition = SQLBuilder(schema: schema)
             if let filter { try condition.appendCondition(filter) }
             let quotedKey = SQLIdentifier.quoted(schema.primaryKey)
-            rowCheck = RowCheck(interest: RowInterest(table: schema.table, quotedTable: schema.quotedTable, quotedKey: quotedKey,
+            rowCheck = RowCheck(interest: RowInterest(table: SQLIdentifier.folded(schema.table), quotedTable: schema.quotedTable, quotedKey: quotedKey,
                                                       filterSQL: condition.sql, filterArguments: condition.arguments,
                                                       filter: filter))
         }
@@ -117,14 +117,12 @@ extension Store {
             let statement = try db.cachedStatement(sql)
             defer { statement.reset() }
             try statement.bind(arguments)
-            let names = (0..<statement.columnCount).map(statement.columnName)
-            guard let key = names.firstIndex(of: identity) else {
-                throw StoreError(.invalidQuery, "no column \"\(identity)\" in the result of \(DatabaseError.abbreviated(sql)) "
-                                 + "(columns: \(names.joined(separator: ", ")))")
-            }
-            let decoder = RowDecoder(statement: statement, recordType: Record.self)
-            defer { decoder.finish() }
-            return try SnapshotReader(keyColumn: Int32(key)).read(statement) { try decoder.decode(Record.self) }
+            // The decoder matches the result's columns, known once the statement stepped.
+            var decoder: RowDecoder?
+            defer { decoder?.finish() }
+            return try SnapshotReader(keyColumnNamed: identity, sql: sql).read(statement, columnsKnown: { _ in
+                decoder = RowDecoder(statement: statement, recordType: Record.self)
+            }) { try decoder!.decode(Record.self) }
         }
         source.shareKey = SharedReadKey(reading: "decoded", element: Record.self, sql: sql, arguments: arguments, identity: identity)
         return LiveQuery(store: self, source: source)

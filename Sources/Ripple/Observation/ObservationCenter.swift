@@ -187,8 +187,9 @@ final class ObservationCenter: Sendable {
 
     /// An observer that is not row-precise learned which tables it reads: from now on it hears
     /// only of commits to them.
-    func observer(_ id: ObserverID, reads tables: Set<String>) {
-        state.withLock { $0.router.observer(id, reads: tables) }
+    /// `version`: the version of the read that found them (see ``CommitRouter/observer(_:reads:at:)``).
+    func observer(_ id: ObserverID, reads tables: Set<String>, at version: Int64) {
+        state.withLock { $0.router.observer(id, reads: tables, at: version) }
     }
 
     /// A row-precise observer became idle (called under its own lock) with a result of `keys` as
@@ -268,6 +269,8 @@ struct ObservationDiagnostics: Sendable {
 
 /// What a row-precise observer's filter is, for ``ObservationCenter/evaluateFilters(of:in:)``.
 struct RowInterest: Sendable {
+    /// The table's name folded as SQLite folds names (see ``SQLIdentifier/folded(_:)``): how
+    /// commits name it when they are routed.
     let table: String
     let quotedTable: String
     let quotedKey: String

@@ -150,20 +150,57 @@ enum Fingerprint {
 }
 
 /// Reads the rows of a statement into a ``Snapshot``, decoding each with `decode`.
+///
+/// The result's columns are read once the statement has stepped: after a schema change, SQLite
+/// prepares a statement again in its first step, and until then reports the columns it had
+/// (a column renamed under its old name, a column added missing).
 struct SnapshotReader {
-    /// The column whose value identifies an element.
-    let keyColumn: Int32
+    /// The column whose value identifies an element (see ``keyColumnName``).
+    var keyColumn: Int32
     /// The result columns whose values the snapshot keeps, to place rows by the query's order
     /// (see ``QuerySource/orderTerms``).
     var sortColumns: [Int32] = []
+    /// When set, the key column is the result column of this name, found once the statement
+    /// stepped; `sql` names the query in the error when it has none.
+    var keyColumnName: String?
+    var sql = ""
 
-    func read<Element>(_ statement: Statement, decode: () throws -> Element) throws -> Snapshot<Element> {
+    init(keyColumn: Int32, sortColumns: [Int32] = []) {
+        self.keyColumn = keyColumn
+        self.sortColumns = sortColumns
+    }
+
+    /// A reader whose key is the result column `name`.
+    init(keyColumnNamed name: String, sql: String) {
+        self.init(keyColumn: 0)
+        keyColumnName = name
+        self.sql = sql
+    }
+
+    /// `columnsKnown` is called once the result's columns are known, before the first element
+    /// is decoded.
+    func read<Element>(_ statement: Statement, columnsKnown: (Row.Columns) throws -> Void = { _ in },
+                       decode: () throws -> Element) throws -> Snapshot<Element> {
         let handle = statement.handle
-        let width = Int32(statement.columnCount)
+        var width: Int32 = -1
+        var keyColumn = self.keyColumn
         var snapshot = Snapshot<Element>()
-        snapshot.columnNames = (0..<Int(width)).map(statement.columnName)
         snapshot.sortWidth = sortColumns.count
+        func learnColumns() throws {
+            width = Int32(statement.columnCount)
+            snapshot.columnNames = (0..<Int(width)).map(statement.columnName)
+            let columns = Row.Columns(snapshot.columnNames)
+            if let keyColumnName {
+                guard let index = columns.indexByName[keyColumnName] else {
+                    throw StoreError(.invalidQuery, "no column \"\(keyColumnName)\" in the result of "
+                                     + "\(DatabaseError.abbreviated(sql)) (columns: \(columns.names.joined(separator: ", ")))")
+                }
+                keyColumn = Int32(index)
+            }
+            try columnsKnown(columns)
+        }
         while try statement.step() {
+            if width < 0 { try learnColumns() }
             for column in sortColumns { snapshot.sortValues.append(IndexedValue(column: column, of: handle)) }
             // Fingerprints first: they read each column with the accessor of its own type, so no
             // value is converted before the decoder reads it.
@@ -177,20 +214,16 @@ struct SnapshotReader {
             snapshot.items.append(SnapshotItem(key: key, content: Fingerprint.finish(row)))
             snapshot.elements.append(try decode())
         }
+        if width < 0 { try learnColumns() }
         return snapshot
     }
 
     /// The rows of `statement` (bound, not yet stepped) as ``Row``s, identified by the result
     /// column `identity`. `sql` names the query in the error for a missing column.
     static func rows(of statement: Statement, identity: String, sql: String) throws -> Snapshot<Row> {
-        let columns = Row.Columns((0..<statement.columnCount).map(statement.columnName))
-        guard let key = columns.indexByName[identity] else {
-            throw StoreError(.invalidQuery, "no column \"\(identity)\" in the result of \(DatabaseError.abbreviated(sql)) "
-                             + "(columns: \(columns.names.joined(separator: ", ")))")
-        }
-        let width = Int32(columns.names.count)
-        return try SnapshotReader(keyColumn: Int32(key)).read(statement) {
-            Row(columns: columns, values: (0..<width).map(statement.value(at:)))
+        var columns = Row.Columns([])
+        return try SnapshotReader(keyColumnNamed: identity, sql: sql).read(statement, columnsKnown: { columns = $0 }) {
+            Row(columns: columns, values: (0..<Int32(columns.names.count)).map(statement.value(at:)))
         }
     }
 
@@ -247,7 +280,7 @@ struct QuerySource<Element: Sendable>: Sendable {
 
     /// The tables the query reads, found by SQLite's authorizer while preparing it.
     func tables(in db: Database) throws -> Set<String> {
-        if let knownTables { return knownTables }
+        if let knownTables { return Set(knownTables.map(SQLIdentifier.folded)) }
         return try db.tablesRead(by: sql)
     }
 }
@@ -290,23 +323,35 @@ struct RowCheck: Sendable {
 }
 
 extension Database {
-    /// The names of the tables `sql` reads, as SQLite's authorizer reports them while preparing.
+    /// The tables `sql` reads, as SQLite's authorizer reports them while preparing it, by their
+    /// names folded as SQLite folds them (see ``SQLIdentifier/folded(_:)``), views resolved to
+    /// the tables they read.
+    ///
+    /// Throws ``StoreError/Kind/invalidQuery`` when it reads a virtual table whose module keeps
+    /// its rows outside the store's tables (it has no shadow tables): no commit would tell when
+    /// they change, so a live query over it could go stale unseen.
     func tablesRead(by sql: String) throws -> Set<String> {
-        final class Collector { var tables: Set<String> = [] }
-        let collector = Collector()
-        let context = Unmanaged.passUnretained(collector).toOpaque()
-        sqlite3_set_authorizer(handle, { context, action, table, _, _, _ in
-            if action == SQLITE_READ, let context, let table {
-                let name = String(cString: table)
-                if !name.hasPrefix("sqlite_") {
-                    Unmanaged<Collector>.fromOpaque(context).takeUnretainedValue().tables.insert(name)
-                }
-            }
-            return SQLITE_OK
-        }, context)
-        defer { sqlite3_set_authorizer(handle, nil, nil) }
-        _ = try withExtendedLifetime(collector) { try makeStatement(sql) }
-        return collector.tables
+        collectsTablesRead = true
+        tablesReadByStatement = []
+        defer {
+            collectsTablesRead = false
+            tablesReadByStatement = []
+        }
+        _ = try makeStatement(sql)
+        let tables = Set(tablesReadByStatement.filter { !SQLIdentifier.folded($0).hasPrefix("sqlite_") }.map(SQLIdentifier.folded))
+        let virtual = try fetchAll("SELECT name FROM pragma_table_list WHERE schema = 'main' AND type = 'virtual'")
+            .compactMap { $0.values.first?.textValue }
+        guard !virtual.isEmpty else { return tables }
+        let shadows = try fetchAll("SELECT name FROM pragma_table_list WHERE schema = 'main' AND type = 'shadow'")
+            .compactMap { $0.values.first?.textValue }
+        let owners = Dictionary(virtual.map { (SQLIdentifier.folded($0), $0) }, uniquingKeysWith: { first, _ in first })
+        let observable = Set(shadows.compactMap { TableLayout.owner(ofShadow: $0, among: owners) }.map(SQLIdentifier.folded))
+        for name in virtual where tables.contains(SQLIdentifier.folded(name)) && !observable.contains(SQLIdentifier.folded(name)) {
+            throw StoreError(.invalidQuery, "a live query cannot observe the virtual table \(name): its module keeps its rows "
+                             + "outside the store's tables (it has no shadow tables), so no commit tells when they change. "
+                             + "Read it with fetchAll instead, or observe the tables it reads from")
+        }
+        return tables
     }
 }
 

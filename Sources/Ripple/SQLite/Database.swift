@@ -28,9 +28,13 @@ public final class Database {
     private(set) var transactionEndedBySQLite = false
     /// Where the change capture stood when the transaction of ``transaction(_:_:)`` began: what
     /// it captured before (earlier transactions of a migration, say) survives its rollback.
-    private var captureMarkAtBegin: (changes: Int, pending: Int)?
+    private var captureMarkAtBegin: ChangeCapture.Mark?
     /// What SQLite's authorizer lets through now (see ``authorize(_:)``).
     private var control = Control()
+    /// While true, the authorizer collects the tables statements being prepared read (see
+    /// ``tablesRead(by:)``) into `tablesReadByStatement`.
+    var collectsTablesRead = false
+    var tablesReadByStatement: Set<String> = []
     /// The writer's change capture: told when a savepoint or transaction rolls back.
     var changeCapture: ChangeCapture?
     /// The writer's change log, once installed.
@@ -68,9 +72,11 @@ public final class Database {
         // A double-quoted name is a name, never a string literal: a misspelt column is an error.
         ripple_db_config_flag(handle, SQLITE_DBCONFIG_DQS_DML, 0)
         ripple_db_config_flag(handle, SQLITE_DBCONFIG_DQS_DDL, 0)
-        sqlite3_set_authorizer(handle, { context, action, _, _, _, _ in
+        sqlite3_set_authorizer(handle, { context, action, first, _, _, _ in
             guard let context else { return SQLITE_OK }
-            return Unmanaged<Database>.fromOpaque(context).takeUnretainedValue().authorize(action)
+            let db = Unmanaged<Database>.fromOpaque(context).takeUnretainedValue()
+            if action == SQLITE_READ, db.collectsTablesRead, let first { db.tablesReadByStatement.insert(String(cString: first)) }
+            return db.authorize(action)
         }, Unmanaged.passUnretained(self).toOpaque())
         // SQLite can end a transaction by itself; a statement run after that would commit alone.
         sqlite3_rollback_hook(handle, { context in
@@ -165,10 +171,14 @@ public final class Database {
         let statement = try cachedStatement(sql)
         defer { statement.reset() }
         try statement.bind(arguments)
-        let columns = Row.Columns((0..<statement.columnCount).map(statement.columnName))
+        // The columns as of the first step: SQLite prepares the statement again there after a
+        // schema change (before it, a renamed column would show its old name).
+        var columns: Row.Columns?
         var rows: [Row] = []
         while try statement.step() {
-            rows.append(Row(columns: columns, values: (0..<Int32(columns.names.count)).map(statement.value(at:))))
+            let known = columns ?? Row.Columns((0..<statement.columnCount).map(statement.columnName))
+            columns = known
+            rows.append(Row(columns: known, values: (0..<Int32(known.names.count)).map(statement.value(at:))))
         }
         return rows
     }
