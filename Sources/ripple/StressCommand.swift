@@ -5,6 +5,11 @@ import RippleTesting
 /// `ripple stress [--seconds S] [--seed N] [--processes P] [--threads T] [--single-threaded]
 /// [--max-subscribers M] [--verbose]`: a model-based differential check of live queries.
 ///
+/// `ripple stress --capture [--seconds S] [--seed N] [--max-operations N]` runs the capture
+/// fuzzer instead (see `CaptureFuzzer`): random schemas written with random raw SQL, every live
+/// query and history compared with fresh reads after each commit. Its last line reads
+/// `capture fuzz: seed=S schemas=N operations=N commits=N checks=N discrepancies=D`.
+///
 /// Writers (threads, and with `--processes` other processes on the same file) write seeded random
 /// data through Ripple's public API while subscriptions come and go; every delivered event is
 /// checked against an independent in-memory model (see `StressTest` in RippleTesting).
@@ -57,6 +62,11 @@ struct StressCommand: ParsableCommand {
     @Flag(help: "Print each finding as it is found, and progress every 5 seconds.")
     var verbose = false
 
+    @Flag(help: ArgumentHelp("Run the capture fuzzer: random schemas (key forms, WITHOUT ROWID layouts, generated "
+                             + "columns, triggers, cascades, views, FTS5) written with random raw SQL and ALTERs; "
+                             + "live queries and history checked against fresh reads after every commit."))
+    var capture = false
+
     func validate() throws {
         guard seconds > 0 else { throw ValidationError("--seconds must be positive") }
         guard processes >= 1 else { throw ValidationError("--processes must be at least 1") }
@@ -65,6 +75,7 @@ struct StressCommand: ParsableCommand {
     }
 
     func run() throws {
+        if capture { return try runCaptureFuzzer() }
         var configuration = StressConfiguration()
         configuration.seed = seed
         configuration.seconds = seconds
@@ -85,6 +96,19 @@ struct StressCommand: ParsableCommand {
             Console.note("replay: ripple stress --seed \(seed) --single-threaded --seconds \(Self.format(seconds))"
                          + (maxOperations.map { " --max-operations \($0)" } ?? "")
                          + (outsideWrites > 0 ? " --outside-writes \(outsideWrites)" : ""))
+        }
+        print(report.summaryLine)
+        if !report.passed { throw ExitCode.failure }
+    }
+
+    private func runCaptureFuzzer() throws {
+        var log: (@Sendable (String) -> Void)?
+        if verbose { log = { @Sendable line in Console.note(line) } }
+        let report = try CaptureFuzzer.run(seed: seed, operations: maxOperations, seconds: seconds, directory: path, log: log)
+        if !report.passed {
+            Console.note(report.details)
+            Console.note("replay: ripple stress --capture --seed \(seed) --seconds \(Self.format(seconds))"
+                         + " --max-operations \(report.operations)")
         }
         print(report.summaryLine)
         if !report.passed { throw ExitCode.failure }

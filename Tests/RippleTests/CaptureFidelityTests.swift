@@ -27,6 +27,9 @@ import Testing
         var writes: [String]
         /// History over this table is refused with an error that names the reason.
         var historyRefused = false
+        /// History over this table is exact, or refused with a reason (it depends on the SQLite
+        /// library: see ``PreupdateColumns/misreadsRowidAfterVirtualColumn``).
+        var historyMayBeRefused = false
         var testDescription: String { name }
     }
 
@@ -59,7 +62,7 @@ import Testing
                 let snapshot = steps.last { $0.version <= version }?.snapshot ?? []
                 #expect(snapshot == rows, "history at version \(version)", sourceLocation: sourceLocation)
             }
-        } catch let error as StoreError where testCase.historyRefused {
+        } catch let error as StoreError where testCase.historyRefused || testCase.historyMayBeRefused {
             #expect(error.kind == .history, sourceLocation: sourceLocation)
         }
     }
@@ -118,6 +121,13 @@ import Testing
              table: "generated", query: "SELECT id, a, twice, stored FROM generated ORDER BY id", identity: "id",
              writes: ["INSERT INTO generated(a, id) VALUES (1, 'x'), (2, 'y')", "UPDATE generated SET a = 5 WHERE id = 'x'",
                       "UPDATE generated SET id = 'z' WHERE id = 'y'", "DELETE FROM generated WHERE id = 'x'"]),
+        Case(name: "an INTEGER PRIMARY KEY after a VIRTUAL generated column",
+             schema: "CREATE TABLE late(v INTEGER, g INTEGER AS (v * 2), id INTEGER PRIMARY KEY, w TEXT)",
+             table: "late", query: "SELECT * FROM late ORDER BY id", identity: "id",
+             writes: ["INSERT INTO late(v, id, w) VALUES (1, 10, 'a'), (2, 20, 'b')",
+                      "UPDATE late SET w = 'c' WHERE id = 10", "UPDATE late SET id = 30 WHERE id = 20",
+                      "DELETE FROM late WHERE id = 10"],
+             historyMayBeRefused: true),
         Case(name: "a composite key in another order than the columns",
              schema: "CREATE TABLE pairs(v TEXT, b INTEGER, a TEXT, PRIMARY KEY (a, b))",
              table: "pairs", query: "SELECT a || '/' || b AS k, * FROM pairs ORDER BY a, b", identity: "k",

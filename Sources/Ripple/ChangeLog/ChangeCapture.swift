@@ -94,6 +94,12 @@ final class ChangeCapture {
         /// For a shadow table, the virtual table whose rows it holds: its changes are that
         /// table's, of unknown extent.
         var shadowOwner: String?
+        /// The image position of the column that is the rowid's alias: its value is the rowid.
+        var rowidImagePosition: Int?
+        /// Whether the hook reads old rows whole (see
+        /// ``PreupdateColumns/misreadsRowidAfterVirtualColumn``): if not, updates and deletes keep
+        /// no before-image, and history says it cannot rewind them.
+        var keepsImages = true
     }
 
     private struct PendingRow {
@@ -356,7 +362,13 @@ final class ChangeCapture {
             }
         }
         let owner = layout.kind == .shadow ? TableLayout.owner(ofShadow: layout.name, among: virtualTables) : nil
-        return TableCapture(key: key, keyTakesText: keyTakesText, image: numbered(writable), defaults: defaults, shadowOwner: owner)
+        var capture = TableCapture(key: key, keyTakesText: keyTakesText, image: numbered(writable), defaults: defaults,
+                                   shadowOwner: owner)
+        if let alias = layout.rowidAlias {
+            capture.rowidImagePosition = writable.firstIndex(of: alias)
+            capture.keepsImages = !(numbering.misreadsRowidAfterVirtualColumn && layout.storagePosition(of: alias) != alias)
+        }
+        return capture
     }
 
     /// Turns rows of tables created in this transaction into changes, now that their keys are known.
@@ -572,11 +584,15 @@ final class ChangeCapture {
     /// ``TableLayout/writableColumns``) as change `entry`'s before-image: a delete, or an update
     /// that changed the key. `rowid`: `nil` for a `WITHOUT ROWID` table.
     private func appendRowImage(_ connection: OpaquePointer, rowid: Int64?, entry: Int, operation: Int32) {
-        guard let capture = table.capture else { return }
+        guard let capture = table.capture, capture.keepsImages else { return }
         imageBytes.append(BeforeImage.Kind.row)
         if let rowid { RowKey.appendInteger(rowid, to: &imageBytes) } else { imageBytes.append(RowKey.Tag.null) }
         let columns = operation == SQLITE_DELETE ? capture.image.deleteOld : capture.image.updateOld
         for (index, column) in columns.enumerated() {
+            if index == capture.rowidImagePosition, let rowid {
+                RowKey.appendInteger(rowid, to: &imageBytes)   // the rowid's alias holds the rowid
+                continue
+            }
             let value = Self.preupdateValue(connection, column, new: false)
             if let missing = numbering.missingValue, value == missing, let fallback = capture.defaults[index] {
                 RowKey.append(fallback, to: &imageBytes)
@@ -590,11 +606,12 @@ final class ChangeCapture {
     /// Appends the old values of the columns an update changed (by type and bytes) as change
     /// `entry`'s before-image; `changedRowid`: the old rowid when the update changed it.
     private func appendChangedColumns(_ connection: OpaquePointer, changedRowid: Int64?, entry: Int) {
-        guard let capture = table.capture else { return }
+        guard let capture = table.capture, capture.keepsImages else { return }
         imageBytes.append(BeforeImage.Kind.columns)
         if let changedRowid { RowKey.appendInteger(changedRowid, to: &imageBytes) } else { imageBytes.append(RowKey.Tag.null) }
         let (olds, news) = (capture.image.updateOld, capture.image.updateNew)
-        for index in olds.indices {
+        // The rowid's alias is not compared: an update that keeps the rowid keeps it.
+        for index in olds.indices where index != capture.rowidImagePosition {
             let old = Self.preupdateValue(connection, olds[index], new: false)
             let new = Self.preupdateValue(connection, news[index], new: true)
             if let missing = numbering.missingValue, old == missing, let fallback = capture.defaults[index] {

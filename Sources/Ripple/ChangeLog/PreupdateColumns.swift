@@ -37,6 +37,11 @@ struct PreupdateColumns: Sendable {
     /// The value SQLite hands out for such a column, told apart by its address from a NULL the
     /// row holds (`nil` when ``addedColumnReadsNull`` is false).
     nonisolated(unsafe) var missingValue: OpaquePointer?
+    /// Whether, in a rowid table whose INTEGER PRIMARY KEY comes after a `VIRTUAL` generated
+    /// column, the hook hands out the rowid in place of another column's old value (it looks
+    /// for the key by its position in the table while numbering by storage): the old row cannot
+    /// be read whole then.
+    var misreadsRowidAfterVirtualColumn = false
 
     /// What this process's SQLite library does.
     static let learnt: PreupdateColumns = learn()
@@ -74,6 +79,7 @@ struct PreupdateColumns: Sendable {
             result[keyPath: table] = Table(insertNew: numbering(name, "insert new"), updateOld: numbering(name, "update old"),
                                            updateNew: numbering(name, "update new"), deleteOld: numbering(name, "delete old"))
         }
+        result.misreadsRowidAfterVirtualColumn = probe.seen["k delete old"] != "stored"
         if probe.added.isNull, other.added.isNull, let pointer = probe.added.pointer, pointer == other.added.pointer {
             result.addedColumnReadsNull = true
             result.missingValue = pointer
@@ -131,6 +137,7 @@ struct PreupdateColumns: Sendable {
                 CREATE TABLE w(a TEXT, g AS (a || 'x'), s TEXT PRIMARY KEY) WITHOUT ROWID;
                 INSERT INTO r VALUES ('a', 'stored'); UPDATE r SET a = 'b'; DELETE FROM r;
                 INSERT INTO w VALUES ('a', 'stored'); UPDATE w SET a = 'b'; DELETE FROM w;
+                CREATE TABLE k(g AS (1), id INTEGER PRIMARY KEY, s TEXT); INSERT INTO k VALUES (5, 'stored'); DELETE FROM k;
                 CREATE TABLE added(a); INSERT INTO added VALUES (1);
                 ALTER TABLE added ADD COLUMN b DEFAULT 'default'; DELETE FROM added;
                 """

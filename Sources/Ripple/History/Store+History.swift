@@ -168,8 +168,9 @@ struct TableRewinder {
                     restore.append(encoded)
                 }
             } else {
-                throw StoreError(.history, "version \(version) was logged without before-images (before history "
-                                 + "was recorded) and cannot be undone")
+                throw StoreError(.history, "version \(version) of \(table) was logged without before-images and cannot be "
+                                 + "undone: it was written before history was recorded, or this SQLite cannot read the "
+                                 + "table's old rows whole (an INTEGER PRIMARY KEY after a VIRTUAL generated column)")
             }
         }
         for entry in entries {

@@ -1,0 +1,478 @@
+import Foundation
+import Ripple
+
+/// The capture fuzzer: seeded random schemas of the kinds people put Ripple on — names in any
+/// case, every form of key and rowid, `WITHOUT ROWID` written in any layout, generated columns,
+/// triggers, foreign-key cascades, views written through `INSTEAD OF` triggers, FTS5 — written
+/// with random raw SQL (conflict clauses, upserts, key changes, ALTER TABLE), checked after every
+/// commit: every live query's list equals its query read afresh, and the history of every
+/// ordinary table's query at every retained version equals the state read then.
+///
+/// ```swift
+/// let report = try CaptureFuzzer.run(seed: 7, operations: 300)
+/// #expect(report.passed, "\(report.details)")
+/// ```
+///
+/// A run is deterministic for its seed: a schema for each round of ``operationsPerSchema``
+/// operations, in a fresh file. A discrepancy names the seed and the operation that showed it,
+/// so that `ripple stress --capture --seed S --max-operations N` replays it and stops there.
+public enum CaptureFuzzer {
+    /// Operations made on one schema before the next round starts a new file.
+    public static let operationsPerSchema = 400
+
+    /// What a run found.
+    public struct Report: Sendable {
+        public var seed: UInt64
+        /// Write operations attempted (each a `store.write` of one to three statements).
+        public var operations = 0
+        /// Writes that committed and took a version.
+        public var commits = 0
+        /// Schemas (rounds) tried.
+        public var schemas = 0
+        /// Comparisons made (live lists and history steps with a fresh read).
+        public var checks = 0
+        /// Each discrepancy, described (at most 20 kept).
+        public var discrepancies: [String] = []
+        public var discrepancyCount = 0
+
+        public var passed: Bool { discrepancyCount == 0 }
+
+        /// One line, for the end of `ripple stress --capture`.
+        public var summaryLine: String {
+            "capture fuzz: seed=\(seed) schemas=\(schemas) operations=\(operations) commits=\(commits) checks=\(checks) "
+                + "discrepancies=\(discrepancyCount)"
+        }
+
+        /// The discrepancies, one per line.
+        public var details: String { discrepancies.joined(separator: "\n") }
+
+        mutating func record(_ discrepancy: String) {
+            discrepancyCount += 1
+            if discrepancies.count < 20 { discrepancies.append(discrepancy) }
+        }
+    }
+
+    /// Runs `operations` write operations (or until `seconds` pass, whichever comes first) from
+    /// `seed`, in files under `directory` (a temporary directory when `nil`, removed afterwards).
+    public static func run(seed: UInt64, operations: Int? = nil, seconds: Double? = nil,
+                           directory: String? = nil, log: (@Sendable (String) -> Void)? = nil) throws -> Report {
+        let files = FileManager.default
+        let root = directory ?? files.temporaryDirectory.appendingPathComponent("ripple-capture-\(UUID().uuidString)").path
+        try files.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { if directory == nil { try? files.removeItem(atPath: root) } }
+        let deadline = seconds.map { Date().addingTimeInterval($0) }
+        var report = Report(seed: seed)
+        var round = 0
+        while report.passed, operations.map({ report.operations < $0 }) ?? true, deadline.map({ Date() < $0 }) ?? true {
+            let path = root + "/capture-\(round).sqlite"
+            for suffix in ["", "-wal", "-shm"] { try? files.removeItem(atPath: path + suffix) }
+            let budget = min(operationsPerSchema, (operations ?? .max) - report.operations)
+            var fuzz = try CaptureRound(path: path, seed: seed, round: round)
+            report.schemas += 1
+            try fuzz.run(operations: budget, deadline: deadline, firstOperation: report.operations, into: &report)
+            log?("round \(round): \(report.summaryLine)")
+            round += 1
+            for suffix in ["", "-wal", "-shm"] { try? files.removeItem(atPath: path + suffix) }
+        }
+        return report
+    }
+}
+
+/// One table of a generated schema.
+private struct FuzzTable {
+    enum Key: CaseIterable {
+        /// `id INTEGER PRIMARY KEY`: the rowid.
+        case integerAlias
+        /// `id INTEGER PRIMARY KEY DESC`: not the rowid.
+        case integerDescending
+        /// `id INT PRIMARY KEY`: not the rowid.
+        case intKey
+        /// `PRIMARY KEY (id DESC)` on an INTEGER column: the rowid.
+        case constraintDescending
+        case textKey
+        /// `PRIMARY KEY (b, a)`.
+        case composite
+        /// No declared key: the rowid.
+        case none
+    }
+
+    var name: String
+    var key: Key
+    var withoutRowid: Bool
+    /// A `VIRTUAL` generated column comes before an INTEGER PRIMARY KEY: some SQLite builds'
+    /// pre-update hook cannot read such a table's old rows whole, and history then refuses.
+    var virtualBeforeRowidAlias = false
+    /// Columns added by ALTER TABLE (text, with a default), by their current names.
+    var added: [String] = []
+
+    var keyColumns: [String] {
+        switch key {
+        case .composite: ["b", "a"]
+        case .none: []
+        default: ["id"]
+        }
+    }
+
+    /// The result column that identifies a row.
+    var identity: String { key == .none ? "rowid" : "json_array(\(keyColumns.joined(separator: ", ")))" }
+}
+
+/// One query a live subscriber follows; `table` set when history can rebuild it.
+private struct FuzzQuery {
+    var sql: String
+    var table: String?
+}
+
+/// One round: a schema in a fresh file, live subscribers to every query, random writes.
+private struct CaptureRound {
+    let store: Store
+    let seed: UInt64
+    var random: SeededGenerator
+    var tables: [FuzzTable] = []
+    var queries: [FuzzQuery] = []
+    var fts: String?
+    var view: (name: String, table: Int)?
+    var kids: (name: String, parent: Int)?
+    /// Per query, the rows read after each commit since the last schema change, by version.
+    var states: [[(version: Int64, rows: [Row])]] = []
+    var lastSchemaChange: Int64 = 0
+
+    init(path: String, seed: UInt64, round: Int) throws {
+        self.seed = seed
+        random = SeededGenerator(seed: seed &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(round) &* 0xC2B2_AE3D_27D4_EB4F ^ 0xCA97)
+        store = try Store(path: path)
+    }
+
+    // MARK: Schema
+
+    /// `name` with each ASCII letter in a random case.
+    mutating func anyCase(_ name: String) -> String {
+        String(name.map { Bool.random(using: &random) ? Character($0.uppercased()) : Character($0.lowercased()) })
+    }
+
+    mutating func makeSchema() throws -> [String] {
+        var script: [String] = []
+        let count = Int.random(in: 2...3, using: &random)
+        for index in 0..<count {
+            let key = FuzzTable.Key.allCases.randomElement(using: &random)!
+            let canDropRowid = [.integerDescending, .intKey, .textKey, .composite].contains(key)
+            var table = FuzzTable(name: anyCase("table\(index)"), key: key, withoutRowid: canDropRowid && Bool.random(using: &random))
+            var columns: [String] = []
+            switch key {
+            case .integerAlias: columns.append("id \(anyCase("integer primary key"))")
+            case .integerDescending: columns.append("id INTEGER PRIMARY KEY DESC")
+            case .intKey: columns.append("id INT PRIMARY KEY")
+            case .constraintDescending: columns.append("id INTEGER")
+            case .textKey: columns.append("id TEXT PRIMARY KEY")
+            case .composite: columns += ["a TEXT NOT NULL", "b INTEGER NOT NULL"]
+            case .none: break
+            }
+            var others = ["v INTEGER", "w TEXT"]
+            if Bool.random(using: &random) { others.append("g INTEGER AS (v * 2)") }
+            if Bool.random(using: &random) { others.append("s TEXT AS (coalesce(w, '') || '!') STORED") }
+            others.shuffle(using: &random)
+            // Generated columns anywhere, before the key too.
+            columns.insert(contentsOf: others, at: Int.random(in: 0...columns.count, using: &random))
+            if !table.withoutRowid && key != .none && Bool.random(using: &random) {
+                // A rowid table that mentions WITHOUT ROWID in its text.
+                columns.append("note TEXT DEFAULT 'WITHOUT ROWID'")
+            }
+            if key == .constraintDescending { columns.append("PRIMARY KEY (id DESC)") }
+            if key == .composite { columns.append("PRIMARY KEY (b, a)") }
+            let layouts = [" WITHOUT ROWID", " without\n  rowid", " /* no rowid */ Without/**/RowID", "WITHOUT\tROWID"]
+            let ending = table.withoutRowid ? layouts.randomElement(using: &random)! : ""
+            if [.integerAlias, .constraintDescending].contains(key), let generated = columns.firstIndex(of: "g INTEGER AS (v * 2)"),
+               let id = columns.firstIndex(where: { $0.hasPrefix("id ") }), generated < id {
+                table.virtualBeforeRowidAlias = true
+            }
+            script.append("CREATE TABLE \(table.name)(\(columns.joined(separator: ", ")))\(ending)")
+            tables.append(table)
+        }
+        fts = anyCase("notes")
+        script.append("CREATE VIRTUAL TABLE \(fts!) USING fts5(body, tag)")
+        // A trigger feeding the full-text table from the first table, and an audit trail.
+        script.append("CREATE TRIGGER feed AFTER INSERT ON \(anyCase(tables[0].name)) BEGIN "
+                      + "INSERT INTO \(anyCase(fts!))(body, tag) VALUES (coalesce(new.w, 'empty'), 'fed'); END")
+        script.append("CREATE TABLE audit(n INTEGER PRIMARY KEY, what TEXT)")
+        script.append("CREATE TRIGGER audited AFTER UPDATE OF v ON \(anyCase(tables[1].name)) BEGIN "
+                      + "INSERT INTO audit(what) VALUES ('v ' || coalesce(new.v, 'null')); END")
+        // A child table cascading from a table with a one-column key.
+        if let parent = tables.firstIndex(where: { $0.keyColumns == ["id"] }) {
+            let name = anyCase("kids")
+            kids = (name, parent)
+            script.append("CREATE TABLE \(name)(kid INTEGER PRIMARY KEY, parent REFERENCES \(tables[parent].name)(id) "
+                          + "ON DELETE CASCADE ON UPDATE CASCADE, note TEXT)")
+            let viewName = anyCase("shown")
+            view = (viewName, parent)
+            let table = tables[parent].name
+            script.append("CREATE VIEW \(viewName) AS SELECT id, v, w FROM \(table)")
+            script.append("CREATE TRIGGER shown_insert INSTEAD OF INSERT ON \(viewName) BEGIN "
+                          + "INSERT OR REPLACE INTO \(table)(id, v, w) VALUES (new.id, new.v, new.w); END")
+            script.append("CREATE TRIGGER shown_delete INSTEAD OF DELETE ON \(viewName) BEGIN "
+                          + "DELETE FROM \(table) WHERE id = old.id; END")
+        }
+        return script
+    }
+
+    mutating func makeQueries() {
+        for table in tables {
+            let name = anyCase(table.name)
+            queries.append(FuzzQuery(sql: "SELECT \(table.identity) AS r, * FROM \(name) ORDER BY r", table: table.name))
+            queries.append(FuzzQuery(sql: "SELECT \(table.identity) AS r, * FROM \(name) WHERE v % 3 = 1 ORDER BY r",
+                                     table: table.name))
+        }
+        if let fts {
+            queries.append(FuzzQuery(sql: "SELECT rowid AS r, * FROM \(anyCase(fts)) ORDER BY r"))
+            queries.append(FuzzQuery(sql: "SELECT rowid AS r, body FROM \(fts) WHERE \(fts) MATCH 'apple' ORDER BY r"))
+        }
+        queries.append(FuzzQuery(sql: "SELECT n AS r, what FROM audit ORDER BY r", table: "audit"))
+        if let kids {
+            queries.append(FuzzQuery(sql: "SELECT kid AS r, * FROM \(kids.name) ORDER BY r", table: kids.name))
+        }
+        if let view {
+            queries.append(FuzzQuery(sql: "SELECT id AS r, v, w FROM \(view.name) ORDER BY r"))
+            let parent = tables[view.table]
+            queries.append(FuzzQuery(sql: "SELECT k.kid AS r, k.note, p.v FROM \(kids?.name ?? "kids") AS k "
+                                     + "JOIN \(parent.name) AS p ON p.id = k.parent ORDER BY r"))
+        }
+    }
+
+    // MARK: Writes
+
+    mutating func keyValues(_ table: FuzzTable) -> [String] {
+        let number = Int.random(in: 1...12, using: &random)
+        switch table.key {
+        case .textKey: return ["'k\(number)'"]
+        case .composite: return ["\(number % 4)", "'a\(number % 3)'"]
+        case .none: return []
+        default: return ["\(number)"]
+        }
+    }
+
+    mutating func value() -> String {
+        switch Int.random(in: 0..<6, using: &random) {
+        case 0: "NULL"
+        case 1: "'apple pie'"
+        case 2: "'pear'"
+        default: "\(Int.random(in: -3...20, using: &random))"
+        }
+    }
+
+    mutating func text() -> String {
+        ["'apple'", "'apple tart'", "'pear'", "''", "NULL", "'caf\u{E9}'", "'cafe\u{301}'"].randomElement(using: &random)!
+    }
+
+    /// One random statement.
+    mutating func statement() -> String {
+        let index = Int.random(in: 0..<tables.count, using: &random)
+        let table = tables[index]
+        let name = anyCase(table.name)
+        let keys = table.keyColumns
+        let clause = ["", "OR IGNORE ", "OR REPLACE ", "OR ABORT ", "OR FAIL "].randomElement(using: &random)!
+        switch Int.random(in: 0..<100, using: &random) {
+        case 0..<22:
+            let columns = keys + ["v", "w"] + table.added
+            let values = keyValues(table) + [value(), text()] + table.added.map { _ in text() }
+            return "INSERT \(clause)INTO \(name)(\(columns.joined(separator: ", "))) VALUES (\(values.joined(separator: ", ")))"
+        case 22..<30 where !keys.isEmpty:
+            let values = keyValues(table) + [value(), text()]
+            return "INSERT INTO \(name)(\(keys.joined(separator: ", ")), v, w) VALUES (\(values.joined(separator: ", "))) "
+                + "ON CONFLICT(\(keys.joined(separator: ", "))) DO UPDATE SET v = coalesce(v, 0) + excluded.v, w = excluded.w"
+        case 30..<42:
+            return "UPDATE \(clause)\(name) SET v = coalesce(v, 0) + 1, w = \(text()) WHERE v % 4 = \(Int.random(in: 0...3, using: &random))"
+        case 42..<50 where !keys.isEmpty:
+            // A key changed: the row moves, conflicts resolved by the clause (or failing).
+            let key = keys.last!
+            let shift = Int.random(in: 1...5, using: &random)
+            let change = key == "a" ? "a || '\(shift)'" : "\(key) + \(shift)"
+            return "UPDATE \(clause)\(name) SET \(key) = \(change) WHERE v % 3 = \(Int.random(in: 0...2, using: &random))"
+        case 42..<50:
+            return "UPDATE \(name) SET rowid = rowid + 100 WHERE v % 3 = \(Int.random(in: 0...2, using: &random))"
+        case 50..<58:
+            return "DELETE FROM \(name) WHERE v % 5 = \(Int.random(in: 0...4, using: &random))"
+        case 58..<66:
+            guard let fts else { return "SELECT 1" }
+            switch Int.random(in: 0..<3, using: &random) {
+            case 0: return "INSERT INTO \(anyCase(fts))(body, tag) VALUES (\(text()), 'direct')"
+            case 1: return "UPDATE \(fts) SET body = \(text()) WHERE rowid % 3 = \(Int.random(in: 0...2, using: &random))"
+            default: return "DELETE FROM \(fts) WHERE rowid % 4 = \(Int.random(in: 0...3, using: &random))"
+            }
+        case 66..<74:
+            guard let kids else { return "SELECT 1" }
+            let parent = tables[kids.parent]
+            if Bool.random(using: &random) {
+                let key = keyValues(parent)[0]
+                return "INSERT INTO \(kids.name)(parent, note) VALUES (\(key), \(text()))"
+            }
+            return "UPDATE \(kids.name) SET note = \(text()) WHERE kid % 2 = \(Int.random(in: 0...1, using: &random))"
+        case 74..<82:
+            guard let view else { return "SELECT 1" }
+            if Bool.random(using: &random) {
+                let key = keyValues(tables[view.table])[0]
+                return "INSERT INTO \(view.name)(id, v, w) VALUES (\(key), \(value()), \(text()))"
+            }
+            return "DELETE FROM \(view.name) WHERE v % 3 = \(Int.random(in: 0...2, using: &random))"
+        case 82..<85:
+            // Rolls back the whole write when it conflicts.
+            let columns = keys + ["v", "w"] + table.added
+            let values = keyValues(table) + [value(), text()] + table.added.map { _ in text() }
+            return "INSERT OR ROLLBACK INTO \(name)(\(columns.joined(separator: ", "))) VALUES (\(values.joined(separator: ", ")))"
+        case 85..<88:
+            return alter(index)
+        default:
+            return "UPDATE \(name) SET w = \(text()) WHERE rowid IN (SELECT rowid FROM \(name) ORDER BY random() LIMIT 0)"
+        }
+    }
+
+    /// An ALTER TABLE: a column added with a default, renamed, or dropped.
+    mutating func alter(_ index: Int) -> String {
+        let name = tables[index].name
+        if let column = tables[index].added.last, Bool.random(using: &random) {
+            if Bool.random(using: &random) {
+                tables[index].added.removeLast()
+                return "ALTER TABLE \(name) DROP COLUMN \(column)"
+            }
+            let renamed = "r\(Int.random(in: 0...999_999, using: &random))"
+            tables[index].added[tables[index].added.count - 1] = renamed
+            return "ALTER TABLE \(name) RENAME COLUMN \(column) TO \(renamed)"
+        }
+        let column = "c\(Int.random(in: 0...999_999, using: &random))"
+        tables[index].added.append(column)
+        return "ALTER TABLE \(name) ADD COLUMN \(column) TEXT DEFAULT 'default \(column)'"
+    }
+
+    // MARK: Running
+
+    mutating func run(operations: Int, deadline: Date?, firstOperation: Int, into report: inout CaptureFuzzer.Report) throws {
+        let script = try makeSchema()
+        try store.write { db in try db.executeScript(script.joined(separator: ";\n")) }
+        makeQueries()
+        let subscribers = queries.map { query in FuzzSubscriber(store.liveQuery(sql: query.sql, identity: "r")) }
+        defer { subscribers.forEach { $0.cancel() } }
+        lastSchemaChange = try store.currentVersion()
+        states = try queries.map { [(lastSchemaChange, try fresh($0.sql))] }
+        let context = "seed \(seed), schema:\n  " + script.joined(separator: ";\n  ")
+        for operation in 0..<operations {
+            if let deadline, Date() >= deadline { break }
+            report.operations += 1
+            let number = firstOperation + operation + 1
+            let before = try store.currentVersion()
+            let tablesBefore = tables
+            let statements = (0..<Int.random(in: 1...3, using: &random)).map { _ in statement() }
+            let committed: Bool
+            do {
+                try store.write { db in
+                    for sql in statements {
+                        do { try db.execute(sql) } catch {
+                            // A failing statement is undone alone; OR ROLLBACK ends the whole write.
+                            continue
+                        }
+                    }
+                }
+                committed = true
+            } catch {
+                committed = false
+                tables = tablesBefore   // the write's ALTERs did not happen
+            }
+            let version = try store.currentVersion()
+            if !committed && version != before {
+                report.record("operation \(number): a write that failed took version \(version) (\(context))")
+            }
+            if version != before { report.commits += 1 }
+            if statements.contains(where: { $0.hasPrefix("ALTER") }) && version != before { lastSchemaChange = version }
+            for (index, query) in queries.enumerated() {
+                let rows = try fresh(query.sql)
+                report.checks += 1
+                let shown = subscribers[index].items
+                if let error = subscribers[index].error {
+                    report.record("operation \(number): the live query \(query.sql) ended: \(error) (\(context))")
+                    return
+                }
+                if shown != rows {
+                    report.record("operation \(number) (\(statements.joined(separator: "; "))): the live query \(query.sql) "
+                                  + "shows \(shown.prefix(6)) where a fresh read has \(rows.prefix(6)) (\(context))")
+                    return
+                }
+                if let problem = subscribers[index].problem {
+                    report.record("operation \(number): the live query \(query.sql): \(problem) (\(context))")
+                    return
+                }
+                states[index].removeAll { $0.version < lastSchemaChange }
+                if version != before { states[index].append((version, rows)) }
+            }
+            if operation % 40 == 39 || operation == operations - 1 { checkHistory(at: number, context: context, into: &report) }
+            if !report.passed { return }
+        }
+    }
+
+    /// The history of every query over one ordinary table, from the oldest state kept: each
+    /// state read after a commit equals the history's snapshot at its version.
+    mutating func checkHistory(at number: Int, context: String, into report: inout CaptureFuzzer.Report) {
+        for (index, query) in queries.enumerated() {
+            guard let table = query.table, let first = states[index].first, let last = states[index].last,
+                  first.version >= lastSchemaChange else { continue }
+            do {
+                let steps = try store.history(table: anyCase(table), sql: query.sql, identity: "r", from: first.version,
+                                              to: last.version)
+                for state in states[index] {
+                    report.checks += 1
+                    let snapshot = steps.last { $0.version <= state.version }?.snapshot ?? []
+                    if snapshot != state.rows {
+                        report.record("operation \(number): the history of \(query.sql) at version \(state.version) shows "
+                                      + "\(snapshot.prefix(6)) where the read then had \(state.rows.prefix(6)) (\(context))")
+                        return
+                    }
+                }
+            } catch let error as StoreError where error.kind == .history
+                        && tables.contains(where: { $0.name == table && $0.virtualBeforeRowidAlias }) {
+                // Refused, with a reason: this SQLite cannot read the table's old rows whole.
+                report.checks += 1
+            } catch {
+                report.record("operation \(number): the history of \(query.sql) from \(first.version) failed: \(error) (\(context))")
+                return
+            }
+            // Keep the history checks bounded: the last states only.
+            if states[index].count > 60 { states[index].removeFirst(states[index].count - 60) }
+        }
+    }
+
+    func fresh(_ sql: String) throws -> [Row] {
+        try store.read { db in try db.fetchAll(sql) }
+    }
+}
+
+/// A live subscriber that keeps the list its changesets build and notes anything wrong.
+private final class FuzzSubscriber: @unchecked Sendable {   // every field is guarded by `lock`
+    private let lock = NSLock()
+    private var model = BatchUpdateListModel<Row>(items: [])
+    private var lastVersion: Int64?
+    private var _problem: String?
+    private var _error: (any Error)?
+    private var subscription: Subscription?
+
+    init(_ query: LiveQuery<Row>) {
+        subscription = query.subscribe(on: .immediate, onError: { [weak self] error in
+            self?.lock.withLock { self?._error = error }
+        }) { [weak self] event in self?.receive(event) }
+    }
+
+    private func receive(_ event: LiveQueryEvent<Row>) {
+        lock.withLock {
+            if let lastVersion, event.version <= lastVersion { _problem = "version \(event.version) after \(lastVersion)" }
+            lastVersion = event.version
+            do {
+                // Applied as a list view applies it: valid batch updates giving the snapshot.
+                try model.apply(event.changeset, dataSource: event.snapshot)
+                try model.expect(event.snapshot)
+            } catch {
+                _problem = "v\(event.version): the changeset does not apply: \(error)"
+                model = BatchUpdateListModel(items: event.snapshot)
+            }
+        }
+    }
+
+    var items: [Row] { lock.withLock { model.items } }
+    var problem: String? { lock.withLock { _problem } }
+    var error: (any Error)? { lock.withLock { _error } }
+    func cancel() { subscription?.cancel() }
+}
