@@ -15,7 +15,9 @@ public struct ChangeLogEntry: Hashable, Sendable {
     public var table: String
     /// The operation.
     public var operation: Operation
-    /// The primary keys of the rows, as text (see ``Store/changes(after:upTo:)``).
+    /// The primary keys of the rows, as text (see ``Store/changes(after:upTo:)``); empty for a
+    /// change whose rows are not known: a virtual table's (its module wrote its shadow tables),
+    /// a schema change or a write made without Ripple (table `"*"`).
     public var rowKeys: [String]
     /// Where the version's commit came from; `nil` for a version committed before Ripple
     /// recorded origins.
