@@ -30,6 +30,25 @@ public final class Store: Sendable {
         /// it is mapped, touching a page past the new end kills the process (`SIGBUS`) instead of
         /// returning an error. Turn it on only for a file no other program writes.
         public var memoryMapSize = 0
+        /// How many prepared statements each connection keeps for reuse, by SQL text. Default 256.
+        ///
+        /// Running a statement first prepares it (SQLite parses and plans the text), which costs
+        /// more than running a small one; each connection — the writer and every reader, so
+        /// `readerCount + 1` of them — keeps the statements of the texts it ran most recently, and
+        /// running one of those texts again skips the preparing. The store's own statements
+        /// (collections, live queries, the change log) count too. Past this many distinct texts
+        /// on a connection, the statement used least recently is let go of: SQLite finalizes it
+        /// (a statement that a caller is still stepping is finalized only once that caller is
+        /// done), and the text is prepared again if it runs again.
+        ///
+        /// The bound is on memory: a prepared statement takes from about 2 kB to tens of kB (a
+        /// long query), so the default holds a few MB at most per connection, however many
+        /// distinct texts an app runs (SQL built with its values spliced in is a new text per
+        /// value: bind arguments instead). Each live query counts for a few texts (its query, and
+        /// the reads of changed rows by their keys): raise the capacity when an app keeps more
+        /// distinct texts than this in use over and over; 0 (or less) keeps none, and every call
+        /// prepares its statement.
+        public var statementCacheCapacity = 256
         /// While live queries are open, watch the database file (its `-wal` file) so that commits
         /// by other connections — another process, the `sqlite3` shell — are noticed as they
         /// happen. Default on. The watch exists only while live queries do. While the store
