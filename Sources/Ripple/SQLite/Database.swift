@@ -66,7 +66,8 @@ public final class Database {
         }
         self.handle = handle
         self.configuration = configuration
-        self.statementCache = LeastRecentlyUsed(capacity: max(0, configuration.statementCacheCapacity))
+        let capacity = min(max(0, configuration.statementCacheCapacity), LeastRecentlyUsed<ExactText, Statement>.largestCapacity)
+        self.statementCache = LeastRecentlyUsed(capacity: capacity)
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, Int32(clamping: Int(configuration.busyTimeout * 1000)))
         // A double-quoted name is a name, never a string literal: a misspelt column is an error.

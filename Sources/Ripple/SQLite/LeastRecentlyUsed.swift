@@ -36,9 +36,14 @@ struct LeastRecentlyUsed<Key: Hashable, Value> {
     private var newest = Self.none
     private var oldest = Self.none
 
-    /// An empty cache that will keep up to `capacity` entries.
+    /// The largest capacity (slots are numbered by 32-bit integers). Slots are made as entries
+    /// come, so a large capacity costs nothing until it is used.
+    static var largestCapacity: Int { Int(Int32.max) - 1 }
+
+    /// An empty cache that will keep up to `capacity` entries (0 to ``largestCapacity``).
     init(capacity: Int) {
-        precondition(capacity >= 0 && capacity < Int(Int32.max), "a cache's capacity is from 0 to Int32.max - 1, not \(capacity)")
+        precondition((0...Self.largestCapacity).contains(capacity),
+                     "a cache's capacity is from 0 to \(Self.largestCapacity), not \(capacity)")
         self.capacity = capacity
     }
 
