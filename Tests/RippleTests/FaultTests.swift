@@ -252,6 +252,114 @@ import Testing
         #expect(try Store(path: path).collection("todos", of: Todo.self).count() == 3)
     }
 
+    // MARK: The files beside it
+
+    /// The ranks of the todos in the file at `path`, read by a store opened afresh.
+    func ranksInAFreshStore(_ path: String) throws -> [Int] {
+        try Store(path: path).collection("todos", of: Todo.self).fetchAll().map(\.rank).sorted()
+    }
+
+    /// Another program holding the file open (here a connection of its own, which has read): the
+    /// store's writer is then not the last connection to close, which alone folds the `-wal`
+    /// file back into the database file when it closes.
+    func openAnotherConnection(_ path: String) throws -> Database {
+        let other = try Database(path: path, readOnly: false, configuration: Store.Configuration())
+        _ = try? other.fetchValue("SELECT count(*) FROM sqlite_schema", as: Int.self)
+        return other
+    }
+
+    /// The `-wal` file deleted under a running store (a user's `rm`, a cleaning tool): the
+    /// commits since the last checkpoint, which only that file held, were lost once the store
+    /// closed while another connection had the file open — and the store went on reporting
+    /// writes that it made to the deleted file. Now the next write fails with a typed error
+    /// naming the file, so do reads and a second store at the path, and the commits the deleted
+    /// file held are copied into the database file through the handle the store still has.
+    @Test func aDeletedWalFileFailsWritesAndLosesNoCommit() throws {
+        let path = directory.path("wal.sqlite")
+        var other: Database?
+        do {
+            let store = try Store(path: path)
+            let todos = try store.collection("todos", of: Todo.self)
+            try todos.insert(contentsOf: (1...3).map { Todo.make($0) })
+            #expect(unlink(path + "-wal") == 0)
+            other = try openAnotherConnection(path)
+
+            let error = #expect(throws: StoreError.self) { try todos.insert(Todo.make(4)) }
+            #expect(error?.kind == .fileMoved)
+            #expect(error?.message.contains(path + "-wal") == true, "\(String(describing: error))")
+            let read = #expect(throws: StoreError.self) { try todos.count() }
+            #expect(read?.kind == .fileMoved)
+            #expect(read?.message.contains("were copied into the database file") == true, "\(String(describing: read))")
+            let second = #expect(throws: StoreError.self) { try Store(path: path) }
+            #expect(second?.kind == .fileMoved, "\(String(describing: second))")
+        }
+        #expect(other != nil)
+        other = nil   // closes last
+        #expect(try ranksInAFreshStore(path) == [1, 2, 3])
+    }
+
+    /// The same when nothing calls the store after the deletion: releasing it copies the commits
+    /// the deleted file held into the database file.
+    @Test func aStoreReleasedAfterItsWalFileWasDeletedLosesNoCommit() throws {
+        let path = directory.path("released-wal.sqlite")
+        var other: Database?
+        do {
+            let store = try Store(path: path)
+            try store.collection("todos", of: Todo.self).insert(contentsOf: (1...3).map { Todo.make($0) })
+            #expect(unlink(path + "-wal") == 0)
+            other = try openAnotherConnection(path)
+        }
+        #expect(other != nil)
+        other = nil   // closes last
+        #expect(try ranksInAFreshStore(path) == [1, 2, 3])
+    }
+
+    /// The `-shm` file (the index of the `-wal` file, shared by every connection) deleted under
+    /// a running store: the store kept the index it had mapped in memory, another program made a
+    /// new one, and each wrote its commits over the other's in the `-wal` file — the other
+    /// program's commit, reported done, was lost. Now the store's next write fails with a typed
+    /// error naming the file, and every commit reported done is in the file.
+    @Test func aDeletedShmFileFailsWritesAndLosesNoCommit() throws {
+        let path = directory.path("shm.sqlite")
+        do {
+            let store = try Store(path: path)
+            try store.write { db in
+                try db.execute("CREATE TABLE notes(body TEXT)")
+                try db.execute("INSERT INTO notes VALUES ('store')")
+            }
+            #expect(unlink(path + "-shm") == 0)
+            #expect(try SQLiteShell.run("INSERT INTO notes VALUES ('sqlite3 shell')", on: path).status == 0)
+
+            let error = #expect(throws: StoreError.self) {
+                try store.write { db in try db.execute("INSERT INTO notes VALUES ('store again')") }
+            }
+            #expect(error?.kind == .fileMoved)
+            #expect(error?.message.contains(path + "-shm") == true, "\(String(describing: error))")
+        }
+        let bodies = try Store(path: path).read { db in
+            try db.fetchAll("SELECT body FROM notes ORDER BY rowid").map { try $0.value("body", as: String.self) }
+        }
+        #expect(bodies == ["store", "sqlite3 shell"])
+    }
+
+    /// Checkpoints, the `-wal` file truncated by one, and other stores and programs opening and
+    /// closing the file are no loss: the store goes on.
+    @Test func checkpointsAndOtherConnectionsComingAndGoingAreNoLoss() throws {
+        let path = directory.path("kept.sqlite")
+        let store = try Store(path: path)
+        let todos = try store.collection("todos", of: Todo.self)
+        try todos.insert(Todo.make(1))
+        try store.writeWithoutTransaction { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+        try todos.insert(Todo.make(2))
+        do {
+            let second = try Store(path: path)
+            try second.collection("todos", of: Todo.self).insert(Todo.make(3))
+        }
+        #expect(try SQLiteShell.run("SELECT count(*) FROM todos", on: path).status == 0)
+        try todos.insert(Todo.make(4))
+        #expect(try todos.fetchAll().map(\.rank).sorted() == [1, 2, 3, 4])
+    }
+
     // MARK: Migrations
 
     @Test func aMigrationFailingHalfwayAppliesNothing() throws {

@@ -13,9 +13,12 @@ import RippleSQLite
 public final class Database {
     let handle: OpaquePointer
     let configuration: Store.Configuration
-    /// Prepared statements by their SQL, exactly (see ``ExactText``).
-    private var statementCache: [ExactText: Statement] = [:]
-    /// The store's own transaction-control statements, apart from the statements users run.
+    /// Prepared statements by their SQL, exactly (see ``ExactText``): the most recently used
+    /// ``Store/Configuration/statementCacheCapacity``.
+    private var statementCache: LeastRecentlyUsed<ExactText, Statement>
+    /// The store's own transaction-control statements, apart from the statements users run: a
+    /// handful of texts (`BEGIN`, `COMMIT`, `ROLLBACK`, and a savepoint statement per level of
+    /// nesting reached), so kept without a bound.
     private var controlStatements: [String: Statement] = [:]
     private var savepointDepth = 0
     /// A transaction begun by ``transaction(_:_:)`` is open (SQLite ending it by itself is then
@@ -67,6 +70,8 @@ public final class Database {
         }
         self.handle = handle
         self.configuration = configuration
+        let capacity = min(max(0, configuration.statementCacheCapacity), LeastRecentlyUsed<ExactText, Statement>.largestCapacity)
+        self.statementCache = LeastRecentlyUsed(capacity: capacity)
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, Int32(clamping: Int(configuration.busyTimeout * 1000)))
         // A double-quoted name is a name, never a string literal: a misspelt column is an error.
@@ -129,14 +134,35 @@ public final class Database {
     // MARK: Statements
 
     /// A prepared statement for `sql`, reused across calls on this connection.
+    ///
+    /// The connection keeps the statements of the texts it ran most recently (see
+    /// ``Store/Configuration/statementCacheCapacity``). A statement that is being stepped (a
+    /// call inside the loop of another running the same text) is not handed out again: the call
+    /// gets a statement of its own, so that neither resets the other's rows. Reset the statement
+    /// when done (``Statement/reset()``), as the `fetch` and `execute` methods do.
     public func cachedStatement(_ sql: String) throws(DatabaseError) -> Statement {
-        if let statement = statementCache[ExactText(sql)] { return statement }
+        if let statement = statementCache.value(for: ExactText(sql)) {
+            if sqlite3_stmt_busy(statement.handle) == 0 { return statement }
+            return try makeStatement(sql)
+        }
         control.allowedMaintenance = false
         let statement = try Statement(database: self, sql: sql, persistent: true)
         // Allowed only where it was prepared (writeWithoutTransaction): never reused elsewhere.
         if control.allowedMaintenance { return statement }
-        statementCache[ExactText(sql)] = statement
+        // The statement forgotten to make room is only let go of: a caller still stepping it
+        // keeps it, and it is finalized once that caller lets go too.
+        statementCache.insert(statement, for: ExactText(sql))
         return statement
+    }
+
+    /// How many statements the cache holds.
+    var cachedStatementCount: Int { statementCache.count }
+
+    /// The bytes of memory SQLite holds for this connection's prepared statements.
+    var statementMemory: Int {
+        var current: Int32 = 0, highest: Int32 = 0
+        sqlite3_db_status(handle, SQLITE_DBSTATUS_STMT_USED, &current, &highest, 0)
+        return Int(current)
     }
 
     /// A new prepared statement for `sql`, not cached.

@@ -30,6 +30,25 @@ public final class Store: Sendable {
         /// it is mapped, touching a page past the new end kills the process (`SIGBUS`) instead of
         /// returning an error. Turn it on only for a file no other program writes.
         public var memoryMapSize = 0
+        /// How many prepared statements each connection keeps for reuse, by SQL text. Default 256.
+        ///
+        /// Running a statement first prepares it (SQLite parses and plans the text), which costs
+        /// more than running a small one; each connection — the writer and every reader, so
+        /// `readerCount + 1` of them — keeps the statements of the texts it ran most recently, and
+        /// running one of those texts again skips the preparing. The store's own statements
+        /// (collections, live queries, the change log) count too. Past this many distinct texts
+        /// on a connection, the statement used least recently is let go of: SQLite finalizes it
+        /// (a statement that a caller is still stepping is finalized only once that caller is
+        /// done), and the text is prepared again if it runs again.
+        ///
+        /// The bound is on memory: a prepared statement takes from about 2 kB to tens of kB (a
+        /// long query), so the default holds a few MB at most per connection, however many
+        /// distinct texts an app runs (SQL built with its values spliced in is a new text per
+        /// value: bind arguments instead). Each live query counts for a few texts (its query, and
+        /// the reads of changed rows by their keys): raise the capacity when an app keeps more
+        /// distinct texts than this in use over and over; 0 (or less) keeps none, and every call
+        /// prepares its statement.
+        public var statementCacheCapacity = 256
         /// While live queries are open, watch the database file (its `-wal` file) so that commits
         /// by other connections — another process, the `sqlite3` shell — are noticed as they
         /// happen. Default on. The watch exists only while live queries do. While the store
@@ -65,8 +84,12 @@ public final class Store: Sendable {
     let observation: ObservationCenter
     /// For tests: runs when ``noticeExternalWrites()`` saw a foreign commit, before it locks.
     let noticeGate = Locked<(@Sendable () -> Void)?>(nil)
-    /// The file the store opened at ``path`` (`nil` in memory), to tell when it is gone.
-    let openedFile: FileIdentity?
+    /// The files the store opened at ``path`` (`nil` in memory), to tell when one is gone.
+    let openedFiles: StoreFiles?
+    /// The database file the store opened at ``path``.
+    var openedFile: FileIdentity? { openedFiles?.database }
+    /// What became of the commits of a `-wal` file lost under the store (see ``salvageLostLog()``).
+    let logSalvage = Locked(LogSalvage.notTried)
     /// The file's key among this process's open stores (its path, resolved once).
     let registryKey: String?
     /// Whether the live queries were told that the file is gone.
@@ -78,7 +101,8 @@ public final class Store: Sendable {
     /// opened (the message says why: a missing directory, a directory at `path`, a permission),
     /// is not a database or is corrupt; with kind ``StoreError/Kind/fileMoved`` when another
     /// store of this process has open a file that was at `path` and was deleted or replaced
-    /// (opening would start a different database beside it: release that store first).
+    /// (opening would start a different database beside it: release that store first), or
+    /// whose `-wal` or `-shm` file was.
     public convenience init(path: String, configuration: Configuration = Configuration()) throws {
         try self.init(location: path, configuration: configuration)
     }
@@ -95,13 +119,16 @@ public final class Store: Sendable {
         let openPath = location.map { readOnly ? "file:\(Self.uriEscaped($0))?mode=ro" : $0 } ?? ":memory:"
         // The file's key among this process's stores: its path, resolved once (it touches the disk).
         let registryKey = location.map(OpenStoreFiles.key(of:))
-        if let location, let registryKey, OpenStoreFiles.hasLostFile(at: location, key: registryKey) {
-            throw StoreError(.fileMoved, "another Store in this process has open the database file that was at \(location), "
-                             + "which was deleted or replaced since: opening the path now would start a different database "
-                             + "beside it. Release that store first")
+        if let location, let registryKey, let lost = OpenStoreFiles.lostFile(at: location, key: registryKey) {
+            throw StoreError(.fileMoved, lost.role == .database
+                ? "another Store in this process has open the database file that was at \(location), which was deleted "
+                    + "or replaced since: opening the path now would start a different database beside it. Release that store first"
+                : "another Store in this process has open the database file at \(location), whose \(lost.path) was deleted "
+                    + "or replaced since: a store opened now would share that store's handles on the file it lost. Release "
+                    + "that store first")
         }
         let writer = try Self.open(openPath, file: location, readOnly: readOnly, configuration: configuration)
-        self.openedFile = location.flatMap { FileIdentity(path: $0) }
+        let openedDatabase = location.flatMap { FileIdentity(path: $0) }
         self.registryKey = registryKey
         do {
             // The first statement reads the file header: a corrupt file or one that is not a
@@ -115,8 +142,13 @@ public final class Store: Sendable {
             }
             try writer.executeScript("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; "
                                      + "PRAGMA mmap_size = \(max(0, configuration.memoryMapSize))")
+            // The first read in WAL mode opens the `-wal` and `-shm` files, which the file check follows.
+            if location != nil { _ = try writer.fetchValue("PRAGMA schema_version", as: Int.self) }
         } catch let error as DatabaseError where [.notADatabase, .corrupt].contains(error.code) {
             throw StoreError(.unusableFile, "\(location ?? ":memory:") is not a usable SQLite database", underlying: error)
+        }
+        self.openedFiles = location.flatMap { location in
+            openedDatabase.map { StoreFiles(database: $0, sqlitePath: writer.filePath ?? location) }
         }
         self.observation = ObservationCenter(pollInterval: location == nil ? nil : configuration.externalWritePollInterval,
                                              watchedFile: configuration.watchesFile ? location : nil)
@@ -152,7 +184,14 @@ public final class Store: Sendable {
             }
             throw schemaFailure
         }
-        if let registryKey, let openedFile { OpenStoreFiles.register(self, key: registryKey, identity: openedFile) }
+        if let registryKey, let openedFiles { OpenStoreFiles.register(self, key: registryKey, files: openedFiles) }
+    }
+
+    deinit {
+        // A `-wal` or `-shm` file lost and not noticed (nothing called the store since): the
+        // commits only the writer's handle on the log reaches are copied into the database file
+        // before the connections close.
+        if let path, let lost = openedFiles?.lost(at: path), lost != .database { salvageLostLogNow() }
     }
 
     /// Opens the writer; a file that cannot be opened gets an error saying why.
@@ -221,8 +260,9 @@ public final class Store: Sendable {
     /// ``Database/transaction(_:_:)`` or ``Database/savepoint(_:)``.
     ///
     /// - Throws: what `body` throws (nothing is committed); ``StoreError/Kind/nesting`` when
-    ///   called inside a ``read(_:)``; ``StoreError/Kind/fileMoved`` when the database file was
-    ///   deleted or replaced (nothing is committed).
+    ///   called inside a ``read(_:)``; ``StoreError/Kind/fileMoved`` when the database file, or
+    ///   its `-wal` or `-shm` file, was deleted or replaced (nothing is committed; what becomes of
+    ///   earlier commits is told there).
     public func write<T>(tag: String? = nil, _ body: (Database) throws -> T) throws -> T {
         try write(origin: .write, tag: tag, body)
     }
@@ -260,7 +300,7 @@ public final class Store: Sendable {
     /// Inside a write it does nothing (no other connection can commit while the write holds the
     /// write lock, and the write notices earlier commits itself); inside a read it throws
     /// ``StoreError/Kind/nesting``. Throws ``StoreError/Kind/fileMoved`` (and ends every live
-    /// query with it) when the database file was deleted or replaced.
+    /// query with it) when the database file, or its `-wal` or `-shm` file, was deleted or replaced.
     public func noticeExternalWrites() throws {
         switch pool.currentAccess {
         case .writing?, .readingInWrite?: return
@@ -292,7 +332,9 @@ public final class Store: Sendable {
     /// a rewound copy of a table, every store call throws ``StoreError/Kind/nesting``.
     ///
     /// - Throws: what `body` throws; ``StoreError/Kind/fileMoved`` when the database file was
-    ///   deleted or replaced.
+    ///   deleted or replaced, or its `-wal` or `-shm` file was and the store noticed (a read
+    ///   looks at the database file only: the next commit, or look for other writers, checks the
+    ///   others).
     public func read<T>(_ body: (Database) throws -> T) throws -> T {
         try read(waitingForReaders: true, body)
     }
@@ -309,7 +351,7 @@ public final class Store: Sendable {
         case .callingBack(_, let reason)?:
             throw StoreError(.nesting, reason)
         case nil:
-            try checkFile()
+            try checkFileBeforeRead()
             return try pool.withReader(retryingOpen: waitingForReaders) { db in
                 try db.transaction(.deferred) { try body(db) }
             }
@@ -329,7 +371,7 @@ public final class Store: Sendable {
     ///
     /// - Throws: what `body` throws; ``StoreError/Kind/nesting`` inside a write or a read (it
     ///   cannot run outside their transaction); ``StoreError/Kind/fileMoved`` when the database
-    ///   file was deleted or replaced.
+    ///   file, or its `-wal` or `-shm` file, was deleted or replaced.
     public func writeWithoutTransaction<T>(tag: String? = nil, _ body: (Database) throws -> T) throws -> T {
         if let access = pool.currentAccess {
             throw StoreError(.nesting, "writeWithoutTransaction was called inside a "

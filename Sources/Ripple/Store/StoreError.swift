@@ -19,8 +19,19 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         /// optionality, a property or column that only one of them has): the message names the
         /// property and the column, says what differs, and gives the SQL migration that fixes it.
         public static let schemaMismatch = Kind(name: "schema mismatch")
-        /// The database file was deleted, moved or replaced while the store had it open: what
-        /// the store would write or read is no longer the file at its path.
+        /// The database file, or a file SQLite keeps beside it in WAL mode (the `-wal` file, the
+        /// write-ahead log that holds the commits not yet copied into the database file, and the
+        /// `-shm` file, the log's index shared by every connection), was deleted, moved or
+        /// replaced while the store had it open: what the store would write or read is no longer
+        /// the file at its path. The store then writes and reads nothing more (the write that
+        /// finds it commits nothing): release it and open a new one.
+        ///
+        /// A `-wal` file deleted under a running store would take with it the commits since the
+        /// last checkpoint, and a new `-shm` file would let another connection write over the
+        /// store's commits. So when either is lost, the commits that only the store's open handle
+        /// on the log still reaches are first copied into the database file (a checkpoint through
+        /// that handle, also when the store is released before anything noticed), and the
+        /// message says whether every one was: no commit reported done is lost silently.
         public static let fileMoved = Kind(name: "file moved")
         /// The call cannot run where it was made: a write inside a read, or a migration or
         /// ``Store/writeWithoutTransaction(tag:_:)`` (which commit on their own) inside a write or a read.

@@ -15,12 +15,72 @@ struct FileIdentity: Hashable, Sendable {
     }
 }
 
+/// The files of a store in WAL mode as it opened them: the database file, the write-ahead log
+/// beside it (the `-wal` file, which holds the commits not yet copied into the database file)
+/// and the log's index (the `-shm` file, through which every connection to the file shares the
+/// log and its locks).
+///
+/// Each must stay the file the store opened. A deleted `-wal` file takes with it the commits
+/// only it held, and the store's connections would go on writing to it where no other
+/// connection reads, and lose it all when they close. Without its `-shm` file, a connection
+/// opened later makes a new index, with locks of its own: it and the store would write over each
+/// other's commits in the log.
+struct StoreFiles: Sendable {
+    /// One of a store's files.
+    enum Role: Sendable {
+        case database, log, index
+    }
+
+    let database: FileIdentity
+    /// The paths of the log and its index, beside the database file as SQLite resolved it.
+    let logPath: String
+    let indexPath: String
+    /// The identities of the log and its index, or `nil` for one that did not exist when the
+    /// store opened (a read-only store of a file closed cleanly, whose reads need neither): it
+    /// is not checked.
+    let log: FileIdentity?
+    let index: FileIdentity?
+
+    /// The files of the database file `database`, which SQLite opened as `sqlitePath` (its
+    /// `-wal` and `-shm` files are beside that one), as they are now.
+    init(database: FileIdentity, sqlitePath: String) {
+        self.database = database
+        logPath = sqlitePath + "-wal"
+        indexPath = sqlitePath + "-shm"
+        log = FileIdentity(path: logPath)
+        index = FileIdentity(path: indexPath)
+    }
+
+    /// The first of the files that is no longer at its path (deleted, renamed or replaced
+    /// since the store opened it), the database file at `path` first; `nil` when all are there.
+    ///
+    /// - Complexity: a `stat` of each file (about a microsecond each).
+    func lost(at path: String) -> Role? {
+        if FileIdentity(path: path) != database { return .database }
+        if let log, FileIdentity(path: logPath) != log { return .log }
+        if let index, FileIdentity(path: indexPath) != index { return .index }
+        return nil
+    }
+}
+
+/// What became of the commits held by a `-wal` file lost under a store (see
+/// ``Store/salvageLostLog()``).
+enum LogSalvage: Sendable {
+    /// Not tried: nothing was lost, or the copy waits for the call that found the loss to end.
+    case notTried
+    /// Every commit the log held is in the database file.
+    case copied
+    /// Some could not be copied (another connection had started the log over, or kept the
+    /// copy from finishing).
+    case failed
+}
+
 /// The database files the stores of this process opened, by path, so that a new store at a path
 /// whose file was deleted under an open store does not silently start an empty database there.
 enum OpenStoreFiles {
     private struct Entry {
         weak var store: Store?
-        let identity: FileIdentity
+        let files: StoreFiles
     }
 
     private static let entries = Locked<[String: [Entry]]>([:])
@@ -31,11 +91,11 @@ enum OpenStoreFiles {
         return url.deletingLastPathComponent().resolvingSymlinksInPath().appendingPathComponent(url.lastPathComponent).path
     }
 
-    /// Remembers that `store` opened the file with `identity` under `key` (see ``key(of:)``).
-    static func register(_ store: Store, key: String, identity: FileIdentity) {
+    /// Remembers that `store` opened `files` under `key` (see ``key(of:)``).
+    static func register(_ store: Store, key: String, files: StoreFiles) {
         entries.withLock { entries in
             entries[key, default: []].removeAll { $0.store == nil }
-            entries[key, default: []].append(Entry(store: store, identity: identity))
+            entries[key, default: []].append(Entry(store: store, files: files))
         }
     }
 
@@ -44,40 +104,101 @@ enum OpenStoreFiles {
     static func otherStores(than store: Store, key: String, identity: FileIdentity) -> [Store] {
         entries.withLock { entries in
             guard let list = entries[key], list.count > 1 else { return [] }
-            return list.compactMap { $0.identity == identity && $0.store !== store ? $0.store : nil }
+            return list.compactMap { $0.files.database == identity && $0.store !== store ? $0.store : nil }
         }
     }
 
-    /// Whether a store of this process still has open a file that was at `path` (whose key is
-    /// `key`, see ``key(of:)``) and is no longer.
-    static func hasLostFile(at path: String, key: String) -> Bool {
-        let identities = entries.withLock { entries -> [FileIdentity] in
+    /// The file, among those a store of this process still has open at `path` (whose key is
+    /// `key`, see ``key(of:)``), that is no longer at its path, with its path; `nil` when none.
+    static func lostFile(at path: String, key: String) -> (role: StoreFiles.Role, path: String)? {
+        let opened = entries.withLock { entries -> [StoreFiles] in
             entries[key]?.removeAll { $0.store == nil }
-            return entries[key]?.map(\.identity) ?? []
+            return entries[key]?.map(\.files) ?? []
         }
-        guard !identities.isEmpty else { return false }
-        let current = FileIdentity(path: path)
-        return identities.contains { $0 != current }
+        for files in opened {
+            switch files.lost(at: path) {
+            case .database?: return (.database, path)
+            case .log?: return (.log, files.logPath)
+            case .index?: return (.index, files.indexPath)
+            case nil: continue
+            }
+        }
+        return nil
     }
 }
 
 extension Store {
-    /// Throws ``StoreError/Kind/fileMoved`` when the database file is no longer at ``path`` (it
-    /// was deleted, renamed or replaced since the store opened it), and tells the live queries,
-    /// which end with that error when they next read.
+    /// Throws ``StoreError/Kind/fileMoved`` when one of the store's files is no longer at its
+    /// path (see ``StoreFiles``): the database file (deleted, renamed or replaced since the store
+    /// opened it), or its `-wal` or `-shm` file. Tells the live queries, which end with that
+    /// error when they next read. A lost `-wal` or `-shm` file also has the commits that only the
+    /// store's handle on the log still reaches copied into the database file (see
+    /// ``salvageLostLog()``).
     func checkFile() throws(StoreError) {
-        guard let path, let openedFile, FileIdentity(path: path) != openedFile else { return }
+        guard let path, let openedFiles, let lost = openedFiles.lost(at: path) else { return }
         // Once: every live query re-reads, and its read fails with the error below (a live query
         // subscribed later fails on its first read).
         if fileLoss.withLock({ noticed in defer { noticed = true }; return !noticed }) {
             publishFileLoss()
         }
-        throw Self.fileMovedError(path)
+        switch lost {
+        case .database:
+            throw Self.fileMovedError(path)
+        case .log, .index:
+            salvageLostLog()
+            throw lostLogError(lost, files: openedFiles)
+        }
+    }
+
+    /// ``checkFile()`` for a read, at a third of its cost: only the database file is looked at
+    /// (one `stat`) until a loss has been noticed. A read commits nothing, and one made after the
+    /// `-wal` or `-shm` file was lost still reads what was committed, through the handles the
+    /// reader has; the next commit, look for other writers or wake of the file watch notices
+    /// the loss, and from then on reads fail too.
+    func checkFileBeforeRead() throws(StoreError) {
+        if fileLoss.withLock({ $0 }) { return try checkFile() }
+        guard let path, let openedFile, FileIdentity(path: path) != openedFile else { return }
+        try checkFile()
     }
 
     static func fileMovedError(_ path: String) -> StoreError {
         StoreError(.fileMoved, "the database file \(path) was deleted, moved or replaced while the store had it open: "
                    + "nothing more is written to it or read from it. Open a new Store once the file is back")
+    }
+
+    /// The error for a store whose `-wal` or `-shm` file is lost: which file, why the store
+    /// stops, and what became of the commits only the log held.
+    func lostLogError(_ role: StoreFiles.Role, files: StoreFiles) -> StoreError {
+        let what = role == .log
+            ? "write-ahead log \(files.logPath) was deleted, moved or replaced while the store had it open: the "
+                + "store's commits would go on to a file no other connection reads, lost when the store closes"
+            : "write-ahead log's index \(files.indexPath) was deleted, moved or replaced while the store had it open: "
+                + "connections opened since share a new index, not the store's locks, and would write over its commits"
+        let commits = switch logSalvage.withLock({ $0 }) {
+        case .notTried: "are being copied into the database file through the handle the store still has on it"
+        case .copied: "were copied into the database file through the handle the store still has on it"
+        case .failed: "could not all be copied into the database file (another connection had started the log over, "
+            + "or kept the copy from finishing): commits reported before this error may be missing from the file"
+        }
+        return StoreError(.fileMoved, "the database's \(what). Nothing more is written or read; the commits that only "
+                          + "the log held \(commits). Release this store, then open a new one")
+    }
+
+    /// Copies into the database file the commits that only the store's lost `-wal` file holds
+    /// (or, with its `-shm` file lost, that only the store's index knows of), through the handle
+    /// the writer still has on it — once, on the writer, outside any transaction: now, or as the
+    /// store call this thread is in ends. See ``Database/salvageWriteAheadLog()``.
+    func salvageLostLog() {
+        if !pool.whenAccessEnds({ [self] in salvageLostLogNow() }) { salvageLostLogNow() }
+    }
+
+    /// ``salvageLostLog()`` now, on the writer (unless done already).
+    func salvageLostLogNow() {
+        _ = try? pool.withWriter { db in
+            guard logSalvage.withLock({ $0 }) == .notTried else { return }
+            let copied = db.salvageWriteAheadLog()
+            logSalvage.withLock { $0 = copied ? .copied : .failed }
+        }
     }
 
     /// Why a database file could not be opened, in words: the missing directory, the directory
