@@ -117,4 +117,29 @@ import Testing
         #expect(before.allSatisfy { $0["note"] == .text("dflt") })
         #expect(steps.last?.snapshot == (try fresh(sql)))
     }
+
+    struct Renamed: Codable, Equatable {
+        var id: Int
+        var name: String?
+    }
+
+    /// A statement prepared before a column was renamed reads the new names: the columns are
+    /// matched once it stepped (SQLite prepares it again there), for rows and for records.
+    @Test func aCachedStatementReadsColumnsRenamedSinceItWasPrepared() throws {
+        let sql = "SELECT id, * FROM items ORDER BY id"
+        try store.write { db in
+            _ = try db.fetchAll(sql)
+            _ = try db.fetchAll(Item.self, sql)
+            _ = try db.fetchOne(Item.self, sql)
+        }
+        // Renamed by another connection: this one's statements learn it in their first step.
+        let other = try Store(path: directory.path("schema.sqlite"))
+        try other.write { db in try db.execute("ALTER TABLE items RENAME COLUMN title TO name") }
+        let (names, all, one) = try store.write { db in
+            (try db.fetchAll(sql).first?.columnNames, try db.fetchAll(Renamed.self, sql), try db.fetchOne(Renamed.self, sql))
+        }
+        #expect(names == ["id", "id", "name", "rank"])
+        #expect(all == [Renamed(id: 1, name: "a"), Renamed(id: 2, name: "b")])
+        #expect(one == Renamed(id: 1, name: "a"))
+    }
 }
