@@ -1,5 +1,5 @@
 import Foundation
-import Ripple
+@testable import Ripple
 import RippleTesting
 import Testing
 
@@ -519,6 +519,159 @@ import Testing
         #expect(back.map(\.inner) == [[nil, 1], [], [nil]])
     }
 
+    /// A wrapper that encodes as one date is stored as a date: exactly, in a date column.
+    @Test func aValueThatEncodesAsOneDateIsStoredAsADate() throws {
+        struct Stamp: Codable, Sendable, Equatable {
+            var date: Date
+            init(_ date: Date) { self.date = date }
+            init(from decoder: any Decoder) throws { date = try decoder.singleValueContainer().decode(Date.self) }
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.singleValueContainer()
+                try container.encode(date)
+            }
+        }
+        struct Stamped: Codable, Sendable, Identifiable, Equatable { var id: Int; var stamp: Stamp }
+        let store = try Store(path: directory.path("stamps.sqlite"))
+        let stamps = try store.collection("stamps", of: Stamped.self)
+        let records = [Stamped(id: 1, stamp: Stamp(Date(timeIntervalSinceReferenceDate: 770_000_000 + 0x1p-23))),
+                       Stamped(id: 2, stamp: Stamp(.distantPast))]
+        try stamps.insert(contentsOf: records)
+        #expect(try stamps.order(by: Column("id")).fetchAll() == records)
+        #expect(try store.read { try $0.fetchValue("SELECT type FROM pragma_table_info('stamps') WHERE name = 'stamp'", as: String.self) } == "ANY")
+    }
+
+    /// A date column holds seconds since 1970 that SQL reads as such: a REAL before 1970, decimal
+    /// text from 1970 on; SQLite's date functions take both, and SQL orders them as the dates.
+    @Test func dateColumnsHoldSecondsSince1970() throws {
+        let store = try Store(path: directory.path("forms.sqlite"))
+        let moments = try store.collection("moments", of: Moment.self)
+        let dates = [Date(timeIntervalSince1970: 1_700_000_000.25), Date(timeIntervalSince1970: -86_400.5), Date(timeIntervalSince1970: 0),
+                     Date(timeIntervalSinceReferenceDate: 770_000_000 + 0x1p-23), .distantFuture, .distantPast]
+        try moments.insert(contentsOf: dates.enumerated().map { Moment(id: $0, date: $1, dates: [$1]) })
+        let rows = try store.read { db in
+            try db.fetchAll("SELECT typeof(date), date, datetime(date, 'unixepoch'), dates FROM moments ORDER BY id")
+        }.map(\.values)
+        #expect(rows[0] == [.text("text"), .text("001700000000.25"), .text("2023-11-14 22:13:20"), .text(#"["001700000000.25"]"#)])
+        #expect(rows[1] == [.text("real"), .real(-86_400.5), .text("1969-12-30 23:59:59"), .text("[-86400.5]")])
+        #expect(rows[2] == [.text("text"), .text("000000000000"), .text("1970-01-01 00:00:00"), .text(#"["000000000000"]"#)])
+        #expect(rows[3][1] == .text("001748307200.00000011920928955078125"))
+        #expect(rows[4][2] == .text("4001-01-01 00:00:00"))
+        #expect(rows[5][0] == .text("real"))
+        let ordered = try store.read { db in try db.fetchAll(Int.self, "SELECT id FROM moments ORDER BY date") }
+        #expect(ordered == dates.indices.sorted { dates[$0] < dates[$1] })
+    }
+
+    /// Dates without a stored form are refused, naming the column: NaN, and from the year 33658 on
+    /// (the text's 12 digits).
+    @Test func datesWithoutAStoredFormAreRefused() throws {
+        let store = try Store(path: directory.path("far.sqlite"))
+        let moments = try store.collection("moments", of: Moment.self)
+        for interval in [Double.nan, .infinity, DateStorage.end, 1e300] {
+            let error = try #require(throws: StoreError.self) {
+                try moments.insert(Moment(id: 1, date: Date(timeIntervalSinceReferenceDate: interval), dates: []))
+            }
+            #expect(error.kind == .encoding)
+            #expect(error.message.contains(#"column "date""#), "\(error)")
+        }
+        let last = Date(timeIntervalSinceReferenceDate: DateStorage.end.nextDown)
+        try moments.insert(Moment(id: 2, date: last, dates: [last]))
+        #expect(try moments.fetch(id: 2) == Moment(id: 2, date: last, dates: [last]))
+        #expect(try moments.count() == 1)
+    }
+
+    /// The text form, tested without SQLite: read back exact, and ordered as the dates, on every
+    /// path (whole seconds, 60 fraction bits or fewer, more, before and after 2001).
+    @Test(arguments: [21, 22] as [UInt64])
+    func dateTextIsExactAndOrdered(seed: UInt64) throws {
+        var random = SeededGenerator(seed: seed)
+        func text(_ interval: Double) throws -> [UInt8] {
+            try DateStorage.withForm(Date(timeIntervalSinceReferenceDate: interval)) { form in
+                guard case .text(let bytes) = form else { Issue.record("\(interval) is not stored as text"); return [] }
+                return Array(bytes)
+            }
+        }
+        var intervals: [Double] = [-DateStorage.offset, 0, .leastNonzeroMagnitude, -.leastNonzeroMagnitude, 0x1p-8, -0x1p-8,
+                                   0x1p-7, 0x1p-61, DateStorage.end.nextDown, 1e-300, -1e-300]
+        for _ in 0..<3_000 {
+            let exponent = Double.random(in: -1074 ..< 39.8, using: &random)
+            var interval = Double.random(in: 1...2, using: &random) * pow(2, exponent.rounded(.down))
+            if Bool.random(using: &random) { interval = -interval }
+            if interval >= -DateStorage.offset && interval < DateStorage.end { intervals.append(interval) }
+        }
+        intervals += intervals.flatMap { [$0.nextUp, $0.nextDown] }.filter { $0 >= -DateStorage.offset && $0 < DateStorage.end }
+        let texts = try intervals.map { (interval: $0, text: try text($0)) }
+        for entry in texts {
+            let back = entry.text.withUnsafeBufferPointer(DateStorage.date(text:))
+            #expect(back?.timeIntervalSinceReferenceDate == entry.interval + 0, "\(entry.interval): \(String(decoding: entry.text, as: UTF8.self))")
+            // What SQLite reads as a number of seconds since 1970.
+            let seconds = Double(String(decoding: entry.text, as: UTF8.self))!
+            #expect(abs(seconds - (entry.interval + DateStorage.offset)) <= (entry.interval + DateStorage.offset).ulp)
+        }
+        let sorted = texts.sorted { $0.interval < $1.interval }
+        for (earlier, later) in zip(sorted, sorted.dropFirst()) where earlier.interval < later.interval {
+            #expect(earlier.text.lexicographicallyPrecedes(later.text),
+                    "\(earlier.interval) \(String(decoding: earlier.text, as: UTF8.self)) ≮ \(String(decoding: later.text, as: UTF8.self))")
+        }
+    }
+
+    /// Text written by others reads as the nearest date to its number of seconds since 1970.
+    @Test func otherNumericTextReadsAsTheNearestDate() {
+        func date(_ text: String) -> Double? {
+            var text = text
+            return text.withUTF8(DateStorage.date(text:))?.timeIntervalSince1970
+        }
+        #expect(date("1700000000.25") == 1_700_000_000.25)
+        #expect(date("1700000000.1") == Date(timeIntervalSince1970: 1_700_000_000.1).timeIntervalSince1970)
+        #expect(date("0000001700000000") == 1_700_000_000)
+        #expect(date("12.5") == 12.5)
+        #expect(date("-12.5") == -12.5)
+        #expect(date(" 1.7e9 ") == 1.7e9)
+        #expect(date("1700000000.50") == 1_700_000_000.5)
+        #expect(date("soon") == nil)
+        #expect(date("") == nil)
+        #expect(date("12.") == 12)
+        // 0.1 s after 1970: the nearest date, subtracting 1970's offset before rounding once.
+        #expect(Date(timeIntervalSinceReferenceDate: -DateStorage.offset + 0.1).timeIntervalSinceReferenceDate
+                    == { var text = "000000000000.1"; return text.withUTF8(DateStorage.date(text:))?.timeIntervalSinceReferenceDate }())
+    }
+
+    /// Dates in JSON written by earlier versions (numbers of seconds since 1970) still read.
+    @Test func datesInJSONWrittenAsNumbersStillRead() throws {
+        let store = try Store(path: directory.path("json-dates.sqlite"))
+        let moments = try store.collection("moments", of: Moment.self)
+        try moments.insert(Moment(id: 1, date: Date(timeIntervalSince1970: 0), dates: []))
+        try store.write { try $0.execute("UPDATE moments SET dates = '[1700000000.25, -5, 0]'") }
+        #expect(try moments.fetch(id: 1)?.dates == [Date(timeIntervalSince1970: 1_700_000_000.25), Date(timeIntervalSince1970: -5),
+                                                    Date(timeIntervalSince1970: 0)])
+    }
+
+    struct Price: Codable, Sendable, Identifiable, Equatable {
+        var id: Int
+        var amount: Decimal
+        var link: URL
+    }
+
+    /// A decimal is stored as its text, so a filter finds it by `==` exactly (equal decimals have
+    /// one text); `<` compares the text, not the numbers. A URL compares by its absolute string.
+    @Test func decimalsAndURLsFilterByEquality() throws {
+        let store = try Store(path: directory.path("prices.sqlite"))
+        let prices = try store.collection("prices", of: Price.self)
+        let amounts = ["9", "10", "-0.5", "12345678901234567890.123456789", "1.50"].map { Decimal(string: $0)! }
+        let links = Self.urls.prefix(amounts.count)
+        try prices.insert(contentsOf: zip(amounts, links).enumerated().map { Price(id: $0, amount: $1.0, link: $1.1) })
+        for (index, amount) in amounts.enumerated() {
+            #expect(try prices.filter(Column("amount") == amount).fetchAll().map(\.id) == [index])
+        }
+        #expect(try prices.filter(Column("amount") == Decimal(sign: .plus, exponent: -2, significand: 150)).fetchAll().map(\.id) == [4])
+        #expect(try prices.filter(Column("amount") == Decimal(string: "10.000")!).fetchAll().map(\.id) == [1])
+        for (index, link) in links.enumerated() {
+            #expect(try prices.filter(Column("link") == link).fetchAll().map(\.id) == [index])
+        }
+        #expect(try store.read { try $0.fetchValue("SELECT amount FROM prices WHERE id = 4", as: String.self) } == "1.5")
+        // Text order: '10' sorts before '9'.
+        #expect(try prices.filter(Column("amount") < Decimal(9)).fetchAll().map(\.id).contains(1))
+    }
+
     // MARK: Files of earlier versions
 
     struct Event: Codable, Sendable, Identifiable, Equatable {
@@ -549,14 +702,20 @@ import Testing
         let read = try events.order(by: Column("id")).fetchAll()
         #expect(read.map(\.due) == written.map { Date(timeIntervalSince1970: $0.timeIntervalSince1970) })
 
-        // New rows in the old table: read back as the old form reads (to the nearest Double of
-        // seconds since 1970); the table keeps one form.
+        // New rows in the old table: the REAL column converts each to a REAL of seconds since
+        // 1970, one of the two Doubles around the exact value (SQLite's text-to-REAL conversion
+        // rounds a value halfway between them either way); the table keeps one form.
         let added = [Date(timeIntervalSinceReferenceDate: 770_000_000 + 0x1p-23), Date(), .distantPast]
         try events.insert(contentsOf: added.enumerated().map { Event(id: 1_000 + $0, due: $1, maybe: $1) })
         #expect(try store.read { try $0.fetchValue("SELECT count(*) FROM events WHERE typeof(due) <> 'real'", as: Int.self) } == 0)
         let all = try events.order(by: Column("id")).fetchAll()
         for (event, date) in zip(all.suffix(added.count), added) {
-            #expect(event.due == Date(timeIntervalSince1970: date.timeIntervalSince1970))
+            let seconds = date.timeIntervalSince1970
+            #expect([seconds.nextDown, seconds, seconds.nextUp].map(Date.init(timeIntervalSince1970:)).contains(event.due),
+                    "wrote \(date.timeIntervalSinceReferenceDate), read \(event.due.timeIntervalSinceReferenceDate)")
+            // The date as written finds its row (and the rows that read as the same date).
+            #expect(try events.filter(Column("due") == date).fetchAll().map(\.id).sorted()
+                        == all.filter { $0.due == event.due }.map(\.id))
         }
         // Filters and order agree with the dates as read.
         #expect(try events.order(by: Column("due"), Column("id")).fetchAll().map(\.id)
@@ -567,6 +726,34 @@ import Testing
             #expect(try events.filter(Column("due") < probe).fetchAll().map(\.id).sorted()
                         == all.filter { $0.due < probe }.map(\.id), "< \(probe.timeIntervalSince1970)")
         }
+    }
+
+    /// The recipe of the "Stored values" article: an old REAL date column rebuilt as `ANY`, its
+    /// records rewritten, holds exact dates, ordered.
+    @Test func anOldDateColumnRebuiltAsAnyHoldsExactDates() throws {
+        let store = try Store(path: directory.path("rebuilt.sqlite"))
+        try store.write { db in
+            try db.execute(#"CREATE TABLE events ("id" INTEGER PRIMARY KEY NOT NULL, "due" REAL NOT NULL, "maybe" REAL) STRICT"#)
+            for (index, seconds) in [1_700_000_000.25, -5.5, 0, 1_748_307_200].enumerated() {
+                try db.execute("INSERT INTO events VALUES (?, ?, NULL)", [index, seconds])
+            }
+        }
+        let events = try store.collection("events", of: Event.self)
+        let before = try events.order(by: Column("id")).fetchAll()
+        try store.write { db in
+            try db.execute("ALTER TABLE events RENAME COLUMN due TO due_before")
+            try db.execute("ALTER TABLE events ADD COLUMN due ANY NOT NULL DEFAULT 0")
+            try db.execute("UPDATE events SET due = due_before")
+            try db.execute("ALTER TABLE events DROP COLUMN due_before")
+            for event in try events.fetchAll(in: db) { try events.update(event, in: db) }
+        }
+        let reopened = try store.collection("events", of: Event.self)
+        #expect(try reopened.order(by: Column("id")).fetchAll() == before)
+        let exact = Date(timeIntervalSinceReferenceDate: 770_000_000 + 0x1p-23)
+        try reopened.insert(contentsOf: [Event(id: 10, due: exact, maybe: nil), Event(id: 11, due: exact.addingTimeInterval(0x1p-23), maybe: nil)])
+        #expect(try reopened.fetch(id: 10)?.due == exact)
+        #expect(try reopened.order(by: Column("due")).fetchAll().map(\.id) == [1, 2, 0, 3, 10, 11])
+        #expect(try reopened.filter(Column("due") > exact).fetchAll().map(\.id) == [11])
     }
 
     // MARK: Filters and order agree with Swift
