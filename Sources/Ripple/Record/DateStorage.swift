@@ -26,8 +26,9 @@ import Foundation
 /// numeric order. No two dates share a form, so `=`, `<` and `ORDER BY` agree with `Date`'s `==`
 /// and `<`.
 ///
-/// Dates from the year 33 658 on (10¹² seconds since 1970), and NaN, have no form: the text
-/// would need a 13th digit and sort before shorter ones.
+/// Dates from the year 33658 on (10¹² seconds since 1970), and NaN, have no form: the text
+/// would need a 13th digit and sort before shorter ones. Neither do dates more than 3·10¹⁰
+/// years before 2001, where adding 978 307 200 rounds.
 enum DateStorage {
     /// Seconds from 1970-01-01 to 2001-01-01: a whole number, exact in a Double.
     static let offset: Double = 978_307_200
@@ -39,7 +40,8 @@ enum DateStorage {
     /// The longest text the fast path writes: 12 digits, a point, 60 fraction digits.
     static let fastTextCapacity = 73
 
-    /// A date's stored form, handed to a caller without allocating (text in a temporary buffer).
+    /// A date's stored form, handed to a caller without allocating (text in a temporary buffer;
+    /// only a fraction of more than 60 binary digits, within 2⁻⁸ s of 2001, is built in an array).
     enum Form {
         case real(Double)
         case text(UnsafeBufferPointer<UInt8>)
@@ -48,7 +50,7 @@ enum DateStorage {
     /// Calls `body` with the stored form of `date`.
     ///
     /// - Throws: ``StoreError/Kind/encoding`` for a date without a stored form (NaN, from the
-    ///   year 33 658 on, or more than 3·10¹⁰ years before 2001 where the sum is not exact).
+    ///   year 33658 on, or more than 3·10¹⁰ years before 2001 where the sum is not exact).
     @inline(__always)
     static func withForm<R>(_ date: Date, _ body: (Form) throws -> R) throws -> R {
         let interval = date.timeIntervalSinceReferenceDate
@@ -319,7 +321,7 @@ enum DateStorage {
     }
 
     /// The text of an interval whose fraction has more than 60 binary digits (|interval| < 2⁻⁸),
-    /// with a fraction of up to 1 074 digits: long division on 32-bit limbs.
+    /// with a fraction of up to 1 074 digits, made a digit at a time on 32-bit limbs.
     static func slowText(_ interval: Double) -> [UInt8] {
         let magnitude = interval.magnitude
         let biased = Int(magnitude.exponentBitPattern)
