@@ -38,7 +38,7 @@ import Testing
         let sql = try tableSQL()
         #expect(sql.hasSuffix("STRICT"), "\(sql)")
         #expect(sql.contains("\"title\" TEXT NOT NULL") && sql.contains("\"rank\" INTEGER NOT NULL"), "\(sql)")
-        #expect(sql.contains("\"due\" REAL") && !sql.contains("\"due\" REAL NOT NULL"), "\(sql)")
+        #expect(sql.contains("\"due\" ANY") && !sql.contains("\"due\" ANY NOT NULL"), "\(sql)")
     }
 
     /// Any writer, not only the collection: SQLite itself refuses a value of the wrong type or a NULL.

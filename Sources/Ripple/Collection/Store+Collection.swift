@@ -16,9 +16,11 @@ extension Store {
     /// ```
     ///
     /// Each top-level coding key is a column, in declaration order: integers and `Bool` →
-    /// `INTEGER`; `Double`, `Float`, `Date` (seconds since 1970) → `REAL`; `String`, `UUID`,
-    /// `URL`, and values that encode as one string (enums with `String` raw values) → `TEXT`;
-    /// `Data` and `[UInt8]` → `BLOB`; arrays, structs and dictionaries → `TEXT` holding JSON.
+    /// `INTEGER`; `Double`, `Float` → `REAL`; `Date` → `ANY` (its exact number of seconds since
+    /// 1970: a real before 1970, decimal text from 1970 on); `String`, `UUID`, `URL`, `Decimal`,
+    /// and values that encode as one string (enums with `String` raw values) → `TEXT`; `Data`
+    /// and `[UInt8]` → `BLOB`; arrays, structs and dictionaries → `TEXT` holding JSON. What each
+    /// stores, and what filters on it compare, is in <doc:StoredValues>.
     /// The columns are found by decoding a `Record` from placeholder values (see the error
     /// message if a property type refuses them).
     ///

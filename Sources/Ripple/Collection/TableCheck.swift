@@ -135,7 +135,7 @@ enum TableCheck {
     private static func accepts(_ declared: String, _ affinity: ColumnAffinity) -> Bool {
         switch affinity {
         case .integer: declared == "INTEGER" || declared == "NUMERIC"
-        case .real: declared == "REAL" || declared == "NUMERIC"
+        case .real, .date: declared == "REAL" || declared == "NUMERIC"
         case .text, .json: declared == "TEXT"
         case .blob: false
         }

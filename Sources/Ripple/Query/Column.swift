@@ -2,9 +2,18 @@
 /// `Column("rank").descending`.
 ///
 /// Comparing a column with a value builds a ``Filter``; the value is always bound as a
-/// parameter, never spliced into SQL. Values convert as records store them: `Bool` → 0/1,
-/// `Date` → seconds since 1970, `UUID` → upper-case text. (For an enum with a raw value, compare
-/// with its `rawValue`.)
+/// parameter, never spliced into SQL. Values convert as records store them (see
+/// <doc:StoredValues>), so a filter finds exactly the records holding the value: `Bool` → 0/1;
+/// `Date` → its exact number of seconds since 1970 (a real before 1970, decimal text from 1970
+/// on); `UUID` → upper-case text; `URL` → its absolute string; `Decimal` → its decimal text.
+/// (For an enum with a raw value, compare with its `rawValue`.)
+///
+/// Comparisons and orders follow SQLite's rules for what is stored, which agree with Swift's
+/// `==` and `<` for integers, `Double`, `Float`, `Date`, `UUID` (by its bytes) and `Bool`. Text
+/// compares by Unicode scalars (its UTF-8 bytes): `==` does not equate canonically equivalent
+/// spellings (`"\u{E9}"` and `"e\u{301}"`), and for text in normalization form C the order is
+/// Swift's. A `Decimal` orders by its text, not by its value; nested values (JSON) by their JSON
+/// text.
 public struct Column: Sendable, Hashable, CustomStringConvertible {
     /// The column's name, as in the table (a record's coding key).
     public let name: String

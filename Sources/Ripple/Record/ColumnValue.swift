@@ -4,10 +4,16 @@ import Foundation
 enum ColumnAffinity: Sendable {
     /// Integers and `Bool` (0/1).
     case integer
-    /// `Double`, `Float` and `Date` (seconds since 1970).
+    /// `Double` and `Float`.
     case real
-    /// `String`, `UUID` (canonical upper-case text), `URL` (absolute string), and values that
-    /// encode as one string (such as enums with `String` raw values).
+    /// `Date`: seconds since 1970, a REAL before 1970 and exact decimal text from 1970 on (see
+    /// ``DateStorage``), in a column declared `ANY`, which keeps both forms as they are given
+    /// and orders them as the dates. A `REAL` column (as earlier versions made) holds dates too,
+    /// as REALs.
+    case date
+    /// `String`, `UUID` (canonical upper-case text), `URL` (absolute string), `Decimal` (its
+    /// decimal text), and values that encode as one string (such as enums with `String` raw
+    /// values).
     case text
     /// `Data` and `[UInt8]`.
     case blob
@@ -19,6 +25,7 @@ enum ColumnAffinity: Sendable {
         switch self {
         case .integer: "INTEGER"
         case .real: "REAL"
+        case .date: "ANY"
         case .text, .json: "TEXT"
         case .blob: "BLOB"
         }
@@ -37,7 +44,7 @@ enum ColumnAffinity: Sendable {
 /// The Foundation types that map to one column value rather than to JSON. Both the encoder and
 /// the decoder recognise them by type identity (a pointer comparison), not by dynamic casts.
 enum ColumnPrimitive {
-    case date, uuid, url, data, bytes
+    case date, uuid, url, data, bytes, decimal
 
     @inline(__always)
     init?<T>(_ type: T.Type) {
@@ -46,13 +53,14 @@ enum ColumnPrimitive {
         else if T.self == Data.self { self = .data }
         else if T.self == URL.self { self = .url }
         else if T.self == [UInt8].self { self = .bytes }
+        else if T.self == Decimal.self { self = .decimal }
         else { return nil }
     }
 
     var affinity: ColumnAffinity {
         switch self {
-        case .date: .real
-        case .uuid, .url: .text
+        case .date: .date
+        case .uuid, .url, .decimal: .text
         case .data, .bytes: .blob
         }
     }
@@ -65,17 +73,22 @@ enum ColumnPrimitive {
         case .url: reinterpret(URL(string: "about:blank")!, as: T.self)
         case .data: reinterpret(Data(), as: T.self)
         case .bytes: reinterpret([UInt8](), as: T.self)
+        case .decimal: reinterpret(Decimal.zero, as: T.self)
         }
     }
 
     /// The stored form of `value`, whose type is this primitive.
-    func sqlValue<T>(of value: T) -> SQLValue {
+    ///
+    /// - Throws: ``StoreError/Kind/encoding`` for a value without one (see ``DateStorage`` and
+    ///   ``DecimalText``).
+    func sqlValue<T>(of value: T) throws(StoreError) -> SQLValue {
         switch self {
-        case .date: .real(reinterpret(value, as: Date.self).timeIntervalSince1970)
+        case .date: try DateStorage.sqlValue(reinterpret(value, as: Date.self))
         case .uuid: .text(reinterpret(value, as: UUID.self).uuidString)
         case .url: .text(reinterpret(value, as: URL.self).absoluteString)
         case .data: .blob([UInt8](reinterpret(value, as: Data.self)))
         case .bytes: .blob(reinterpret(value, as: [UInt8].self))
+        case .decimal: .text(try DecimalText.text(of: reinterpret(value, as: Decimal.self)))
         }
     }
 
@@ -88,7 +101,48 @@ enum ColumnPrimitive {
             if case .text(let text) = sqlValue, let url = URL(string: text) { reinterpret(url, as: T.self) } else { nil }
         case .data: Data(sqlValue: sqlValue).map { reinterpret($0, as: T.self) }
         case .bytes: [UInt8](sqlValue: sqlValue).map { reinterpret($0, as: T.self) }
+        case .decimal: Decimal(sqlValue: sqlValue).map { reinterpret($0, as: T.self) }
         }
+    }
+}
+
+/// The stored form of a `Decimal`: its decimal text (`-12.5`, `0.001`, `100000`), every digit of
+/// its value and nothing else. Equal decimals have the same text (`Decimal` keeps its value in
+/// lowest terms), so `=` in SQL is `==` on the values; but text orders by its characters, not
+/// by value (`'10' < '9'`).
+enum DecimalText {
+    /// The text of `value`.
+    ///
+    /// - Throws: ``StoreError/Kind/encoding`` for NaN (refused as `Double`'s NaN is).
+    static func text(of value: Decimal) throws(StoreError) -> String {
+        if value.isNaN { throw StoreError(.encoding, "a Decimal NaN cannot be stored") }
+        return value.description
+    }
+
+    /// The decimal of a stored text: a decimal number (an optional sign, digits with an optional
+    /// point, an optional exponent); `nil` for anything else, which `Decimal(string:)` would
+    /// read in part.
+    static func decimal(_ text: String) -> Decimal? {
+        var bytes = text.utf8[...]
+        func skipDigits() -> Int {
+            let count = bytes.prefix(while: { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }).count
+            bytes = bytes.dropFirst(count)
+            return count
+        }
+        if bytes.first == UInt8(ascii: "-") || bytes.first == UInt8(ascii: "+") { bytes = bytes.dropFirst() }
+        var digits = skipDigits()
+        if bytes.first == UInt8(ascii: ".") {
+            bytes = bytes.dropFirst()
+            digits += skipDigits()
+        }
+        guard digits > 0 else { return nil }
+        if bytes.first == UInt8(ascii: "e") || bytes.first == UInt8(ascii: "E") {
+            bytes = bytes.dropFirst()
+            if bytes.first == UInt8(ascii: "-") || bytes.first == UInt8(ascii: "+") { bytes = bytes.dropFirst() }
+            guard skipDigits() > 0 else { return nil }
+        }
+        guard bytes.isEmpty else { return nil }
+        return Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")).flatMap { $0.isNaN ? nil : $0 }
     }
 }
 

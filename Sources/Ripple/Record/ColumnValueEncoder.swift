@@ -9,18 +9,22 @@ final class ColumnValueEncoder: Encoder, SingleValueEncodingContainer {
     var userInfo: [CodingUserInfoKey: Any] { [:] }
     private var value: SQLValue = .null
     private var needsJSON = false
+    /// The Foundation primitive the last value encoded as, if any (a wrapper of a `Date` is
+    /// stored as a date).
+    private(set) var primitive: ColumnPrimitive?
 
     /// The stored form of `value`, or `nil` when it must be stored as JSON.
     func encode<T: Encodable>(value: T) throws -> SQLValue? {
         self.value = .null
         needsJSON = false
+        primitive = nil
         try value.encode(to: self)
         return needsJSON ? nil : self.value
     }
 
     /// The stored form of `value`: a primitive, or JSON text.
     static func sqlValue<T: Encodable>(of value: T) throws -> SQLValue {
-        if let primitive = ColumnPrimitive(T.self) { return primitive.sqlValue(of: value) }
+        if let primitive = ColumnPrimitive(T.self) { return try primitive.sqlValue(of: value) }
         if let single = try ColumnValueEncoder().encode(value: value) { return single }
         let data = try RecordJSON.makeEncoder().encode(value)
         return .text(String(decoding: data, as: UTF8.self))
@@ -46,7 +50,8 @@ final class ColumnValueEncoder: Encoder, SingleValueEncodingContainer {
     func encode<I: BinaryInteger & Encodable>(_ value: I) throws { self.value = .integer(try RecordValueCheck.int64(value)) }
     func encode<T: Encodable>(_ value: T) throws {
         if let primitive = ColumnPrimitive(T.self) {
-            self.value = primitive.sqlValue(of: value)
+            self.value = try primitive.sqlValue(of: value)
+            self.primitive = primitive
         } else {
             try value.encode(to: self)
         }
@@ -111,18 +116,29 @@ struct DiscardingEncoder: Encoder {
 }
 
 /// The JSON form of nested values: sorted keys (stable text, comparable in SQL), unescaped
-/// slashes, dates as seconds since 1970 like date columns.
+/// slashes, dates in the forms of date columns (a number of seconds since 1970 before 1970, the
+/// exact decimal text from 1970 on, see ``DateStorage``; numbers, as earlier versions wrote
+/// every date, read too), and the Doubles JSON has no number for as strings: `"Infinity"`,
+/// `"-Infinity"`, `"NaN"`.
 enum RecordJSON {
+    static let nonConformingFloats = (positiveInfinity: "Infinity", negativeInfinity: "-Infinity", nan: "NaN")
+
     static func makeEncoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .secondsSince1970
+        encoder.dateEncodingStrategy = .custom(DateStorage.encodeJSON)
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(
+            positiveInfinity: nonConformingFloats.positiveInfinity, negativeInfinity: nonConformingFloats.negativeInfinity,
+            nan: nonConformingFloats.nan)
         return encoder
     }
 
     static func makeDecoder() -> JSONDecoder {
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .secondsSince1970
+        decoder.dateDecodingStrategy = .custom(DateStorage.decodeJSON)
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(
+            positiveInfinity: nonConformingFloats.positiveInfinity, negativeInfinity: nonConformingFloats.negativeInfinity,
+            nan: nonConformingFloats.nan)
         return decoder
     }
 }

@@ -273,8 +273,9 @@ final class RowDecoder: Decoder {
         case .uuid:
             if storage == SQLITE_TEXT, let uuid = withTextBytes(column, UUIDText.parse) { return reinterpret(uuid, as: T.self) }
         case .date:
+            if storage == SQLITE_TEXT, let date = withTextBytes(column, DateStorage.date(text:)) { return reinterpret(date, as: T.self) }
             if storage == SQLITE_FLOAT || storage == SQLITE_INTEGER {
-                return reinterpret(Date(timeIntervalSince1970: sqlite3_column_double(handle, index)), as: T.self)
+                return reinterpret(DateStorage.date(seconds: sqlite3_column_double(handle, index)), as: T.self)
             }
         case .data:
             if storage == SQLITE_BLOB { return reinterpret(withBlobBytes(column) { Data($0) }, as: T.self) }
@@ -282,6 +283,8 @@ final class RowDecoder: Decoder {
             if storage == SQLITE_BLOB { return reinterpret(withBlobBytes(column) { [UInt8]($0) }, as: T.self) }
         case .url:
             if storage == SQLITE_TEXT, let url = URL(string: readText(column)) { return reinterpret(url, as: T.self) }
+        case .decimal:
+            if storage == SQLITE_TEXT, let decimal = DecimalText.decimal(readText(column)) { return reinterpret(decimal, as: T.self) }
         }
         // Slower forms (a UUID as a 16-byte blob, as lower-case text…), else a mismatch.
         if let value = primitive.value(from: sqliteValue(column), as: T.self) { return value }

@@ -227,6 +227,23 @@ final class RowEncoder: Encoder {
         }
     }
 
+    /// Binds a date's stored form (see ``DateStorage``): a REAL before 1970, text from 1970 on.
+    @inline(__always)
+    func bindDate(_ date: Date, _ parameter: Int32) throws {
+        let code: Int32
+        do {
+            code = try DateStorage.withForm(date) { form in
+                switch form {
+                case .real(let seconds): sqlite3_bind_double(handle, parameter, seconds)
+                case .text(let text): bindTextBytes(text, parameter)
+                }
+            }
+        } catch let error as StoreError {
+            throw StoreError(.encoding, "column \"\(columnName(parameter))\": \(error.message)")
+        }
+        try check(code)
+    }
+
     func bindValue(_ value: SQLValue, _ parameter: Int32) throws {
         switch value {
         case .null: try bindNull(parameter)
@@ -247,13 +264,19 @@ final class RowEncoder: Encoder {
                 let code = UUIDText.withText(reinterpret(value, as: UUID.self)) { bindTextBytes($0, parameter) }
                 try check(code)
             case .date:
-                try bindReal(reinterpret(value, as: Date.self).timeIntervalSince1970, parameter)
+                try bindDate(reinterpret(value, as: Date.self), parameter)
             case .data:
                 try reinterpret(value, as: Data.self).withUnsafeBytes { bytes in try bindBlob(bytes, parameter) }
             case .bytes:
                 try reinterpret(value, as: [UInt8].self).withUnsafeBytes { bytes in try bindBlob(bytes, parameter) }
             case .url:
                 try bindText(reinterpret(value, as: URL.self).absoluteString, parameter)
+            case .decimal:
+                do {
+                    try bindText(try DecimalText.text(of: reinterpret(value, as: Decimal.self)), parameter)
+                } catch let error as StoreError {
+                    throw StoreError(.encoding, "column \"\(columnName(parameter))\": \(error.message)")
+                }
             }
             return
         }

@@ -76,7 +76,7 @@ final class SchemaProbe: Decoder {
     func placeholder<T: Decodable>(_ type: T.Type, for key: some CodingKey) throws -> T {
         if let primitive = ColumnPrimitive(T.self) {
             let value = primitive.placeholder(as: T.self)
-            let stored = (value as? any Encodable).flatMap { try? ColumnValueEncoder().encode(value: $0) } ?? .null
+            let stored = (try? primitive.sqlValue(of: value)) ?? .null
             record(key, primitive.affinity, T.self, placeholder: stored)
             return value
         }
@@ -91,8 +91,9 @@ final class SchemaProbe: Decoder {
         // The column's type is what the row encoder will store for this value.
         let affinity: ColumnAffinity
         var stored = SQLValue.null
-        if let encodable = value as? any Encodable, let single = try? ColumnValueEncoder().encode(value: encodable) {
-            affinity = ColumnAffinity(single)
+        let encoder = ColumnValueEncoder()
+        if let encodable = value as? any Encodable, let single = try? encoder.encode(value: encodable) {
+            affinity = encoder.primitive?.affinity ?? ColumnAffinity(single)
             stored = single
         } else {
             affinity = .json

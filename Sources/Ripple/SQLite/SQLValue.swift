@@ -33,7 +33,9 @@ public enum SQLValue: Hashable, Sendable, CustomStringConvertible {
 /// A Swift value that is stored as one SQLite value, and read back from one.
 ///
 /// Conforming: `Int`, `Int64`, `Int32`, `Double`, `Float`, `String`, `Bool` (0/1), `Data` and
-/// `[UInt8]` (blob), `Date` (real: seconds since 1970), `UUID` (text), and `Optional` of these.
+/// `[UInt8]` (blob), `Date` (seconds since 1970: a real before 1970, exact decimal text from 1970
+/// on), `UUID` (text), `URL` (its absolute string), `Decimal` (its decimal text), and `Optional`
+/// of these. Each converts as a record stores it (see <doc:StoredValues>).
 public protocol SQLValueConvertible: Sendable {
     /// The value to store.
     var sqlValue: SQLValue { get }
@@ -127,11 +129,54 @@ extension [UInt8]: SQLValueConvertible {
 }
 
 extension Date: SQLValueConvertible {
-    /// Stored as a real number of seconds since 1970-01-01 00:00 UTC.
-    public var sqlValue: SQLValue { .real(timeIntervalSince1970) }
+    /// The number of seconds since 1970-01-01 00:00:00 UTC, exactly: a real before 1970, decimal
+    /// text from 1970 on (`001748779496.12345678901234567890125`, the integer part in 12
+    /// digits). A `REAL` column converts the text to its real, as earlier versions stored every
+    /// date. See <doc:StoredValues>.
+    ///
+    /// A date without a stored form (NaN, or from the year 33658 on) gives the real
+    /// `timeIntervalSince1970`, which compares with stored dates as a number (before every date
+    /// from 1970 on); a record holding one is refused.
+    public var sqlValue: SQLValue {
+        (try? DateStorage.sqlValue(self)) ?? .real(timeIntervalSince1970)
+    }
+
+    /// Reads a number of seconds since 1970, or the decimal text of one.
     public init?(sqlValue: SQLValue) {
-        guard let seconds = Double(sqlValue: sqlValue) else { return nil }
-        self = Date(timeIntervalSince1970: seconds)
+        switch sqlValue {
+        case .real(let seconds): self = DateStorage.date(seconds: seconds)
+        case .integer(let seconds): self = DateStorage.date(seconds: Double(seconds))
+        case .text(var text):
+            guard let date = text.withUTF8(DateStorage.date(text:)) else { return nil }
+            self = date
+        case .null, .blob: return nil
+        }
+    }
+}
+
+extension Decimal: SQLValueConvertible {
+    /// Stored as its decimal text (`-12.5`): `==` in a filter is `==` on the values, but `<` and
+    /// ordering compare the text, not the numbers. NaN gives NULL.
+    public var sqlValue: SQLValue { (try? DecimalText.text(of: self)).map(SQLValue.text) ?? .null }
+
+    /// Reads decimal text, an integer or a real (as the nearest decimal of its Double).
+    public init?(sqlValue: SQLValue) {
+        switch sqlValue {
+        case .text(let text): guard let value = DecimalText.decimal(text) else { return nil }; self = value
+        case .integer(let value): self = Decimal(value)
+        case .real(let value) where value.isFinite: self = Decimal(value)
+        default: return nil
+        }
+    }
+}
+
+extension URL: SQLValueConvertible {
+    /// Stored as its absolute string (a URL relative to a base reads back as its `absoluteURL`).
+    public var sqlValue: SQLValue { .text(absoluteString) }
+
+    public init?(sqlValue: SQLValue) {
+        guard case .text(let text) = sqlValue, let url = URL(string: text) else { return nil }
+        self = url
     }
 }
 
