@@ -35,7 +35,8 @@ struct PreupdateColumns: Sendable {
     /// rather than the column's default (the capture then supplies the default).
     var addedColumnReadsNull: Bool
     /// The value SQLite hands out for such a column, told apart by its address from a NULL the
-    /// row holds (`nil` when ``addedColumnReadsNull`` is false).
+    /// row holds (`nil` when ``addedColumnReadsNull`` is false). Only compared, never read
+    /// through: SQLite's constant, the same for every connection (hence `nonisolated(unsafe)`).
     nonisolated(unsafe) var missingValue: OpaquePointer?
     /// Whether, in a rowid table whose INTEGER PRIMARY KEY comes after a `VIRTUAL` generated
     /// column, the hook hands out the rowid in place of another column's old value (it looks

@@ -27,11 +27,14 @@ extension LiveObserver {
             tables = try sources.map { try $0.tables(in: db) }
             logQueries = tables.map { ChangeLog.changedKeysSQL(of: $0, limit: Self.rowCheckLimit + 1) }
         }
+        // Until it knows its tables (first read, or after a commit of unknown extent), it hears
+        // every commit; a read at or after that commit tells them.
         condition.lock()
         let learns = interest == nil && version >= interestUnknownSince
-        if learns { interest = tables.reduce(into: Set<String>()) { $0.formUnion($1) } }
+        let all = learns ? tables.reduce(into: Set<String>()) { $0.formUnion($1) } : []
+        if learns { interest = all }
         condition.unlock()
-        if learns { store.observation.observer(observerID, reads: tables.reduce(into: Set<String>()) { $0.formUnion($1) }, at: version) }
+        if learns { store.observation.observer(observerID, reads: all, at: version) }
         var impacts = Array(repeating: Impact.everything, count: sources.count)
         if let since = checkedVersion, !schemaChanged {
             if oldest <= since {
