@@ -1,0 +1,295 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A private PostgreSQL cluster for tests, benchmarks and demos: made with `initdb` in a
+/// temporary directory, listening on a free port of 127.0.0.1 only, with `wal_level = logical`
+/// (logical replication slots, as Ripple Sync reads Postgres), and removed by ``stop()``.
+///
+/// Never a shared system service: each cluster is its own. PostgreSQL refuses to run as root, so
+/// when this process is root the cluster runs as the unprivileged user `nobody` (through
+/// `runuser`), with its directories owned by that user.
+///
+/// ```swift
+/// let postgres = try ThrowawayPostgres()
+/// defer { try? postgres.stop() }
+/// try postgres.psql("CREATE TABLE todos(id int PRIMARY KEY, title text)")
+/// print(postgres.url)   // postgres://ripple@127.0.0.1:PORT/postgres
+/// ```
+///
+/// The binaries are Debian's `postgresql-15` (`/usr/lib/postgresql/15/bin`), or those of
+/// `RIPPLE_POSTGRES_BIN`, or the directory `pg_config --bindir` names. ``availability`` says
+/// whether they are there (tests that need them skip with that one line, unless `CI=true`).
+public final class ThrowawayPostgres: Sendable {
+    /// The superuser the cluster is made with (no password: trust on 127.0.0.1 only).
+    public static let user = "ripple"
+
+    /// Where the cluster's binaries are, or why there are none.
+    public enum Availability: Sendable, Equatable {
+        case available(binaries: String)
+        case missing(String)
+    }
+
+    /// The port it listens on (127.0.0.1).
+    public let port: Int
+    /// The temporary directory holding its data, socket and log.
+    public let directory: String
+    /// The directory of `postgres`, `pg_ctl`, `psql`, `pgbench`.
+    public let binaries: String
+    /// The user the server runs as when this process is root (`nil`: this process's user).
+    let runAs: String?
+
+    /// A connection URL for the `postgres` database.
+    public var url: String { "postgres://\(Self.user)@127.0.0.1:\(port)/postgres" }
+    /// The data directory.
+    public var dataDirectory: String { directory + "/data" }
+    /// The server's log file.
+    public var logFile: String { directory + "/postgres.log" }
+
+    /// Whether PostgreSQL's binaries can be found here.
+    public static var availability: Availability {
+        if let found = findBinaries() { return .available(binaries: found) }
+        return .missing("PostgreSQL 15 is not installed (Debian: apt-get install postgresql-15; or set RIPPLE_POSTGRES_BIN)")
+    }
+
+    /// Whether tests that need Postgres run: its binaries are here, or this is CI (`CI=true`),
+    /// where a missing Postgres must fail the run rather than skip.
+    public static var testsRun: Bool {
+        if case .available = availability { return true }
+        return ProcessInfo.processInfo.environment["CI"] == "true"
+    }
+
+    /// Makes and starts a cluster. `settings` are added to `postgresql.conf` (name → value).
+    ///
+    /// - Throws: ``ThrowawayPostgresError`` saying what failed (no binaries, `initdb` or the
+    ///   start failing, with the log's last lines).
+    public init(settings: [String: String] = [:]) throws {
+        guard case .available(let binaries) = Self.availability else {
+            throw ThrowawayPostgresError("cannot start PostgreSQL: " + {
+                if case .missing(let reason) = Self.availability { return reason }
+                return ""
+            }())
+        }
+        self.binaries = binaries
+        let files = FileManager.default
+        directory = files.temporaryDirectory.appendingPathComponent("ripple-postgres-\(UUID().uuidString)").path
+        runAs = getuid() == 0 ? "nobody" : nil
+        try files.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        port = try Self.freePort()
+        do {
+            if let runAs {
+                guard let account = getpwnam(runAs) else { throw ThrowawayPostgresError("no user \(runAs) to run PostgreSQL as") }
+                guard chown(directory, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else {
+                    throw ThrowawayPostgresError("cannot give \(directory) to \(runAs): errno \(errno)")
+                }
+            }
+            try runAsServer(binaries + "/initdb", ["-D", dataDirectory, "-U", Self.user, "--auth=trust", "--encoding=UTF8",
+                                                   "--locale=C", "--no-sync"])
+            var configuration: [String: String] = [
+                "listen_addresses": "'127.0.0.1'", "port": "\(port)", "unix_socket_directories": "'\(directory)'",
+                "wal_level": "logical", "max_replication_slots": "20", "max_wal_senders": "20",
+                "max_slot_wal_keep_size": "'1GB'", "fsync": "off", "full_page_writes": "off",
+                "synchronous_commit": "on", "max_connections": "200", "shared_buffers": "'64MB'",
+            ]
+            for (name, value) in settings { configuration[name] = value }
+            let lines = configuration.sorted { $0.key < $1.key }.map { "\($0.key) = \($0.value)" }.joined(separator: "\n")
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: dataDirectory + "/postgresql.conf"))
+            handle.seekToEndOfFile()
+            handle.write(Data(("\n# ThrowawayPostgres\n" + lines + "\n").utf8))
+            try handle.close()
+            try start()
+        } catch {
+            try? files.removeItem(atPath: directory)
+            throw error
+        }
+    }
+
+    deinit {
+        // A cluster left running by a caller that forgot stop(): end it, leave nothing behind.
+        if FileManager.default.fileExists(atPath: dataDirectory + "/postmaster.pid") {
+            _ = try? runAsServer(binaries + "/pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "stop"])
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Starts the server (after ``init(settings:)`` it runs; after ``kill()``, this starts it again).
+    public func start() throws {
+        do {
+            try runAsServer(binaries + "/pg_ctl", ["-D", dataDirectory, "-l", logFile, "-w", "-t", "60", "start"])
+        } catch {
+            throw ThrowawayPostgresError("PostgreSQL did not start: \(error)\n" + lastLogLines())
+        }
+    }
+
+    /// Stops the server at once, as a crash would (`pg_ctl stop -m immediate`): it recovers from
+    /// its WAL at the next ``start()``.
+    public func kill() throws {
+        try runAsServer(binaries + "/pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "stop"])
+    }
+
+    /// Restarts the server; `immediate`: without a clean shutdown (recovery at start).
+    public func restart(immediate: Bool = false) throws {
+        try runAsServer(binaries + "/pg_ctl", ["-D", dataDirectory, "-m", immediate ? "immediate" : "fast", "-w", "-t", "60",
+                                               "-l", logFile, "restart"])
+    }
+
+    /// Stops the server and removes its directory.
+    public func stop() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try runAsServer(binaries + "/pg_ctl", ["-D", dataDirectory, "-m", "fast", "-w", "stop"])
+    }
+
+    /// Runs `sql` with `psql` (as another client would: its own connection, its own
+    /// transaction per statement unless the SQL says otherwise) and returns what it printed:
+    /// unaligned rows, `|` between columns, no headers.
+    @discardableResult
+    public func psql(_ sql: String, database: String = "postgres") throws -> String {
+        try Self.run(binaries + "/psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", "\(port)",
+                                          "-U", Self.user, "-d", database, "-c", sql])
+    }
+
+    /// Runs `pgbench` against the cluster with `arguments` (host, port and user are given).
+    @discardableResult
+    public func pgbench(_ arguments: [String], database: String = "postgres") throws -> String {
+        try Self.run(binaries + "/pgbench", ["-h", "127.0.0.1", "-p", "\(port)", "-U", Self.user] + arguments + [database])
+    }
+
+    /// The log's last lines (for an error message).
+    public func lastLogLines(_ count: Int = 20) -> String {
+        guard let log = try? String(contentsOfFile: logFile, encoding: .utf8) else { return "(no log)" }
+        return log.split(separator: "\n").suffix(count).joined(separator: "\n")
+    }
+
+    // MARK: Processes
+
+    /// Runs a server binary as the server's user. Its output goes to a file, not a pipe: the
+    /// server it starts outlives it and would hold a pipe open.
+    @discardableResult
+    private func runAsServer(_ executable: String, _ arguments: [String]) throws -> String {
+        let output = directory + "/command.out"
+        if let runAs { return try Self.run("/usr/sbin/runuser", ["-u", runAs, "--", executable] + arguments, outputFile: output) }
+        return try Self.run(executable, arguments, outputFile: output)
+    }
+
+    /// Runs a program to its end, its output (standard output and error) written to `path`;
+    /// returns it, or throws an error with it.
+    ///
+    /// Spawned with no descriptor but those three (through bash, which closes the others):
+    /// Foundation's `Process` learns that a child ended when a descriptor it leaves open in the
+    /// child closes, and a server the child starts would keep it open for its whole life.
+    private static func run(_ executable: String, _ arguments: [String], outputFile path: String) throws -> String {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // bash closes every other descriptor it inherited, then becomes the program.
+        let closer = "for fd in $(ls /proc/$$/fd 2>/dev/null); do [ \"$fd\" -gt 2 ] && eval \"exec $fd>&-\"; done; exec \"$@\""
+        let argv = (["/bin/bash", "-c", closer, "bash", executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid = pid_t()
+        let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, argv, environ)
+        guard spawned == 0 else { throw ThrowawayPostgresError("cannot run \(executable): error \(spawned)") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        // Exited normally with status 0 (the wait status's low 7 bits are the signal, if any).
+        guard status & 0x7F == 0, (status >> 8) & 0xFF == 0 else {
+            throw ThrowawayPostgresError("\((executable as NSString).lastPathComponent) \(arguments.joined(separator: " ")) "
+                                         + "failed (wait status \(status)): \(text)")
+        }
+        return text
+    }
+
+    /// Runs a program to its end; its standard output, or an error with its standard error.
+    @discardableResult
+    static func run(_ executable: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        // Read both pipes to their end before waiting (a full pipe would block the child).
+        final class Box: @unchecked Sendable {   // written before `done` is signalled, read after
+            var data = Data()
+        }
+        let errorData = Box()
+        let done = DispatchSemaphore(value: 0)
+        let errorHandle = errors.fileHandleForReading
+        DispatchQueue.global().async {
+            errorData.data = errorHandle.readDataToEndOfFile()
+            done.signal()
+        }
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        done.wait()
+        let text = String(decoding: outputData, as: UTF8.self)
+        guard process.terminationStatus == 0 else {
+            let message = String(decoding: errorData.data, as: UTF8.self)
+            throw ThrowawayPostgresError("\((executable as NSString).lastPathComponent) \(arguments.joined(separator: " ")) "
+                                         + "exited with status \(process.terminationStatus): \(message)\(text)")
+        }
+        return text
+    }
+
+    private static func findBinaries() -> String? {
+        let files = FileManager.default
+        func hasServer(_ directory: String) -> Bool {
+            ["initdb", "pg_ctl", "postgres", "psql"].allSatisfy { files.isExecutableFile(atPath: directory + "/" + $0) }
+        }
+        if let chosen = ProcessInfo.processInfo.environment["RIPPLE_POSTGRES_BIN"] { return hasServer(chosen) ? chosen : nil }
+        if hasServer("/usr/lib/postgresql/15/bin") { return "/usr/lib/postgresql/15/bin" }
+        if let versions = try? files.contentsOfDirectory(atPath: "/usr/lib/postgresql") {
+            for version in versions.sorted(by: { (Int($0) ?? 0) > (Int($1) ?? 0) }) {
+                let directory = "/usr/lib/postgresql/\(version)/bin"
+                if hasServer(directory) { return directory }
+            }
+        }
+        for path in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
+            let config = String(path) + "/pg_config"
+            if files.isExecutableFile(atPath: config),
+               let directory = try? run(config, ["--bindir"]).trimmingCharacters(in: .whitespacesAndNewlines),
+               hasServer(directory) {
+                return directory
+            }
+        }
+        return nil
+    }
+
+    /// A port of 127.0.0.1 that nothing listens on now (the kernel's choice).
+    private static func freePort() throws -> Int {
+        #if canImport(Glibc)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard descriptor >= 0 else { throw ThrowawayPostgresError("cannot open a socket: errno \(errno)") }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                bind(descriptor, socketAddress, length) == 0 && getsockname(descriptor, socketAddress, &length) == 0
+            }
+        }
+        guard bound else { throw ThrowawayPostgresError("cannot find a free port: errno \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// A throwaway cluster that could not be made, started or used, and why.
+public struct ThrowawayPostgresError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
