@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "RippleDiffTesting", targets: ["RippleDiffTesting"]),
         .library(name: "RippleTesting", targets: ["RippleTesting"]),
         .library(name: "Ripple", targets: ["Ripple"]),
+        .library(name: "RippleServer", targets: ["RippleServer"]),
         .executable(name: "ripple", targets: ["RippleCLI"]),
     ],
     dependencies: [
@@ -43,8 +44,12 @@ let package = Package(
             "Ripple", "RippleDiff", "RippleTesting",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], path: "Sources/ripple"),
+        // Ripple Sync's server (in progress): the feed from PostgreSQL's logical decoding into
+        // a replica store. Never a dependency of the `ripple` tool.
+        .target(name: "RippleServer", dependencies: ["Ripple"]),
         .testTarget(name: "RippleDiffTests", dependencies: ["RippleDiff", "RippleDiffTesting"]),
         .testTarget(name: "RippleTestingTests", dependencies: ["Ripple", "RippleDiff", "RippleTesting"]),
+        .testTarget(name: "RippleServerTests", dependencies: ["RippleServer", "RippleTesting"]),
         // Fixtures: store files written by earlier versions, which today's code must open.
         .testTarget(name: "RippleTests", dependencies: ["Ripple", "RippleTesting"], resources: [.copy("Fixtures")]),
     ],
