@@ -14,6 +14,9 @@ let package = Package(
     dependencies: [
         // The command-line tool's argument parsing (the libraries depend on nothing).
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // Ripple Sync's server only (never built by `swift run ripple demo`).
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // The Heckel diff engine: no dependency on SQLite or Foundation.
@@ -46,10 +49,18 @@ let package = Package(
         ], path: "Sources/ripple"),
         // Ripple Sync's server (in progress): the feed from PostgreSQL's logical decoding into
         // a replica store. Never a dependency of the `ripple` tool.
-        .target(name: "RippleServer", dependencies: ["Ripple"]),
+        .target(name: "RippleServer", dependencies: [
+            "Ripple",
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "RippleDiffTests", dependencies: ["RippleDiff", "RippleDiffTesting"]),
         .testTarget(name: "RippleTestingTests", dependencies: ["Ripple", "RippleDiff", "RippleTesting"]),
-        .testTarget(name: "RippleServerTests", dependencies: ["RippleServer", "RippleTesting"]),
+        .testTarget(name: "RippleServerTests", dependencies: [
+            "RippleServer", "RippleTesting",
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         // Fixtures: store files written by earlier versions, which today's code must open.
         .testTarget(name: "RippleTests", dependencies: ["Ripple", "RippleTesting"], resources: [.copy("Fixtures")]),
     ],

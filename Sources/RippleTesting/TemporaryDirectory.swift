@@ -2,7 +2,7 @@ import Foundation
 
 /// A directory under the system's temporary directory, removed when released (for this
 /// package's tests: they write real database files).
-package final class TemporaryDirectory {
+package final class TemporaryDirectory: Sendable {
     package let url: URL
 
     /// A new directory named `prefix-` and a UUID.

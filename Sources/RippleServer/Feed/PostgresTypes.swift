@@ -1,0 +1,115 @@
+import Foundation
+import Ripple
+
+/// How a PostgreSQL column's values are kept in the replica (a SQLite table), one rule per type,
+/// from the type's text form — what pgoutput sends and what `column::text` reads in the initial
+/// copy, so that both paths store the same value:
+///
+/// | Postgres | Replica column | Value |
+/// |---|---|---|
+/// | `int2`, `int4`, `int8` | `INTEGER` | the integer, every digit (int8's whole range fits) |
+/// | `bool` | `INTEGER` | 1 for `t` (`true`), 0 for `f` (`false`) |
+/// | `float4`, `float8` | `REAL` | the number; ±Infinity as SQLite's infinities; `NaN` as the text `NaN` (SQLite has no NaN: it would store NULL) |
+/// | `numeric` | `TEXT` | its exact text, scale kept (`1.50`), `NaN` and `±Infinity` spelled out |
+/// | `text`, `varchar`, `char`, `name` | `TEXT` | the text |
+/// | `uuid` | `TEXT` | lower-case text, as Postgres prints it |
+/// | `bytea` | `BLOB` | the bytes |
+/// | `json`, `jsonb` | `TEXT` | the JSON text (jsonb's as Postgres normalizes it) |
+/// | `date`, `timestamp`, `timestamptz` | `TEXT` | Postgres's ISO text (the feed's session runs in UTC, so `timestamptz` ends in `+00`) |
+/// | anything else | `TEXT` | the type's text form |
+///
+/// NULL is NULL in every type.
+public enum PostgresTypes {
+    /// The type OIDs the rules above name.
+    public enum OID {
+        public static let bool: UInt32 = 16
+        public static let bytea: UInt32 = 17
+        public static let name: UInt32 = 19
+        public static let int8: UInt32 = 20
+        public static let int2: UInt32 = 21
+        public static let int4: UInt32 = 23
+        public static let text: UInt32 = 25
+        public static let json: UInt32 = 114
+        public static let float4: UInt32 = 700
+        public static let float8: UInt32 = 701
+        public static let bpchar: UInt32 = 1042
+        public static let varchar: UInt32 = 1043
+        public static let date: UInt32 = 1082
+        public static let timestamp: UInt32 = 1114
+        public static let timestamptz: UInt32 = 1184
+        public static let numeric: UInt32 = 1700
+        public static let uuid: UInt32 = 2950
+        public static let jsonb: UInt32 = 3802
+    }
+
+    /// The replica column's declared type for a Postgres type.
+    public static func replicaType(of oid: UInt32) -> String {
+        switch oid {
+        case OID.int2, OID.int4, OID.int8, OID.bool: "INTEGER"
+        case OID.float4, OID.float8: "REAL"
+        case OID.bytea: "BLOB"
+        default: "TEXT"
+        }
+    }
+
+    /// The replica's value for a value of type `oid` in its Postgres text form.
+    ///
+    /// - Throws: ``PostgresTypesError`` when the text is not a value of that type (it came
+    ///   from Postgres: a mismatch means the feed's idea of the table is wrong).
+    public static func replicaValue(_ text: String, of oid: UInt32) throws -> SQLValue {
+        switch oid {
+        case OID.int2, OID.int4, OID.int8:
+            guard let integer = Int64(text) else { throw PostgresTypesError("\(text) is not an integer") }
+            return .integer(integer)
+        case OID.bool:
+            switch text {
+            case "t", "true": return .integer(1)
+            case "f", "false": return .integer(0)
+            default: throw PostgresTypesError("\(text) is not a bool")
+            }
+        case OID.float4, OID.float8:
+            switch text {
+            case "NaN": return .text("NaN")
+            case "Infinity": return .real(.infinity)
+            case "-Infinity": return .real(-.infinity)
+            default:
+                guard let real = Double(text) else { throw PostgresTypesError("\(text) is not a float") }
+                return .real(real)
+            }
+        case OID.bytea:
+            return .blob(try bytes(ofHex: text))
+        default:
+            return .text(text)
+        }
+    }
+
+    /// The bytes of bytea's hex text form, `\x0aff`.
+    static func bytes(ofHex text: String) throws -> [UInt8] {
+        let utf8 = Array(text.utf8)
+        guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0 else {
+            throw PostgresTypesError("a bytea value is not in hex form (set bytea_output = 'hex')")
+        }
+        func nibble(_ byte: UInt8) throws -> UInt8 {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+            default: throw PostgresTypesError("a bytea value has a non-hex digit")
+            }
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity((utf8.count - 2) / 2)
+        var index = 2
+        while index < utf8.count {
+            bytes.append(try nibble(utf8[index]) << 4 | nibble(utf8[index + 1]))
+            index += 2
+        }
+        return bytes
+    }
+}
+
+/// A value that does not fit its Postgres type's rule.
+public struct PostgresTypesError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

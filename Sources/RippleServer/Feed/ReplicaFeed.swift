@@ -1,0 +1,348 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Ripple
+
+/// What a ``ReplicaFeed`` follows: which tables of PostgreSQL's `public` schema, through which
+/// publication and logical replication slot.
+public struct FeedConfiguration: Sendable {
+    /// The tables to keep in the replica (each needs a primary key).
+    public var tables: [String]
+    /// This node's slot: one per node, bound to its replica (see ``ReplicaFeed``).
+    public var slot = "ripple_node"
+    /// The publication of the synced tables (created when missing).
+    public var publication = "ripple_sync"
+    /// At most this many changes per peek (whole transactions: a peek may end past it).
+    public var batchSize = 10_000
+
+    public init(tables: [String]) { self.tables = tables }
+}
+
+/// Keeps a Ripple store — the replica — equal to tables of a PostgreSQL database, through
+/// logical decoding (`pgoutput`, read with `pg_logical_slot_peek_binary_changes`).
+///
+/// * Each Postgres transaction becomes one commit of the replica (origin
+///   ``CommitOrigin/replication``, tagged with the transaction's commit LSN), written together
+///   with the position it reached; only then is the slot advanced past it. A feed stopped
+///   anywhere — after a peek, after an apply, before the slot moved — replays rather than
+///   skips: what the replica's stored position covers is not applied again.
+/// * The slot and the replica belong together: Postgres keeps, in `ripple_sync_nodes`, which
+///   replica a slot feeds. A new replica, a replica the slot does not belong to, or a slot gone
+///   or `lost` gets a fresh slot and a fresh copy — never a resumed position with rows missing.
+/// * The initial copy reads every table in one `REPEATABLE READ` snapshot and the WAL position
+///   after it; the slot (made before) replays onto the copy as upserts and deletes-if-present,
+///   so the replica is exact from that position on (``consistentFrom``).
+///
+/// Values are kept as ``PostgresTypes`` says.
+public actor ReplicaFeed {
+    public let store: Store
+    let client: PostgresClient
+    public let configuration: FeedConfiguration
+    private let logger = Logger(label: "ripple.feed", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// A replica table: its Postgres columns (name and type OID) in order, and its key's positions.
+    struct Table {
+        var name: String
+        var columns: [(name: String, type: UInt32)]
+        var key: [Int]
+    }
+
+    /// The synced tables, by name.
+    private var tables: [String: Table] = [:]
+    /// The relations pgoutput described, by OID.
+    private var relations: [UInt32: PGOutput.Relation] = [:]
+    /// The end LSN of the last transaction the replica holds.
+    public private(set) var appliedLSN = PGOutput.LSN(0)
+    /// The position from which the replica is exact (the initial copy's).
+    public private(set) var consistentFrom = PGOutput.LSN(0)
+
+    public init(store: Store, client: PostgresClient, configuration: FeedConfiguration) {
+        self.store = store
+        self.client = client
+        self.configuration = configuration
+    }
+
+    // MARK: Preparing
+
+    /// Makes sure the publication, the slot and the replica's tables exist and belong together;
+    /// copies the tables afresh when the replica cannot resume from the slot.
+    public func prepare() async throws {
+        try store.write(origin: .replication, tag: nil) { db in
+            try db.execute("CREATE TABLE IF NOT EXISTS ripple_replica(key TEXT PRIMARY KEY, value) WITHOUT ROWID")
+            try db.execute("INSERT OR IGNORE INTO ripple_replica VALUES ('replica', ?)", [UUID().uuidString.lowercased()])
+        }
+        let (replica, stored, from) = try store.read { db in
+            (try db.fetchValue("SELECT value FROM ripple_replica WHERE key = 'replica'", as: String.self) ?? "",
+             try db.fetchValue("SELECT value FROM ripple_replica WHERE key = 'lsn'", as: String.self).flatMap(PGOutput.LSN.init),
+             try db.fetchValue("SELECT value FROM ripple_replica WHERE key = 'consistent_from'", as: String.self)
+                .flatMap(PGOutput.LSN.init))
+        }
+        for name in configuration.tables { tables[name] = try await describe(name) }
+        try await client.query("CREATE TABLE IF NOT EXISTS ripple_sync_nodes (slot name PRIMARY KEY, replica uuid NOT NULL)",
+                               logger: logger)
+        if try await rows("SELECT 1 FROM pg_publication WHERE pubname = \(configuration.publication)").isEmpty {
+            let list = configuration.tables.map(Self.quoted).joined(separator: ", ")
+            try await client.query(PostgresQuery(unsafeSQL: "CREATE PUBLICATION \(Self.quoted(configuration.publication)) FOR TABLE \(list)"),
+                                   logger: logger)
+        }
+        let slot = try await rows("""
+            SELECT coalesce(s.wal_status, ''), coalesce(n.replica::text, '') FROM pg_replication_slots AS s
+            LEFT JOIN ripple_sync_nodes AS n ON n.slot = s.slot_name WHERE s.slot_name = \(configuration.slot)
+            """)
+        let resumes = slot.first.map { $0[0] != "lost" && $0[1] == replica } ?? false
+        if resumes, let stored, let from {
+            (appliedLSN, consistentFrom) = (stored, from)
+            try ensureReplicaTables()
+            return
+        }
+        // A fresh slot, bound to this replica, then a copy from a snapshot taken after it.
+        if !slot.isEmpty {
+            try await client.query("SELECT pg_drop_replication_slot(\(configuration.slot)::name)", logger: logger)
+        }
+        try await client.query("SELECT pg_create_logical_replication_slot(\(configuration.slot)::name, 'pgoutput')", logger: logger)
+        try await client.query("""
+            INSERT INTO ripple_sync_nodes VALUES (\(configuration.slot)::name, \(replica)::uuid)
+            ON CONFLICT (slot) DO UPDATE SET replica = excluded.replica
+            """, logger: logger)
+        try await copy()
+    }
+
+    /// The columns and key of Postgres table `name`.
+    private func describe(_ name: String) async throws -> Table {
+        let columns = try await rows("""
+            SELECT attname::text, atttypid::int8::text FROM pg_attribute
+            WHERE attrelid = \(Self.quoted(name))::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum
+            """)
+        let key = try await rows("""
+            SELECT a.attname::text FROM pg_index AS i
+            JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey::int2[])
+            WHERE i.indrelid = \(Self.quoted(name))::regclass AND i.indisprimary
+            ORDER BY array_position(i.indkey::int2[], a.attnum)
+            """).map { $0[0] }
+        let described = columns.map { (name: $0[0], type: UInt32($0[1]) ?? 0) }
+        guard !key.isEmpty else { throw FeedError("table \(name) has no primary key: a synced table needs one") }
+        return Table(name: name, columns: described, key: key.compactMap { column in described.firstIndex { $0.name == column } })
+    }
+
+    /// Creates the replica's tables that do not exist yet.
+    private func ensureReplicaTables() throws {
+        try store.write(origin: .replication, tag: nil) { db in
+            for table in tables.values.sorted(by: { $0.name < $1.name }) {
+                let columns = table.columns.map { Self.quoted($0.name) + " " + PostgresTypes.replicaType(of: $0.type) }
+                let key = table.key.map { Self.quoted(table.columns[$0].name) }.joined(separator: ", ")
+                try db.execute("CREATE TABLE IF NOT EXISTS \(Self.quoted(table.name)) (\(columns.joined(separator: ", ")), "
+                               + "PRIMARY KEY (\(key)))")
+            }
+        }
+    }
+
+    /// Copies every table from one snapshot into the replica, in one commit, with the WAL
+    /// position after the snapshot.
+    private func copy() async throws {
+        try ensureReplicaTables()
+        let names = configuration.tables
+        let described = tables
+        let (copied, position) = try await client.withConnection { connection in
+            try await connection.query(Self.textForms, logger: logger)
+            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: logger)
+            do {
+                var copied: [String: [[String?]]] = [:]
+                for name in names {
+                    let table = described[name]!
+                    // Each value in its type's output form, as pgoutput sends it (`concat` calls the
+                    // output function; a cast to text may not: `true::text` is `true`, not `t`).
+                    let list = table.columns.map { column in
+                        let name = Self.quoted(column.name)
+                        return "CASE WHEN \(name) IS NULL THEN NULL ELSE concat(\(name)) END"
+                    }.joined(separator: ", ")
+                    var rows: [[String?]] = []
+                    for try await row in try await connection.query(
+                        PostgresQuery(unsafeSQL: "SELECT \(list) FROM \(Self.quoted(name))"), logger: logger) {
+                        rows.append(try row.map { try $0.decode(String?.self) })
+                    }
+                    copied[name] = rows
+                }
+                var position = ""
+                for try await row in try await connection.query("SELECT pg_current_wal_insert_lsn()::text", logger: logger) {
+                    position = try row.decode(String.self)
+                }
+                try await connection.query("COMMIT", logger: logger)
+                return (copied, position)
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw error
+            }
+        }
+        guard let lsn = PGOutput.LSN(position) else { throw FeedError("Postgres gave no WAL position (\(position))") }
+        try store.write(origin: .replication, tag: "copy \(lsn)") { db in
+            for name in names {
+                let table = described[name]!
+                try db.execute("DELETE FROM \(Self.quoted(name))")
+                for row in copied[name] ?? [] { try Self.upsert(table, row.map { $0.map(PGOutput.Value.text) ?? .null }, in: db) }
+            }
+            try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES ('lsn', ?), ('consistent_from', ?)",
+                           [lsn.description, lsn.description])
+        }
+        (appliedLSN, consistentFrom) = (lsn, lsn)
+    }
+
+    // MARK: Following
+
+    /// Peeks, applies and confirms until the slot has nothing more; returns the number of
+    /// Postgres transactions applied. `confirm: false` leaves the slot where it was (a feed
+    /// stopped between applying and confirming, for tests).
+    @discardableResult
+    public func catchUp(confirm: Bool = true) async throws -> Int {
+        var applied = 0
+        while true {
+            let batch = try await peek()
+            guard !batch.isEmpty else { return applied }
+            var last: PGOutput.LSN?
+            var transaction: [PGOutput.Message] = []
+            for message in batch {
+                switch message {
+                case .begin:
+                    transaction = [message]
+                case .commit(let commit):
+                    transaction.append(message)
+                    if commit.endLSN > appliedLSN {
+                        try apply(transaction, commit: commit)
+                        applied += 1
+                    }
+                    last = commit.endLSN
+                    transaction = []
+                case .relation(let relation):
+                    relations[relation.oid] = relation
+                    transaction.append(message)
+                default:
+                    transaction.append(message)
+                }
+            }
+            guard confirm, let last else { return applied }
+            try await client.query("SELECT pg_replication_slot_advance(\(configuration.slot)::name, \(last.description)::pg_lsn)",
+                                   logger: logger)
+        }
+    }
+
+    /// The next batch of whole transactions from the slot (the slot does not move).
+    public func peek() async throws -> [PGOutput.Message] {
+        let (slot, size, publication, logger) = (configuration.slot, configuration.batchSize, configuration.publication, logger)
+        return try await client.withConnection { connection in
+            // Values are written in the session's text forms: the same ones as the copy's.
+            try await connection.query(Self.textForms, logger: logger)
+            var messages: [PGOutput.Message] = []
+            let sequence = try await connection.query("""
+                SELECT data FROM pg_logical_slot_peek_binary_changes(\(slot)::name, NULL, \(size)::int,
+                    'proto_version', '1', 'publication_names', \(publication), 'messages', 'true')
+                """, logger: logger)
+            for try await data in sequence.decode(ByteBuffer.self) {
+                messages.append(try PGOutput.Message(Array(data.readableBytesView)))
+            }
+            return messages
+        }
+    }
+
+    /// The settings that fix values' text forms (see ``PostgresTypes``): times in UTC and ISO,
+    /// bytea in hex, floats in their shortest exact form.
+    static let textForms: PostgresQuery = """
+        SELECT set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO, MDY', false),
+               set_config('bytea_output', 'hex', false), set_config('extra_float_digits', '1', false)
+        """
+
+    /// Applies one Postgres transaction in one commit of the replica, with its position.
+    private func apply(_ transaction: [PGOutput.Message], commit: PGOutput.Commit) throws {
+        let described = tables
+        let relations = relations
+        try store.write(origin: .replication, tag: commit.commitLSN.description) { db in
+            for message in transaction {
+                switch message {
+                case .insert(let insert):
+                    guard let table = Self.table(of: insert.relation, relations, described) else { continue }
+                    try Self.upsert(table, insert.new, in: db)
+                case .update(let update):
+                    guard let table = Self.table(of: update.relation, relations, described) else { continue }
+                    if let old = update.old { try Self.delete(table, old, in: db) }
+                    try Self.update(table, update.new, in: db)
+                case .delete(let delete):
+                    guard let table = Self.table(of: delete.relation, relations, described) else { continue }
+                    try Self.delete(table, delete.old, in: db)
+                case .truncate(let truncate):
+                    for relation in truncate.relations {
+                        guard let table = Self.table(of: relation, relations, described) else { continue }
+                        try db.execute("DELETE FROM \(Self.quoted(table.name))")
+                    }
+                default:
+                    continue
+                }
+            }
+            try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES ('lsn', ?)", [commit.endLSN.description])
+        }
+        appliedLSN = commit.endLSN
+    }
+
+    /// The synced table a relation OID names, checked against the columns pgoutput describes.
+    private static func table(of oid: UInt32, _ relations: [UInt32: PGOutput.Relation], _ tables: [String: Table]) -> Table? {
+        guard let relation = relations[oid], relation.namespace == "public", let table = tables[relation.name] else { return nil }
+        return table
+    }
+
+    /// Inserts the row, or replaces the row with its key (a replay onto the copy).
+    private static func upsert(_ table: Table, _ values: [PGOutput.Value], in db: Database) throws {
+        let names = table.columns.map { quoted($0.name) }.joined(separator: ", ")
+        let marks = Array(repeating: "?", count: table.columns.count).joined(separator: ", ")
+        let arguments = try zip(table.columns, values).map { column, value -> any SQLValueConvertible in
+            try sqlValue(value, of: column.type)
+        }
+        try db.execute("INSERT OR REPLACE INTO \(quoted(table.name)) (\(names)) VALUES (\(marks))", arguments)
+    }
+
+    /// Updates the row with the new row's key: every column sent (an unchanged TOASTed value
+    /// keeps the replica's); a row the replica does not have is inserted when whole.
+    private static func update(_ table: Table, _ values: [PGOutput.Value], in db: Database) throws {
+        if !values.contains(.unchanged) { return try upsert(table, values, in: db) }
+        var assignments: [String] = []
+        var arguments: [any SQLValueConvertible] = []
+        for (index, column) in table.columns.enumerated() where values[index] != .unchanged {
+            assignments.append("\(quoted(column.name)) = ?")
+            arguments.append(try sqlValue(values[index], of: column.type))
+        }
+        let condition = table.key.map { "\(quoted(table.columns[$0].name)) = ?" }.joined(separator: " AND ")
+        for position in table.key { arguments.append(try sqlValue(values[position], of: table.columns[position].type)) }
+        try db.execute("UPDATE \(quoted(table.name)) SET \(assignments.joined(separator: ", ")) WHERE \(condition)", arguments)
+    }
+
+    /// Deletes the row of the key in `values` (the key's columns; the others are ignored).
+    private static func delete(_ table: Table, _ values: [PGOutput.Value], in db: Database) throws {
+        let condition = table.key.map { "\(quoted(table.columns[$0].name)) = ?" }.joined(separator: " AND ")
+        let arguments = try table.key.map { try sqlValue(values[$0], of: table.columns[$0].type) as any SQLValueConvertible }
+        try db.execute("DELETE FROM \(quoted(table.name)) WHERE \(condition)", arguments)
+    }
+
+    private static func sqlValue(_ value: PGOutput.Value, of type: UInt32) throws -> SQLValue {
+        switch value {
+        case .null: return .null
+        case .text(let text): return try PostgresTypes.replicaValue(text, of: type)
+        case .binary, .unchanged: throw FeedError("a value came in a form the feed does not ask for")
+        }
+    }
+
+    // MARK: Helpers
+
+    /// The rows of a query, each column as text.
+    private func rows(_ query: PostgresQuery) async throws -> [[String]] {
+        var rows: [[String]] = []
+        for try await row in try await client.query(query, logger: logger) {
+            rows.append(try row.map { try $0.decode(String?.self) ?? "" })
+        }
+        return rows
+    }
+
+    /// `name` as an SQL identifier (double quotes, quotes doubled): the same in Postgres and SQLite.
+    static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+}
+
+/// The feed could not go on, and why.
+public struct FeedError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

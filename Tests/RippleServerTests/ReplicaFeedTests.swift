@@ -1,0 +1,186 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Ripple
+import RippleServer
+import RippleTesting
+import Testing
+
+/// The feed from a real PostgreSQL cluster into a replica store: writes from any Postgres client
+/// arrive, one replica commit per Postgres transaction, and a feed stopped anywhere replays
+/// without skipping or repeating.
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: feed tests skipped"))
+struct ReplicaFeedTests {
+    let postgres: ThrowawayPostgres
+    let directory: TemporaryDirectory
+
+    init() throws {
+        postgres = try ThrowawayPostgres()
+        directory = try TemporaryDirectory()
+        try postgres.psql("""
+            CREATE TABLE items(id bigint PRIMARY KEY, title text, price numeric(10,2), ratio float8, done bool,
+                               data bytea, tag uuid, meta jsonb, due date, at timestamptz, big text);
+            INSERT INTO items(id, title, price) VALUES (1, 'first', 1.50), (2, 'second', 2.00);
+            """)
+    }
+
+    /// Runs `body` with a client of the cluster (its `run()` going on beside).
+    func withClient<T: Sendable>(_ body: @Sendable (PostgresClient) async throws -> T) async throws -> T {
+        let configuration = PostgresClient.Configuration(host: "127.0.0.1", port: postgres.port, username: ThrowawayPostgres.user,
+                                                         password: nil, database: "postgres", tls: .disable)
+        let client = PostgresClient(configuration: configuration,
+                                    backgroundLogger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                await client.run()
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await body(client)
+        }
+    }
+
+    /// The table as Postgres has it, each value through the replica's rules.
+    func postgresRows() throws -> [[SQLValue]] {
+        let types: [UInt32] = [20, 25, 1700, 701, 16, 17, 2950, 3802, 1082, 1184, 25]
+        let text = try postgres.psql("""
+            SET TimeZone = 'UTC'; SET DateStyle = 'ISO, MDY'; SET extra_float_digits = 1;
+            SELECT json_agg(json_build_array(id::text, title::text, price::text, ratio::text, done::text, data::text, tag::text,
+                   meta::text, due::text, at::text, big::text) ORDER BY id) FROM items
+            """).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !text.isEmpty, let rows = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[Any]] else { return [] }
+        return try rows.map { row in
+            try zip(row, types).map { value, type in
+                guard let text = value as? String else { return .null }
+                return try PostgresTypes.replicaValue(text, of: type)
+            }
+        }
+    }
+
+    func replicaRows(_ store: Store) throws -> [[SQLValue]] {
+        try store.read { db in
+            try db.fetchAll("SELECT id, title, price, ratio, done, data, tag, meta, due, at, big FROM items ORDER BY id").map(\.values)
+        }
+    }
+
+    /// The events a subscriber received, in order.
+    final class Events: @unchecked Sendable {   // every access holds `lock`
+        private let lock = NSLock()
+        private var received: [LiveQueryEvent<Row>] = []
+        func append(_ event: LiveQueryEvent<Row>) { lock.withLock { received.append(event) } }
+        var all: [LiveQueryEvent<Row>] { lock.withLock { received } }
+    }
+
+    @Test func writesFromAnyClientArriveOneCommitPerTransaction() async throws {
+        let store = try Store(path: directory.path("replica.sqlite"))
+        let config = FeedConfiguration(tables: ["items"])
+        let events = Events()
+        try await withClient { client in
+            let feed = ReplicaFeed(store: store, client: client, configuration: config)
+            try await feed.prepare()
+            #expect(try replicaRows(store) == (try postgresRows()))
+            let live = store.liveQuery(sql: "SELECT id, title FROM items ORDER BY id", identity: "id")
+            let subscription = live.subscribe(on: .immediate) { events.append($0) }
+            defer { subscription.cancel() }
+            try postgres.psql("""
+                BEGIN;
+                INSERT INTO items VALUES (3, 'third', 9999.99, 'NaN', true, '\\x00ff10', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
+                    '{"b": 1, "a": [1, 2]}', '2026-11-27', '2026-11-27 06:32:03.123456+01',
+                    (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 3000) AS g));
+                UPDATE items SET title = 'one' WHERE id = 1;
+                COMMIT;
+                """)
+            try postgres.psql("UPDATE items SET ratio = '-Infinity', price = 'NaN' WHERE id = 3")   // big stays TOASTed
+            try postgres.psql("UPDATE items SET id = 4 WHERE id = 2")
+            try postgres.psql("DELETE FROM items WHERE id = 1")
+            let before = try store.currentVersion()
+            #expect(try await feed.catchUp() == 4)
+            #expect(try store.currentVersion() == before + 4)
+            #expect(try replicaRows(store) == (try postgresRows()))
+            #expect(try replicaRows(store).first?[10] != .null)   // the TOASTed value kept through the update
+        }
+        // Each Postgres transaction that changed the result was one event, whole (the second
+        // changed no column the query reads).
+        let received = events.all
+        #expect(received.map { $0.snapshot.map { $0["title"] ?? .null } } == [
+            [.text("first"), .text("second")],
+            [.text("one"), .text("second"), .text("third")],
+            [.text("one"), .text("third"), .text("second")],
+            [.text("third"), .text("second")],
+        ])
+        #expect(received.dropFirst().allSatisfy { $0.origin == .replication && $0.tag.flatMap(PGOutput.LSN.init) != nil })
+    }
+
+    /// Stopped after a peek (nothing applied) or after applying (the slot not advanced): a new
+    /// feed on the same replica applies every transaction exactly once.
+    @Test func aFeedStoppedAnywhereReplaysWithoutSkippingOrRepeating() async throws {
+        let path = directory.path("replica.sqlite")
+        let config = FeedConfiguration(tables: ["items"])
+        var store = try Store(path: path)
+        try await withClient { [store] client in
+            let feed = ReplicaFeed(store: store, client: client, configuration: config)
+            try await feed.prepare()
+        }
+        try postgres.psql("INSERT INTO items(id, title) VALUES (10, 'a')")
+        try postgres.psql("UPDATE items SET title = 'b' WHERE id = 10")
+        // Peeked, never applied.
+        try await withClient { [store] client in
+            let feed = ReplicaFeed(store: store, client: client, configuration: config)
+            try await feed.prepare()
+            #expect(try await feed.peek().isEmpty == false)
+        }
+        let afterCopy = try store.currentVersion()
+        // Applied, the slot never advanced.
+        try await withClient { [store] client in
+            let feed = ReplicaFeed(store: store, client: client, configuration: config)
+            try await feed.prepare()
+            #expect(try await feed.catchUp(confirm: false) == 2)
+        }
+        #expect(try store.currentVersion() == afterCopy + 2)
+        store = try Store(path: path)   // as a restarted node opens it
+        try postgres.psql("DELETE FROM items WHERE id = 10")
+        try await withClient { [store] client in
+            let feed = ReplicaFeed(store: store, client: client, configuration: config)
+            try await feed.prepare()
+            #expect(try await feed.catchUp() == 1)   // the two applied ones are skipped, the delete applied
+            #expect(try await feed.catchUp() == 0)
+        }
+        #expect(try store.currentVersion() == afterCopy + 3)
+        #expect(try replicaRows(store) == (try postgresRows()))
+    }
+
+    /// A new replica (its file lost) never resumes the old slot's position: a fresh slot and copy.
+    @Test func aNewReplicaGetsAFreshSlotAndCopy() async throws {
+        let config = FeedConfiguration(tables: ["items"])
+        let first = try Store(path: directory.path("first.sqlite"))
+        try await withClient { client in
+            let feed = ReplicaFeed(store: first, client: client, configuration: config)
+            try await feed.prepare()
+        }
+        try postgres.psql("INSERT INTO items(id, title) VALUES (20, 'x')")
+        try await withClient { client in
+            let feed = ReplicaFeed(store: first, client: client, configuration: config)
+            try await feed.prepare()
+            try await feed.catchUp()
+        }
+        let second = try Store(path: directory.path("second.sqlite"))
+        try await withClient { client in
+            let feed = ReplicaFeed(store: second, client: client, configuration: config)
+            try await feed.prepare()
+            try await feed.catchUp()
+        }
+        #expect(try replicaRows(second) == (try postgresRows()))
+        #expect(try replicaRows(second).count == 3)
+    }
+
+    @Test func aTableWithoutAPrimaryKeyIsRefused() async throws {
+        try postgres.psql("CREATE TABLE loose(x int)")
+        let store = try Store(path: directory.path("replica.sqlite"))
+        let config = FeedConfiguration(tables: ["loose"])
+        try await withClient { client in
+            let feed = ReplicaFeed(store: store, client: client, configuration: config)
+            let error = await #expect(throws: FeedError.self) { try await feed.prepare() }
+            #expect(error?.description.contains("primary key") == true)
+        }
+    }
+}
