@@ -9,7 +9,7 @@ import Ripple
 /// |---|---|---|
 /// | `int2`, `int4`, `int8` | `INTEGER` | the integer, every digit (int8's whole range fits) |
 /// | `bool` | `INTEGER` | 1 for `t` (`true`), 0 for `f` (`false`) |
-/// | `float4`, `float8` | `REAL` | the number; ±Infinity as SQLite's infinities; `NaN` as the text `NaN` (SQLite has no NaN: it would store NULL) |
+/// | `float4`, `float8` | `REAL` | the number (a float4 exactly, widened); ±Infinity as SQLite's infinities; `NaN` as the text `NaN` (SQLite has no NaN: it would store NULL) |
 /// | `numeric` | `TEXT` | its exact text, scale kept (`1.50`), `NaN` and `±Infinity` spelled out |
 /// | `text`, `varchar`, `char`, `name` | `TEXT` | the text |
 /// | `uuid` | `TEXT` | lower-case text, as Postgres prints it |
@@ -73,7 +73,10 @@ public enum PostgresTypes {
             case "Infinity": return .real(.infinity)
             case "-Infinity": return .real(-.infinity)
             default:
-                guard let real = Double(text) else { throw PostgresTypesError("\(text) is not a float") }
+                // A float4's shortest text may name another Double than the float: read it as
+                // the Float it is, then widen (exact).
+                let real = oid == OID.float4 ? Float(text).map(Double.init) : Double(text)
+                guard let real else { throw PostgresTypesError("\(text) is not a float") }
                 return .real(real)
             }
         case OID.bytea:
