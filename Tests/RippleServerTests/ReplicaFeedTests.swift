@@ -280,3 +280,72 @@ extension PostgresTypeMappingTests {
         #expect(String(decoding: bytes.flatMap { [hexDigits[Int($0 >> 4)], hexDigits[Int($0 & 15)]] }, as: UTF8.self) == expected)
     }
 }
+
+extension ReplicaFeedTests {
+    /// Runs the feed through `changes` (each a psql command) and returns the replica's rows of
+    /// `sql` and what a live query over it received.
+    func afterSchemaChange(_ changes: [String], sql: String) async throws -> (rows: [Row], events: Events, error: (any Error)?) {
+        let store = try Store(path: directory.path("replica.sqlite"))
+        let events = Events()
+        let ended = EndingError()
+        let config = FeedConfiguration(tables: ["items"])
+        try await withClient { client in
+            let feed = ReplicaFeed(store: store, client: client, configuration: config)
+            try await feed.prepare()
+            let subscription = store.liveQuery(sql: sql, identity: "id")
+                .subscribe(on: .immediate, onError: { ended.set($0) }) { events.append($0) }
+            defer { subscription.cancel() }
+            for change in changes { try postgres.psql(change) }
+            try await feed.catchUp()
+        }
+        let rows = (try? store.read { db in try db.fetchAll(sql) }) ?? []
+        return (rows, events, ended.error)
+    }
+
+    final class EndingError: @unchecked Sendable {   // every access holds `lock`
+        private let lock = NSLock()
+        private var stored: (any Error)?
+        func set(_ error: any Error) { lock.withLock { stored = error } }
+        var error: (any Error)? { lock.withLock { stored } }
+    }
+
+    /// An added column with a default: every row has it (no row change told it), and a live
+    /// `SELECT *` delivers it.
+    @Test func anAddedColumnWithADefaultReachesEveryRow() async throws {
+        let (rows, events, error) = try await afterSchemaChange([
+            "ALTER TABLE items ADD COLUMN extra text NOT NULL DEFAULT 'd'",
+            "INSERT INTO items(id, title) VALUES (5, 'fifth')",
+        ], sql: "SELECT * FROM items ORDER BY id")
+        #expect(error == nil)
+        #expect(rows.map { $0["extra"] } == [.text("d"), .text("d"), .text("d")])
+        #expect(events.all.last?.snapshot == rows)
+        #expect(events.all.last?.snapshot.first?.columnNames.last == "extra")
+    }
+
+    /// A column dropped, and a column's type changed (a rewrite): the replica follows, values
+    /// in the new type.
+    @Test func aDroppedColumnAndARewriteAreCopiedAgain() async throws {
+        let (rows, _, error) = try await afterSchemaChange([
+            "ALTER TABLE items DROP COLUMN price",
+            "ALTER TABLE items ALTER COLUMN id TYPE int4",
+            "UPDATE items SET title = 'changed' WHERE id = 1",
+        ], sql: "SELECT * FROM items ORDER BY id")
+        #expect(error == nil)
+        #expect(rows.first?.columnNames.contains("price") == false)
+        #expect(rows.map { $0["title"] } == [.text("changed"), .text("second")])
+    }
+
+    /// TRUNCATE empties the replica's table in the transaction's commit.
+    @Test func aTruncateEmptiesTheTable() async throws {
+        let (rows, events, _) = try await afterSchemaChange(["TRUNCATE items"], sql: "SELECT * FROM items ORDER BY id")
+        #expect(rows.isEmpty)
+        #expect(events.all.last?.snapshot.isEmpty == true)
+    }
+
+    /// A synced table dropped in Postgres: the replica's is dropped, and a live query over it
+    /// ends with an error naming it.
+    @Test func aDroppedTableEndsItsLiveQueriesWithAnErrorNamingIt() async throws {
+        let (_, _, error) = try await afterSchemaChange(["DROP TABLE items"], sql: "SELECT * FROM items ORDER BY id")
+        #expect("\(error.map { "\($0)" } ?? "no error")".contains("items"))
+    }
+}

@@ -80,6 +80,7 @@ public actor ReplicaFeed {
         for name in configuration.tables { tables[name] = try await describe(name) }
         try await client.query("CREATE TABLE IF NOT EXISTS ripple_sync_nodes (slot name PRIMARY KEY, replica uuid NOT NULL)",
                                logger: logger)
+        try await installDDLTriggers()
         if try await rows("SELECT 1 FROM pg_publication WHERE pubname = \(configuration.publication)").isEmpty {
             let list = configuration.tables.map(Self.quoted).joined(separator: ", ")
             try await client.query(PostgresQuery(unsafeSQL: "CREATE PUBLICATION \(Self.quoted(configuration.publication)) FOR TABLE \(list)"),
@@ -107,6 +108,41 @@ public actor ReplicaFeed {
         try await copy()
     }
 
+    /// Installs the event triggers that tell the slot of schema changes (row decoding alone
+    /// does not: an added column's default changes every row without a row change): each emits
+    /// a transactional logical message, prefix `ripple_ddl`, naming the table, which arrives in
+    /// the slot with the change's commit.
+    private func installDDLTriggers() async throws {
+        try await client.query("""
+            CREATE OR REPLACE FUNCTION ripple_sync_ddl() RETURNS event_trigger LANGUAGE plpgsql AS $$
+            DECLARE
+                changed record;
+            BEGIN
+                IF TG_EVENT = 'table_rewrite' THEN
+                    PERFORM pg_logical_emit_message(true, 'ripple_ddl', json_build_object('event', TG_EVENT,
+                        'table', pg_event_trigger_table_rewrite_oid()::regclass::text)::text);
+                ELSIF TG_EVENT = 'sql_drop' THEN
+                    FOR changed IN SELECT * FROM pg_event_trigger_dropped_objects() WHERE object_type IN ('table', 'table column') LOOP
+                        PERFORM pg_logical_emit_message(true, 'ripple_ddl', json_build_object('event', TG_EVENT,
+                            'table', changed.address_names[2], 'kind', changed.object_type)::text);
+                    END LOOP;
+                ELSE
+                    FOR changed IN SELECT * FROM pg_event_trigger_ddl_commands() WHERE object_type = 'table' LOOP
+                        PERFORM pg_logical_emit_message(true, 'ripple_ddl', json_build_object('event', TG_EVENT,
+                            'table', changed.objid::regclass::text, 'tag', changed.command_tag)::text);
+                    END LOOP;
+                END IF;
+            END $$
+            """, logger: logger)
+        for (name, event) in [("ripple_sync_ddl_end", "ddl_command_end"), ("ripple_sync_drop", "sql_drop"),
+                              ("ripple_sync_rewrite", "table_rewrite")] {
+            if try await rows("SELECT 1 FROM pg_event_trigger WHERE evtname = \(name)").isEmpty {
+                try await client.query(PostgresQuery(unsafeSQL: "CREATE EVENT TRIGGER \(name) ON \(event) EXECUTE FUNCTION ripple_sync_ddl()"),
+                                       logger: logger)
+            }
+        }
+    }
+
     /// The columns and key of Postgres table `name`.
     private func describe(_ name: String) async throws -> Table {
         let columns = try await rows("""
@@ -128,12 +164,17 @@ public actor ReplicaFeed {
     private func ensureReplicaTables() throws {
         try store.write(origin: .replication, tag: nil) { db in
             for table in tables.values.sorted(by: { $0.name < $1.name }) {
-                let columns = table.columns.map { Self.quoted($0.name) + " " + PostgresTypes.replicaType(of: $0.type) }
-                let key = table.key.map { Self.quoted(table.columns[$0].name) }.joined(separator: ", ")
-                try db.execute("CREATE TABLE IF NOT EXISTS \(Self.quoted(table.name)) (\(columns.joined(separator: ", ")), "
-                               + "PRIMARY KEY (\(key)))")
+                try db.execute(Self.createSQL(table, ifNotExists: true))
             }
         }
+    }
+
+    /// The replica table's `CREATE TABLE`.
+    private static func createSQL(_ table: Table, ifNotExists: Bool = false) -> String {
+        let columns = table.columns.map { quoted($0.name) + " " + PostgresTypes.replicaType(of: $0.type) }
+        let key = table.key.map { quoted(table.columns[$0].name) }.joined(separator: ", ")
+        return "CREATE TABLE \(ifNotExists ? "IF NOT EXISTS " : "")\(quoted(table.name)) (\(columns.joined(separator: ", ")), "
+            + "PRIMARY KEY (\(key)))"
     }
 
     /// Copies every table from one snapshot into the replica, in one commit, with the WAL
@@ -142,7 +183,26 @@ public actor ReplicaFeed {
         try ensureReplicaTables()
         let names = configuration.tables
         let described = tables
-        let (copied, position) = try await client.withConnection { connection in
+        let (copied, position) = try await snapshot(of: names)
+        guard let lsn = PGOutput.LSN(position) else { throw FeedError("Postgres gave no WAL position (\(position))") }
+        try store.write(origin: .replication, tag: "copy \(lsn)") { db in
+            for name in names {
+                let table = described[name]!
+                try db.execute("DELETE FROM \(Self.quoted(name))")
+                for row in copied[name] ?? [] { try Self.upsert(table, row.map { $0.map(PGOutput.Value.text) ?? .null }, in: db) }
+            }
+            try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES ('lsn', ?), ('consistent_from', ?)",
+                           [lsn.description, lsn.description])
+        }
+        (appliedLSN, consistentFrom) = (lsn, lsn)
+    }
+
+    /// The rows of `names` (each value in its output form) from one `REPEATABLE READ` snapshot,
+    /// and the WAL position after it.
+    private func snapshot(of names: [String]) async throws -> (rows: [String: [[String?]]], position: String) {
+        let described = tables
+        let logger = logger
+        return try await client.withConnection { connection in
             try await connection.query(Self.textForms, logger: logger)
             try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: logger)
             do {
@@ -173,17 +233,6 @@ public actor ReplicaFeed {
                 throw error
             }
         }
-        guard let lsn = PGOutput.LSN(position) else { throw FeedError("Postgres gave no WAL position (\(position))") }
-        try store.write(origin: .replication, tag: "copy \(lsn)") { db in
-            for name in names {
-                let table = described[name]!
-                try db.execute("DELETE FROM \(Self.quoted(name))")
-                for row in copied[name] ?? [] { try Self.upsert(table, row.map { $0.map(PGOutput.Value.text) ?? .null }, in: db) }
-            }
-            try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES ('lsn', ?), ('consistent_from', ?)",
-                           [lsn.description, lsn.description])
-        }
-        (appliedLSN, consistentFrom) = (lsn, lsn)
     }
 
     // MARK: Following
@@ -206,7 +255,12 @@ public actor ReplicaFeed {
                 case .commit(let commit):
                     transaction.append(message)
                     if commit.endLSN > appliedLSN {
-                        try apply(transaction, commit: commit)
+                        // A schema change: its tables are described and copied again from a
+                        // snapshot after it (later transactions replay onto the copy), in the
+                        // same replica commit as the transaction's other changes.
+                        let changed = Self.changedTables(in: transaction, relations: relations, tables: tables)
+                        let recopy = changed.isEmpty ? nil : try await recopy(changed)
+                        try apply(transaction, commit: commit, recopy: recopy)
                         applied += 1
                     }
                     last = commit.endLSN
@@ -249,11 +303,25 @@ public actor ReplicaFeed {
                set_config('bytea_output', 'hex', false), set_config('extra_float_digits', '1', false)
         """
 
-    /// Applies one Postgres transaction in one commit of the replica, with its position.
-    private func apply(_ transaction: [PGOutput.Message], commit: PGOutput.Commit) throws {
-        let described = tables
+    /// Applies one Postgres transaction in one commit of the replica, with its position; the
+    /// tables of `recopy` are replaced by their fresh copies instead of taking its row changes.
+    private func apply(_ transaction: [PGOutput.Message], commit: PGOutput.Commit, recopy: Recopy?) throws {
+        var described = tables
+        for name in (recopy?.gone ?? []) + (recopy?.kept.map(\.table.name) ?? []) { described[name] = nil }
         let relations = relations
         try store.write(origin: .replication, tag: commit.commitLSN.description) { db in
+            if let recopy {
+                for name in recopy.gone { try db.execute("DROP TABLE IF EXISTS \(Self.quoted(name))") }
+                for (table, remake, rows) in recopy.kept {
+                    if remake {
+                        try db.execute("DROP TABLE IF EXISTS \(Self.quoted(table.name))")
+                        try db.execute(Self.createSQL(table))
+                    } else {
+                        try db.execute("DELETE FROM \(Self.quoted(table.name))")
+                    }
+                    for row in rows { try Self.upsert(table, row.map { $0.map(PGOutput.Value.text) ?? .null }, in: db) }
+                }
+            }
             for message in transaction {
                 switch message {
                 case .insert(let insert):
@@ -280,9 +348,73 @@ public actor ReplicaFeed {
         appliedLSN = commit.endLSN
     }
 
+    /// The synced tables whose schema a transaction changed: named by a `ripple_ddl` message,
+    /// or described by pgoutput with other columns than the replica's.
+    private static func changedTables(in transaction: [PGOutput.Message], relations: [UInt32: PGOutput.Relation],
+                                      tables: [String: Table]) -> Set<String> {
+        var changed: Set<String> = []
+        for message in transaction {
+            switch message {
+            case .message(let message) where message.prefix == "ripple_ddl":
+                guard let object = try? JSONSerialization.jsonObject(with: Data(message.content)) as? [String: Any],
+                      let name = object["table"] as? String else { continue }
+                // `public.items`, `items` or a quoted name, as regclass prints it.
+                let bare = name.hasPrefix("public.") ? String(name.dropFirst("public.".count)) : name
+                let unquoted = bare.hasPrefix("\"") && bare.hasSuffix("\"") && bare.count >= 2
+                    ? String(bare.dropFirst().dropLast()).replacingOccurrences(of: "\"\"", with: "\"") : bare
+                if tables[unquoted] != nil { changed.insert(unquoted) }
+            case .relation(let relation) where relation.namespace == "public":
+                guard let table = tables[relation.name] else { continue }
+                let described = relation.columns.map { ($0.name, $0.typeOID) }
+                if !described.elementsEqual(table.columns, by: { $0.0 == $1.name && $0.1 == $1.type }) { changed.insert(relation.name) }
+            default:
+                continue
+            }
+        }
+        return changed
+    }
+
+    /// Tables described and read afresh after a schema change (see ``recopy(_:)``).
+    struct Recopy {
+        /// The tables gone from Postgres (dropped or renamed).
+        var gone: [String]
+        /// The tables read again, with the rows of one snapshot.
+        var kept: [(table: Table, remake: Bool, rows: [[String?]])]
+    }
+
+    /// Describes `names` again and reads them afresh from one snapshot: a table whose columns
+    /// changed is to be made again; one that is gone, dropped (so the live queries over it end
+    /// with an error naming it).
+    private func recopy(_ names: Set<String>) async throws -> Recopy {
+        var recopy = Recopy(gone: [], kept: [])
+        var previous: [String: Table] = [:]
+        for name in names.sorted() {
+            previous[name] = tables[name]
+            if try await rows("SELECT 1 FROM pg_tables WHERE schemaname = 'public' AND tablename = \(name)").isEmpty {
+                recopy.gone.append(name)
+                tables[name] = nil
+            } else {
+                tables[name] = try await describe(name)
+            }
+        }
+        let kept = names.sorted().filter { tables[$0] != nil }
+        let copied = try await snapshot(of: kept)
+        for name in kept {
+            let table = tables[name]!
+            let same = previous[name].map { old in
+                old.columns.elementsEqual(table.columns, by: { $0.name == $1.name && $0.type == $1.type }) && old.key == table.key
+            } ?? false
+            recopy.kept.append((table, !same, copied.rows[name] ?? []))
+        }
+        return recopy
+    }
+
     /// The synced table a relation OID names, checked against the columns pgoutput describes.
     private static func table(of oid: UInt32, _ relations: [UInt32: PGOutput.Relation], _ tables: [String: Table]) -> Table? {
-        guard let relation = relations[oid], relation.namespace == "public", let table = tables[relation.name] else { return nil }
+        guard let relation = relations[oid], relation.namespace == "public", let table = tables[relation.name],
+              relation.columns.elementsEqual(table.columns, by: { $0.name == $1.name && $0.typeOID == $1.type }) else {
+            return nil   // not synced, or described otherwise: the transaction re-copies it (see changedTables)
+        }
         return table
     }
 
