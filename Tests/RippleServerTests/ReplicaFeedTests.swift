@@ -349,3 +349,24 @@ extension ReplicaFeedTests {
         #expect("\(error.map { "\($0)" } ?? "no error")".contains("items"))
     }
 }
+
+extension ReplicaFeedTests {
+    /// Running, the feed brings each commit to the replica's live queries without being asked.
+    @Test func aRunningFeedDeliversCommitsAsTheyHappen() async throws {
+        let store = try Store(path: directory.path("replica.sqlite"))
+        let config = FeedConfiguration(tables: ["items"])
+        try await withClient { client in
+            let feed = ReplicaFeed(store: store, client: client, configuration: config)
+            let running = Task { try await feed.run() }
+            defer { running.cancel() }
+            // The replica holds the table once the feed copied it: wait for that commit.
+            for try await commit in store.commits(after: 0) where commit.tag?.hasPrefix("copy") == true { break }
+            let live = store.liveQuery(sql: "SELECT id, title FROM items ORDER BY id", identity: "id")
+            for title in ["a", "b", "c"] {
+                try postgres.psql("UPDATE items SET title = '\(title)' WHERE id = 1")
+                for try await event in live.events() where event.snapshot.first?["title"] == .text(title) { break }
+            }
+            #expect(try replicaRows(store) == (try postgresRows()))
+        }
+    }
+}

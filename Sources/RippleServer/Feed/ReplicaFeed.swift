@@ -278,6 +278,27 @@ public actor ReplicaFeed {
         }
     }
 
+    /// Follows Postgres until the task is cancelled: prepares, catches up, then watches the
+    /// flushed end of the WAL (`pg_current_wal_flush_lsn()`, a cheap read: decoding sees only
+    /// flushed WAL) every `pollInterval` and catches up whenever it moved.
+    ///
+    /// - Throws: what ``prepare()`` or ``catchUp(confirm:)`` throws (Postgres gone, a value that
+    ///   does not fit its type); `CancellationError` when cancelled.
+    public func run(pollInterval: Duration = .milliseconds(5)) async throws {
+        try await prepare()
+        var seen = ""
+        while true {
+            try Task.checkCancellation()
+            let flushed = try await rows("SELECT pg_current_wal_flush_lsn()::text").first?.first ?? ""
+            if flushed != seen {
+                try await catchUp()
+                seen = flushed
+            } else {
+                try await Task.sleep(for: pollInterval)
+            }
+        }
+    }
+
     /// The next batch of whole transactions from the slot (the slot does not move).
     public func peek() async throws -> [PGOutput.Message] {
         let (slot, size, publication, logger) = (configuration.slot, configuration.batchSize, configuration.publication, logger)
