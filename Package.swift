@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "RippleDiffTesting", targets: ["RippleDiffTesting"]),
         .library(name: "RippleTesting", targets: ["RippleTesting"]),
         .library(name: "Ripple", targets: ["Ripple"]),
+        .library(name: "RippleSync", targets: ["RippleSync"]),
         .library(name: "RippleServer", targets: ["RippleServer"]),
         .executable(name: "ripple", targets: ["RippleCLI"]),
     ],
@@ -49,15 +50,17 @@ let package = Package(
         ], path: "Sources/ripple"),
         // Ripple Sync's server (in progress): the feed from PostgreSQL's logical decoding into
         // a replica store. Never a dependency of the `ripple` tool.
+        // Ripple Sync's protocol (in progress): the described query, the values on the wire.
+        .target(name: "RippleSync"),
         .target(name: "RippleServer", dependencies: [
-            "Ripple",
+            "Ripple", "RippleSync",
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "RippleDiffTests", dependencies: ["RippleDiff", "RippleDiffTesting"]),
         .testTarget(name: "RippleTestingTests", dependencies: ["Ripple", "RippleDiff", "RippleTesting"]),
         .testTarget(name: "RippleServerTests", dependencies: [
-            "RippleServer", "RippleTesting",
+            "RippleServer", "RippleSync", "RippleTesting",
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),

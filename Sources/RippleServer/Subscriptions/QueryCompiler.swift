@@ -1,0 +1,222 @@
+import Ripple
+import RippleSync
+
+/// A synced table as the replica holds it: its columns (name, Postgres type OID) in order and
+/// its key's positions.
+public struct SyncedTableSchema: Hashable, Sendable {
+    public var name: String
+    public var columns: [Column]
+    public var key: [Int]
+
+    public struct Column: Hashable, Sendable {
+        public var name: String
+        public var typeOID: UInt32
+        public init(name: String, typeOID: UInt32) { (self.name, self.typeOID) = (name, typeOID) }
+    }
+
+    public init(name: String, columns: [Column], key: [Int]) { (self.name, self.columns, self.key) = (name, columns, key) }
+}
+
+/// A ``QueryDescription`` compiled to parameterized SQL on the replica, meaning what it would
+/// mean on PostgreSQL (see ``QueryCompiler``).
+public struct CompiledQuery: Hashable, Sendable {
+    /// The SQL, values as `?` parameters.
+    public var sql: String
+    public var arguments: [SQLValue]
+    /// The result column that identifies a row: the key's column, or `ripple_key` (a JSON
+    /// array of a composite key's values).
+    public var identity: String
+    /// The result's columns (the key's included).
+    public var columns: [String]
+}
+
+/// Compiles described queries against a synced table's schema into the replica's SQL, with
+/// PostgreSQL's meaning (text under `COLLATE "C"`):
+///
+/// * **NULL order**: last in ascending order and first in descending order unless the term says
+///   otherwise (SQLite's default is the reverse), written out as `NULLS FIRST`/`NULLS LAST`;
+/// * **text** compares and orders by its bytes (SQLite's BINARY on UTF-8, Postgres's "C");
+/// * **LIKE** is case-sensitive, `%` any run, `_` one character, `\` escapes (SQLite's LIKE is
+///   not case-sensitive: it becomes a GLOB with its own characters escaped);
+/// * **floats**: NaN equals NaN and is greater than every number, as Postgres has it (the
+///   replica keeps NaN as the text `NaN`, which SQLite orders after every number); ±Infinity are
+///   numbers;
+/// * a query is ordered totally: the key's columns, ascending, break ties.
+///
+/// Comparing or ordering `numeric`, `bpchar`, date and time, JSON and `bytea` columns is refused
+/// for now with an error saying so (their replica forms do not compare as Postgres compares
+/// them); they can be selected.
+public enum QueryCompiler {
+    /// Compiles `query` for `table`.
+    ///
+    /// - Throws: ``QueryError`` naming what is wrong: another table, an unknown column, a value
+    ///   of the wrong type, a negative limit, an operator the column's type does not support.
+    public static func compile(_ query: QueryDescription, for table: SyncedTableSchema) throws -> CompiledQuery {
+        guard query.table == table.name else { throw QueryError("the query is over \(query.table), not \(table.name)") }
+        var arguments: [SQLValue] = []
+        let keyNames = table.key.map { table.columns[$0].name }
+        var selected = try (query.columns ?? table.columns.map(\.name)).map { name -> String in
+            guard table.columns.contains(where: { $0.name == name }) else { throw QueryError("no column \(name) in \(table.name)") }
+            return name
+        }
+        for name in keyNames where !selected.contains(name) { selected.append(name) }
+        var list = selected.map(quoted)
+        let identity: String
+        if keyNames.count == 1 {
+            identity = keyNames[0]
+        } else {
+            identity = "ripple_key"
+            list.append("json_array(\(keyNames.map(quoted).joined(separator: ", "))) AS \"ripple_key\"")
+        }
+        var sql = "SELECT \(list.joined(separator: ", ")) FROM \(quoted(table.name))"
+        if let filter = query.filter { sql += " WHERE " + (try condition(filter, table, &arguments)) }
+        var terms: [String] = []
+        var ordered: Set<String> = []
+        for term in query.order {
+            let column = try self.column(term.column, in: table)
+            try requireComparable(column, "ordered by")
+            let nullsFirst = term.nullsFirst ?? term.descending
+            terms.append("\(quoted(column.name)) \(term.descending ? "DESC" : "ASC") NULLS \(nullsFirst ? "FIRST" : "LAST")")
+            ordered.insert(column.name)
+        }
+        for name in keyNames where !ordered.contains(name) { terms.append("\(quoted(name)) ASC") }
+        sql += " ORDER BY " + terms.joined(separator: ", ")
+        // LIMIT and OFFSET are written as the integers they were decoded to.
+        if let limit = query.limit {
+            guard limit >= 0 else { throw QueryError("limit \(limit) is negative") }
+            sql += " LIMIT \(limit)"
+        }
+        if let offset = query.offset {
+            guard offset >= 0 else { throw QueryError("offset \(offset) is negative") }
+            if query.limit == nil { sql += " LIMIT -1" }
+            sql += " OFFSET \(offset)"
+        }
+        return CompiledQuery(sql: sql, arguments: arguments, identity: identity, columns: selected + (keyNames.count > 1 ? [identity] : []))
+    }
+
+    private static func condition(_ filter: FilterDescription, _ table: SyncedTableSchema, _ arguments: inout [SQLValue]) throws -> String {
+        switch filter {
+        case .compare(let name, let op, let value):
+            let column = try self.column(name, in: table)
+            try requireComparable(column, "compared")
+            arguments.append(try replicaValue(value, for: column))
+            return "\(quoted(column.name)) \(op == .notEqual ? "<>" : op.rawValue) ?"
+        case .isNull(let name):
+            return "\(quoted(try column(name, in: table).name)) IS NULL"
+        case .isNotNull(let name):
+            return "\(quoted(try column(name, in: table).name)) IS NOT NULL"
+        case .isIn(let name, let values):
+            let column = try self.column(name, in: table)
+            try requireComparable(column, "compared")
+            guard !values.isEmpty else { return "0" }
+            for value in values { arguments.append(try replicaValue(value, for: column)) }
+            return "\(quoted(column.name)) IN (\(Array(repeating: "?", count: values.count).joined(separator: ", ")))"
+        case .like(let name, let pattern):
+            let column = try self.column(name, in: table)
+            guard isText(column.typeOID) else { throw QueryError("like needs a text column; \(name) is not one") }
+            arguments.append(.text(try glob(likePattern: pattern)))
+            return "\(quoted(column.name)) GLOB ?"
+        case .and(let terms):
+            guard !terms.isEmpty else { return "1" }
+            return "(" + (try terms.map { try condition($0, table, &arguments) }).joined(separator: " AND ") + ")"
+        case .or(let terms):
+            guard !terms.isEmpty else { return "0" }
+            return "(" + (try terms.map { try condition($0, table, &arguments) }).joined(separator: " OR ") + ")"
+        case .not(let term):
+            return "NOT (" + (try condition(term, table, &arguments)) + ")"
+        }
+    }
+
+    /// A LIKE pattern (Postgres's: `%`, `_`, `\` escapes) as a GLOB pattern (SQLite's:
+    /// case-sensitive; its own `*`, `?` and `[` in brackets).
+    static func glob(likePattern pattern: String) throws -> String {
+        var glob = ""
+        var escaped = false
+        for character in pattern {
+            if escaped {
+                glob += literal(character)
+                escaped = false
+                continue
+            }
+            switch character {
+            case "\\": escaped = true
+            case "%": glob += "*"
+            case "_": glob += "?"
+            default: glob += literal(character)
+            }
+        }
+        guard !escaped else { throw QueryError("the like pattern \(pattern) ends with an escape") }
+        return glob
+    }
+
+    private static func literal(_ character: Character) -> String {
+        switch character {
+        case "*", "?", "[": "[\(character)]"
+        default: String(character)
+        }
+    }
+
+    private static func column(_ name: String, in table: SyncedTableSchema) throws -> SyncedTableSchema.Column {
+        guard let column = table.columns.first(where: { $0.name == name }) else { throw QueryError("no column \(name) in \(table.name)") }
+        return column
+    }
+
+    private static func isText(_ oid: UInt32) -> Bool {
+        [PostgresTypes.OID.text, PostgresTypes.OID.varchar, PostgresTypes.OID.name].contains(oid)
+    }
+
+    private static func requireComparable(_ column: SyncedTableSchema.Column, _ what: String) throws {
+        let comparable: Set<UInt32> = [PostgresTypes.OID.int2, PostgresTypes.OID.int4, PostgresTypes.OID.int8, PostgresTypes.OID.bool,
+                                       PostgresTypes.OID.float4, PostgresTypes.OID.float8, PostgresTypes.OID.text,
+                                       PostgresTypes.OID.varchar, PostgresTypes.OID.name, PostgresTypes.OID.uuid]
+        guard comparable.contains(column.typeOID) else {
+            throw QueryError("column \(column.name) cannot be \(what) yet: its type (OID \(column.typeOID)) does not compare in "
+                             + "the replica as Postgres compares it")
+        }
+    }
+
+    /// A query's value as the replica holds values of the column's type (see ``PostgresTypes``).
+    private static func replicaValue(_ value: WireValue, for column: SyncedTableSchema.Column) throws -> SQLValue {
+        let wrong = QueryError("\(value) is not a value of column \(column.name)")
+        switch (column.typeOID, value) {
+        case (_, .null): return .null
+        case (PostgresTypes.OID.int2, _), (PostgresTypes.OID.int4, _), (PostgresTypes.OID.int8, _):
+            switch value {
+            case .integer(let integer): return .integer(integer)
+            case .real(let real) where real.isFinite: return .real(real)
+            case .text(let text): return .integer(try Int64(text).orThrow(wrong))
+            default: throw wrong
+            }
+        case (PostgresTypes.OID.float4, _), (PostgresTypes.OID.float8, _):
+            switch value {
+            case .integer(let integer): return .real(Double(integer))
+            case .real(let real): return real.isNaN ? .text("NaN") : .real(real)
+            case .text(let text): return try PostgresTypes.replicaValue(text, of: PostgresTypes.OID.float8)
+            default: throw wrong
+            }
+        case (PostgresTypes.OID.bool, .bool(let bool)):
+            return .integer(bool ? 1 : 0)
+        case (PostgresTypes.OID.uuid, .text(let text)):
+            return .text(text.lowercased())
+        case (_, .text(let text)) where isText(column.typeOID):
+            return .text(text)
+        default:
+            throw wrong
+        }
+    }
+
+    private static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+}
+
+private extension Optional {
+    func orThrow(_ error: some Error) throws -> Wrapped {
+        guard let self else { throw error }
+        return self
+    }
+}
+
+/// A described query the server cannot run, and why (sent to the client in an `error` frame).
+public struct QueryError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,226 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Ripple
+import RippleServer
+import RippleSync
+import RippleTesting
+import Testing
+
+/// Described queries: their JSON, what the compiler refuses, and — against Postgres itself as
+/// the oracle — that the replica's result of a compiled query is Postgres's result of the same
+/// query, on seeded random data and queries.
+@Suite struct QueryCompilerTests {
+    static let table = SyncedTableSchema(name: "items", columns: [
+        .init(name: "id", typeOID: PostgresTypes.OID.int8), .init(name: "a", typeOID: PostgresTypes.OID.int4),
+        .init(name: "b", typeOID: PostgresTypes.OID.text), .init(name: "c", typeOID: PostgresTypes.OID.float8),
+        .init(name: "d", typeOID: PostgresTypes.OID.bool), .init(name: "n", typeOID: PostgresTypes.OID.numeric),
+    ], key: [0])
+
+    @Test func aDescriptionReadsFromItsJSON() throws {
+        let json = """
+            {"table": "items", "filter": {"and": [{"column": "d", "op": "=", "value": false},
+             {"or": [{"column": "b", "op": "like", "value": "%milk%"}, {"not": {"column": "a", "op": "is null"}}]},
+             {"column": "id", "op": "in", "values": [1, "9007199254740993"]}]},
+             "order": [{"column": "a", "descending": true, "nulls_first": false}, {"column": "b"}], "limit": 5, "offset": 2}
+            """
+        let query = try JSONDecoder().decode(QueryDescription.self, from: Data(json.utf8))
+        #expect(query == QueryDescription(table: "items", filter: .and([
+            .compare(column: "d", op: .equal, value: .bool(false)),
+            .or([.like(column: "b", pattern: "%milk%"), .not(.isNull(column: "a"))]),
+            .isIn(column: "id", values: [.integer(1), .text("9007199254740993")]),
+        ]), order: [OrderDescription(column: "a", descending: true, nullsFirst: false), OrderDescription(column: "b")],
+            limit: 5, offset: 2))
+        let again = try JSONDecoder().decode(QueryDescription.self, from: try JSONEncoder().encode(query))
+        #expect(again == query)
+    }
+
+    @Test(arguments: [
+        (#"{"table": "items", "filter": {"column": "a", "op": "~", "value": 1}}"#, "unknown operator"),
+        (#"{"table": "items", "filter": {"column": "a", "op": "like", "value": 1}}"#, "pattern is a string"),
+        (#"{"filter": {}}"#, "table"),
+    ])
+    func malformedDescriptionsAreRefused(json: String, expected: String) {
+        let error = #expect(throws: DecodingError.self) { try JSONDecoder().decode(QueryDescription.self, from: Data(json.utf8)) }
+        #expect("\(String(describing: error))".contains(expected))
+    }
+
+    @Test(arguments: [
+        (QueryDescription(table: "other"), "not items"),
+        (QueryDescription(table: "items", filter: .compare(column: "zz", op: .equal, value: .integer(1))), "no column zz"),
+        (QueryDescription(table: "items", columns: ["id", "zz"]), "no column zz"),
+        (QueryDescription(table: "items", filter: .compare(column: "a", op: .equal, value: .text("1; DROP TABLE items"))), "not a value"),
+        (QueryDescription(table: "items", filter: .compare(column: "d", op: .equal, value: .integer(1))), "not a value"),
+        (QueryDescription(table: "items", filter: .like(column: "a", pattern: "1%")), "text column"),
+        (QueryDescription(table: "items", filter: .like(column: "b", pattern: "x\\")), "ends with an escape"),
+        (QueryDescription(table: "items", filter: .compare(column: "n", op: .less, value: .text("1.5"))), "cannot be compared"),
+        (QueryDescription(table: "items", order: [OrderDescription(column: "n")]), "cannot be ordered"),
+        (QueryDescription(table: "items", limit: -1), "negative"),
+    ])
+    func queriesTheReplicaCannotRunAreRefusedSayingWhy(query: QueryDescription, expected: String) {
+        let error = #expect(throws: QueryError.self) { try QueryCompiler.compile(query, for: Self.table) }
+        #expect(error?.description.contains(expected) == true, "\(String(describing: error))")
+    }
+
+    @Test func valuesAreBoundNeverSpliced() throws {
+        let hostile = "x'); DROP TABLE items; --"
+        let compiled = try QueryCompiler.compile(QueryDescription(table: "items", filter: .compare(column: "b", op: .equal,
+                                                                                                    value: .text(hostile))),
+                                                 for: Self.table)
+        #expect(!compiled.sql.contains("DROP") && compiled.arguments == [.text(hostile)])
+    }
+}
+
+/// Postgres is the oracle: a compiled query on the replica returns what the same query returns
+/// on Postgres under `COLLATE "C"` — NULL order, case-sensitive LIKE, byte order, NaN.
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: the Postgres oracle tests skipped"))
+struct QueryMeaningTests {
+    /// The same description as Postgres SQL with its values bound: the oracle's query.
+    static func postgresQuery(_ query: QueryDescription, _ table: SyncedTableSchema) -> PostgresQuery {
+        var bindings = PostgresBindings()
+        func bind(_ value: WireValue, _ type: UInt32) -> String {
+            switch value {
+            case .null: bindings.appendNull()
+            case .bool(let bool): bindings.append(bool)
+            case .integer(let integer): bindings.append(integer)
+            case .real(let real): bindings.append(real)
+            case .text(let text): bindings.append(text)
+            }
+            let cast = switch type {
+            case PostgresTypes.OID.int4: "::int8"
+            case PostgresTypes.OID.float8: "::float8"
+            default: ""
+            }
+            return "$\(bindings.count)\(cast)"
+        }
+        func column(_ name: String) -> (String, UInt32) {
+            let type = table.columns.first { $0.name == name }!.typeOID
+            return (type == PostgresTypes.OID.text ? "\"\(name)\" COLLATE \"C\"" : "\"\(name)\"", type)
+        }
+        func condition(_ filter: FilterDescription) -> String {
+            switch filter {
+            case .compare(let name, let op, let value):
+                let (sql, type) = column(name)
+                return "\(sql) \(op == .notEqual ? "<>" : op.rawValue) \(bind(value, type))"
+            case .isNull(let name): return "\(column(name).0) IS NULL"
+            case .isNotNull(let name): return "\(column(name).0) IS NOT NULL"
+            case .isIn(let name, let values):
+                let (sql, type) = column(name)
+                return values.isEmpty ? "false" : "\(sql) IN (\(values.map { bind($0, type) }.joined(separator: ", ")))"
+            case .like(let name, let pattern): return "\(column(name).0) LIKE \(bind(.text(pattern), PostgresTypes.OID.text))"
+            case .and(let terms): return terms.isEmpty ? "true" : "(" + terms.map(condition).joined(separator: " AND ") + ")"
+            case .or(let terms): return terms.isEmpty ? "false" : "(" + terms.map(condition).joined(separator: " OR ") + ")"
+            case .not(let term): return "NOT (" + condition(term) + ")"
+            }
+        }
+        let list = table.columns.map { "CASE WHEN \"\($0.name)\" IS NULL THEN NULL ELSE concat(\"\($0.name)\") END" }
+        var sql = "SELECT \(list.joined(separator: ", ")) FROM items"
+        if let filter = query.filter { sql += " WHERE " + condition(filter) }
+        let terms = query.order.map { term in
+            "\(column(term.column).0) \(term.descending ? "DESC" : "ASC")"
+                + (term.nullsFirst.map { $0 ? " NULLS FIRST" : " NULLS LAST" } ?? "")
+        } + ["id ASC"]
+        sql += " ORDER BY " + terms.joined(separator: ", ")
+        if let limit = query.limit { sql += " LIMIT \(limit)" }
+        if let offset = query.offset { sql += " OFFSET \(offset)" }
+        return PostgresQuery(unsafeSQL: sql, binds: bindings)
+    }
+
+    static let texts: [String?] = [nil, "a", "A", "b", "ab", "abc", "%", "_", "a_c", "é", "e\u{301}", "", "Z", "a%b", "[x]", "*"]
+    static let floats: [String?] = [nil, "NaN", "Infinity", "-Infinity", "0", "1.5", "-2", "1e308", "3"]
+
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func aCompiledQueryMeansWhatItMeansOnPostgres(seed: UInt64) async throws {
+        let postgres = try ThrowawayPostgres()
+        defer { try? postgres.stop() }
+        let directory = try TemporaryDirectory()
+        var random = SeededGenerator(seed: seed)
+        try postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY, a int4, b text, c float8, d bool, n numeric)")
+        var values: [String] = []
+        for id in 1...60 {
+            func literal(_ text: String?) -> String { text.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" } ?? "NULL" }
+            let a = Int.random(in: 0..<6, using: &random) == 0 ? "NULL" : String(Int.random(in: -3...3, using: &random))
+            let d = ["NULL", "true", "false"].randomElement(using: &random)!
+            values.append("(\(id), \(a), \(literal(Self.texts.randomElement(using: &random)!)), "
+                          + "\(literal(Self.floats.randomElement(using: &random)!)), \(d), 1.50)")
+        }
+        try postgres.psql("INSERT INTO items VALUES " + values.joined(separator: ", "))
+        let table = QueryCompilerTests.table
+        let configuration = PostgresClient.Configuration(host: "127.0.0.1", port: postgres.port, username: ThrowawayPostgres.user,
+                                                         password: nil, database: "postgres", tls: .disable)
+        let client = PostgresClient(configuration: configuration,
+                                    backgroundLogger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let store = try Store(path: directory.path("replica.sqlite"))
+        var queries: [QueryDescription] = []
+        for _ in 0..<150 { queries.append(Self.randomQuery(&random)) }
+        let planned = queries
+        let compared = try await withThrowingTaskGroup(of: Int.self) { group in
+            group.addTask {
+                await client.run()
+                return 0
+            }
+            defer { group.cancelAll() }
+            let feed = ReplicaFeed(store: store, client: client, configuration: FeedConfiguration(tables: ["items"]))
+            try await feed.prepare()
+            var rows = 0
+            for query in planned {
+                let compiled = try QueryCompiler.compile(query, for: table)
+                let replica = try store.read { db in
+                    try db.fetchAll(compiled.sql, compiled.arguments).map { row in table.columns.map { row[$0.name] ?? .null } }
+                }
+                var oracle: [[SQLValue]] = []
+                for try await row in try await client.query(Self.postgresQuery(query, table)) {
+                    let texts = try row.map { try $0.decode(String?.self) }
+                    oracle.append(try zip(texts, table.columns).map { text, column in
+                        try text.map { try PostgresTypes.replicaValue($0, of: column.typeOID) } ?? .null
+                    })
+                }
+                #expect(replica == oracle, "\(query)\n\(compiled.sql)")
+                if replica != oracle { return rows }
+                rows += oracle.count
+            }
+            return rows
+        }
+        // The queries found rows: the comparison is not between empty results.
+        #expect(compared > 1000, "\(compared) rows compared")
+    }
+
+    static func randomQuery(_ random: inout SeededGenerator) -> QueryDescription {
+        func value(for column: String) -> WireValue {
+            switch column {
+            case "a": return Int.random(in: 0..<8, using: &random) == 0 ? .null : .integer(Int64.random(in: -3...3, using: &random))
+            case "b": return texts.randomElement(using: &random)!.map(WireValue.text) ?? .null
+            case "c":
+                return [.real(1.5), .real(.infinity), .real(-.infinity), .real(.nan), .text("NaN"), .integer(3), .real(0), .null]
+                    .randomElement(using: &random)!
+            case "d": return [.bool(true), .bool(false), .null].randomElement(using: &random)!
+            default: return .integer(Int64.random(in: 0...61, using: &random))
+            }
+        }
+        func filter(_ depth: Int) -> FilterDescription {
+            let column = ["id", "a", "b", "c", "d"].randomElement(using: &random)!
+            switch Int.random(in: 0..<(depth > 2 ? 6 : 9), using: &random) {
+            case 0, 1: return .compare(column: column, op: FilterDescription.Comparison.allCases.randomElement(using: &random)!,
+                                       value: value(for: column))
+            case 2: return Bool.random(using: &random) ? .isNull(column: column) : .isNotNull(column: column)
+            case 3: return .isIn(column: column, values: (0..<Int.random(in: 0...3, using: &random)).map { _ in value(for: column) })
+            case 4, 5:
+                let pattern = ["a%", "%b%", "_", "a\\%b", "%\\_%", "A%", "%", "", "[x]", "*", "é%", "e_"].randomElement(using: &random)!
+                return .like(column: "b", pattern: pattern)
+            case 6: return .and((0..<Int.random(in: 0...3, using: &random)).map { _ in filter(depth + 1) })
+            case 7: return .or((0..<Int.random(in: 0...3, using: &random)).map { _ in filter(depth + 1) })
+            default: return .not(filter(depth + 1))
+            }
+        }
+        var query = QueryDescription(table: "items")
+        if Int.random(in: 0..<5, using: &random) > 0 { query.filter = filter(0) }
+        for _ in 0..<Int.random(in: 0...2, using: &random) {
+            let nulls: Bool? = [nil, true, false].randomElement(using: &random)!
+            query.order.append(OrderDescription(column: ["a", "b", "c", "d"].randomElement(using: &random)!,
+                                                descending: Bool.random(using: &random), nullsFirst: nulls))
+        }
+        if Bool.random(using: &random) { query.limit = Int.random(in: 0...20, using: &random) }
+        if Int.random(in: 0..<4, using: &random) == 0 { query.offset = Int.random(in: 0...10, using: &random) }
+        return query
+    }
+}
