@@ -62,6 +62,14 @@ public actor ReplicaFeed {
         self.configuration = configuration
     }
 
+    /// The schema of synced table `name` as the replica holds it (after ``prepare()``), for
+    /// compiling queries over it (``QueryCompiler``).
+    public func schema(of name: String) -> SyncedTableSchema? {
+        tables[name].map { table in
+            SyncedTableSchema(name: table.name, columns: table.columns.map { .init(name: $0.name, typeOID: $0.type) }, key: table.key)
+        }
+    }
+
     // MARK: Preparing
 
     /// Makes sure the publication, the slot and the replica's tables exist and belong together;

@@ -1,0 +1,141 @@
+import Foundation
+import RippleSync
+
+/// Who may read what: per synced table, a read rule — a filter over the table's columns that
+/// may name the user — ANDed into every subscription to the table. A row outside a user's rule
+/// never reaches that user.
+///
+/// The rules file is JSON; a rule is a filter as in ``FilterDescription``, where the value
+/// `{"user": true}` stands for the user's id; `true` lets everyone read the table:
+///
+/// ```json
+/// {"tables": {
+///     "todos": {"read": {"column": "owner", "op": "=", "value": {"user": true}}},
+///     "announcements": {"read": true}
+/// }}
+/// ```
+///
+/// A table the file does not name is not readable.
+public struct SyncRules: Decodable, Sendable {
+    public var tables: [String: TableRules]
+
+    public struct TableRules: Decodable, Sendable {
+        /// `nil`: everyone reads every row.
+        public var read: RuleFilter?
+
+        enum CodingKeys: String, CodingKey { case read }
+
+        public init(read: RuleFilter?) { self.read = read }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            if (try? container.decode(Bool.self, forKey: .read)) == true {
+                read = nil
+            } else {
+                read = try container.decode(RuleFilter.self, forKey: .read)
+            }
+        }
+    }
+
+    public init(tables: [String: TableRules]) { self.tables = tables }
+
+    /// Reads a rules file.
+    ///
+    /// - Throws: ``RulesError`` saying what is wrong (JSON, an unknown operator, a value).
+    public init(json: Data) throws {
+        do {
+            self = try JSONDecoder().decode(SyncRules.self, from: json)
+        } catch let error as DecodingError {
+            throw RulesError("the rules file is not valid: \(error)")
+        }
+    }
+
+    /// `query` with `user`'s read rule of its table ANDed into its filter.
+    ///
+    /// - Throws: ``RulesError`` when the table is not readable under the rules.
+    public func restrict(_ query: QueryDescription, to user: String) throws -> QueryDescription {
+        guard let rules = tables[query.table] else { throw RulesError("table \(query.table) is not synced") }
+        guard let rule = rules.read else { return query }
+        var restricted = query
+        let own = rule.filter(for: user)
+        restricted.filter = query.filter.map { .and([own, $0]) } ?? own
+        return restricted
+    }
+}
+
+/// A read rule: a ``FilterDescription`` whose values may stand for the user's id.
+public indirect enum RuleFilter: Decodable, Hashable, Sendable {
+    case compare(column: String, op: FilterDescription.Comparison, value: RuleValue)
+    case isNull(column: String)
+    case isNotNull(column: String)
+    case isIn(column: String, values: [RuleValue])
+    case and([RuleFilter])
+    case or([RuleFilter])
+    case not(RuleFilter)
+
+    /// A literal value, or the user's id.
+    public enum RuleValue: Decodable, Hashable, Sendable {
+        case value(WireValue)
+        case user
+
+        enum CodingKeys: String, CodingKey { case user }
+
+        public init(from decoder: any Decoder) throws {
+            if let container = try? decoder.container(keyedBy: CodingKeys.self) {
+                guard try container.decode(Bool.self, forKey: .user) else {
+                    throw DecodingError.dataCorruptedError(forKey: .user, in: container, debugDescription: "write {\"user\": true}")
+                }
+                self = .user
+            } else {
+                self = .value(try WireValue(from: decoder))
+            }
+        }
+
+        func resolved(for user: String) -> WireValue {
+            switch self {
+            case .value(let value): value
+            case .user: .text(user)
+            }
+        }
+    }
+
+    enum CodingKeys: String, CodingKey { case column, op, value, values, and, or, not }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        if let terms = try container.decodeIfPresent([RuleFilter].self, forKey: .and) { self = .and(terms); return }
+        if let terms = try container.decodeIfPresent([RuleFilter].self, forKey: .or) { self = .or(terms); return }
+        if let term = try container.decodeIfPresent(RuleFilter.self, forKey: .not) { self = .not(term); return }
+        let column = try container.decode(String.self, forKey: .column)
+        let op = try container.decode(String.self, forKey: .op)
+        switch op {
+        case "is null": self = .isNull(column: column)
+        case "is not null": self = .isNotNull(column: column)
+        case "in": self = .isIn(column: column, values: try container.decode([RuleValue].self, forKey: .values))
+        default:
+            guard let comparison = FilterDescription.Comparison(rawValue: op) else {
+                throw DecodingError.dataCorruptedError(forKey: .op, in: container, debugDescription: "unknown operator \(op)")
+            }
+            self = .compare(column: column, op: comparison, value: try container.decode(RuleValue.self, forKey: .value))
+        }
+    }
+
+    /// The rule for `user`, as a query's filter.
+    public func filter(for user: String) -> FilterDescription {
+        switch self {
+        case .compare(let column, let op, let value): .compare(column: column, op: op, value: value.resolved(for: user))
+        case .isNull(let column): .isNull(column: column)
+        case .isNotNull(let column): .isNotNull(column: column)
+        case .isIn(let column, let values): .isIn(column: column, values: values.map { $0.resolved(for: user) })
+        case .and(let terms): .and(terms.map { $0.filter(for: user) })
+        case .or(let terms): .or(terms.map { $0.filter(for: user) })
+        case .not(let term): .not(term.filter(for: user))
+        }
+    }
+}
+
+/// Rules that cannot be read or applied, and why.
+public struct RulesError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
