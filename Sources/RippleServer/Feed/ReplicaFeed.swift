@@ -108,12 +108,16 @@ public actor ReplicaFeed {
         if !slot.isEmpty {
             try await client.query("SELECT pg_drop_replication_slot(\(configuration.slot)::name)", logger: logger)
         }
-        try await client.query("SELECT pg_create_logical_replication_slot(\(configuration.slot)::name, 'pgoutput')", logger: logger)
+        // Where the slot starts: every transaction after it is replayed onto the copy, those
+        // below the copy's position too (commit visibility is not LSN order: a transaction
+        // below it may be missing from the snapshot).
+        let created = try await rows("SELECT lsn::text FROM pg_create_logical_replication_slot(\(configuration.slot)::name, 'pgoutput')")
+        guard let start = created.first.flatMap({ PGOutput.LSN($0[0]) }) else { throw FeedError("the slot was made without a position") }
         try await client.query("""
             INSERT INTO ripple_sync_nodes VALUES (\(configuration.slot)::name, \(replica)::uuid)
             ON CONFLICT (slot) DO UPDATE SET replica = excluded.replica
             """, logger: logger)
-        try await copy()
+        try await copy(replayingFrom: start)
     }
 
     /// Installs the event triggers that tell the slot of schema changes (row decoding alone
@@ -185,9 +189,10 @@ public actor ReplicaFeed {
             + "PRIMARY KEY (\(key)))"
     }
 
-    /// Copies every table from one snapshot into the replica, in one commit, with the WAL
-    /// position after the snapshot.
-    private func copy() async throws {
+    /// Copies every table from one snapshot into the replica, in one commit; the replica is
+    /// exact from the WAL position after the snapshot on (``consistentFrom``), and the slot's
+    /// transactions from `start` on are applied onto the copy.
+    private func copy(replayingFrom start: PGOutput.LSN) async throws {
         try ensureReplicaTables()
         let names = configuration.tables
         let described = tables
@@ -200,9 +205,9 @@ public actor ReplicaFeed {
                 for row in copied[name] ?? [] { try Self.upsert(table, row.map { $0.map(PGOutput.Value.text) ?? .null }, in: db) }
             }
             try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES ('lsn', ?), ('consistent_from', ?)",
-                           [lsn.description, lsn.description])
+                           [start.description, lsn.description])
         }
-        (appliedLSN, consistentFrom) = (lsn, lsn)
+        (appliedLSN, consistentFrom) = (start, lsn)
     }
 
     /// The rows of `names` (each value in its output form) from one `REPEATABLE READ` snapshot,
