@@ -52,7 +52,7 @@ let package = Package(
         // Ripple Sync's server (in progress): the feed from PostgreSQL's logical decoding into
         // a replica store. Never a dependency of the `ripple` tool.
         // Ripple Sync's protocol (in progress): the described query, the values on the wire.
-        .target(name: "RippleSync"),
+        .target(name: "RippleSync", dependencies: ["RippleDiff"]),
         .target(name: "RippleServer", dependencies: [
             "Ripple", "RippleSync",
             .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -61,6 +61,7 @@ let package = Package(
         ]),
         .testTarget(name: "RippleDiffTests", dependencies: ["RippleDiff", "RippleDiffTesting"]),
         .testTarget(name: "RippleTestingTests", dependencies: ["Ripple", "RippleDiff", "RippleTesting"]),
+        .testTarget(name: "RippleSyncTests", dependencies: ["RippleSync", "RippleDiff", "RippleDiffTesting"]),
         .testTarget(name: "RippleServerTests", dependencies: [
             "RippleServer", "RippleSync", "RippleTesting",
             .product(name: "PostgresNIO", package: "postgres-nio"),
