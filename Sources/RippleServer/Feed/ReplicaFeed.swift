@@ -253,6 +253,9 @@ public actor ReplicaFeed {
     /// Peeks, applies and confirms until the slot has nothing more; returns the number of
     /// Postgres transactions applied. `confirm: false` leaves the slot where it was (a feed
     /// stopped between applying and confirming, for tests).
+    ///
+    /// One call at a time (``run(pollInterval:)`` makes them so): the actor is re-entered at
+    /// each await, and two overlapping calls would read the slot twice.
     @discardableResult
     public func catchUp(confirm: Bool = true) async throws -> Int {
         var applied = 0
