@@ -5,7 +5,7 @@ import RippleSync
 /// may name the user — ANDed into every subscription to the table. A row outside a user's rule
 /// never reaches that user.
 ///
-/// The rules file is JSON; a rule is a filter as in ``FilterDescription``, where the value
+/// The rules file is JSON; a rule is a filter as in `FilterDescription`, where the value
 /// `{"user": true}` stands for the user's id; `true` lets everyone read the table:
 ///
 /// ```json
@@ -63,7 +63,7 @@ public struct SyncRules: Decodable, Sendable {
     }
 }
 
-/// A read rule: a ``FilterDescription`` whose values may stand for the user's id.
+/// A read rule: a `FilterDescription` whose values may stand for the user's id.
 public indirect enum RuleFilter: Decodable, Hashable, Sendable {
     case compare(column: String, op: FilterDescription.Comparison, value: RuleValue)
     case isNull(column: String)

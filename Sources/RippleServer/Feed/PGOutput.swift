@@ -59,7 +59,7 @@ public enum PGOutput {
         /// Part of the key that identifies rows in updates and deletes (the replica identity).
         public var isKey: Bool
         public var name: String
-        /// The type's OID (see ``PGType``).
+        /// The type's OID (see ``PostgresTypes``).
         public var typeOID: UInt32
         /// The type modifier (`numeric(10,2)`'s precision and scale, `varchar(n)`'s length), -1 when none.
         public var typeModifier: Int32

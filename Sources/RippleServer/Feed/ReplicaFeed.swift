@@ -22,7 +22,7 @@ public struct FeedConfiguration: Sendable {
 /// logical decoding (`pgoutput`, read with `pg_logical_slot_peek_binary_changes`).
 ///
 /// * Each Postgres transaction becomes one commit of the replica (origin
-///   ``CommitOrigin/replication``, tagged with the transaction's commit LSN), written together
+///   `CommitOrigin.replication`, tagged with the transaction's commit LSN), written together
 ///   with the position it reached; only then is the slot advanced past it. A feed stopped
 ///   anywhere — after a peek, after an apply, before the slot moved — replays rather than
 ///   skips: what the replica's stored position covers is not applied again.

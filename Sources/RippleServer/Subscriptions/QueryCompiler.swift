@@ -17,7 +17,7 @@ public struct SyncedTableSchema: Hashable, Sendable {
     public init(name: String, columns: [Column], key: [Int]) { (self.name, self.columns, self.key) = (name, columns, key) }
 }
 
-/// A ``QueryDescription`` compiled to parameterized SQL on the replica, meaning what it would
+/// A `QueryDescription` compiled to parameterized SQL on the replica, meaning what it would
 /// mean on PostgreSQL (see ``QueryCompiler``).
 public struct CompiledQuery: Hashable, Sendable {
     /// The SQL, values as `?` parameters.
