@@ -89,10 +89,7 @@ struct ReadRuleTests {
             """)
         let rules = try SyncRules(json: Data(SyncRulesTests.json.utf8))
         let store = try Store(path: directory.path("replica.sqlite"))
-        let configuration = PostgresClient.Configuration(host: "127.0.0.1", port: postgres.port, username: ThrowawayPostgres.user,
-                                                         password: nil, database: "postgres", tls: .disable)
-        let client = PostgresClient(configuration: configuration,
-                                    backgroundLogger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let client = postgres.makeClient()
         let seen = ["alice": Events(), "bob": Events()]
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }

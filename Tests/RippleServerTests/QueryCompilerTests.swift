@@ -146,10 +146,7 @@ struct QueryMeaningTests {
         }
         try postgres.psql("INSERT INTO items VALUES " + values.joined(separator: ", "))
         let table = QueryCompilerTests.table
-        let configuration = PostgresClient.Configuration(host: "127.0.0.1", port: postgres.port, username: ThrowawayPostgres.user,
-                                                         password: nil, database: "postgres", tls: .disable)
-        let client = PostgresClient(configuration: configuration,
-                                    backgroundLogger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let client = postgres.makeClient()
         let store = try Store(path: directory.path("replica.sqlite"))
         var queries: [QueryDescription] = []
         for _ in 0..<150 { queries.append(Self.randomQuery(&random)) }

@@ -26,10 +26,7 @@ struct ReplicaFeedTests {
 
     /// Runs `body` with a client of the cluster (its `run()` going on beside).
     func withClient<T: Sendable>(_ body: @Sendable (PostgresClient) async throws -> T) async throws -> T {
-        let configuration = PostgresClient.Configuration(host: "127.0.0.1", port: postgres.port, username: ThrowawayPostgres.user,
-                                                         password: nil, database: "postgres", tls: .disable)
-        let client = PostgresClient(configuration: configuration,
-                                    backgroundLogger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let client = postgres.makeClient()
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask {
                 await client.run()
@@ -221,10 +218,7 @@ struct PostgresTypeMappingTests {
     }
 
     func feed(_ postgres: ThrowawayPostgres, into store: Store, _ body: @Sendable (ReplicaFeed) async throws -> Void) async throws {
-        let configuration = PostgresClient.Configuration(host: "127.0.0.1", port: postgres.port, username: ThrowawayPostgres.user,
-                                                         password: nil, database: "postgres", tls: .disable)
-        let client = PostgresClient(configuration: configuration,
-                                    backgroundLogger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let client = postgres.makeClient()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
@@ -375,13 +369,6 @@ extension ReplicaFeedTests {
 /// Postgres that restarts without a clean shutdown in the middle.
 @Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: feed load tests skipped"))
 struct ReplicaFeedLoadTests {
-    func client(_ postgres: ThrowawayPostgres) -> PostgresClient {
-        let configuration = PostgresClient.Configuration(host: "127.0.0.1", port: postgres.port, username: ThrowawayPostgres.user,
-                                                         password: nil, database: "postgres", tls: .disable)
-        return PostgresClient(configuration: configuration,
-                              backgroundLogger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
-    }
-
     /// Every synced table's rows, ordered by key, each value through the replica's rules.
     func postgresRows(_ postgres: ThrowawayPostgres, _ table: String, _ schema: SyncedTableSchema) throws -> [[SQLValue]] {
         // Each value in its output form (NULL kept apart), as JSON.
@@ -409,7 +396,7 @@ struct ReplicaFeedLoadTests {
         try postgres.pgbench(["-i", "-q", "-s", "1"])
         let tables = ["pgbench_accounts", "pgbench_branches", "pgbench_tellers"]
         let store = try Store(path: directory.path("replica.sqlite"))
-        let client = client(postgres)
+        let client = postgres.makeClient()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
@@ -442,7 +429,7 @@ struct ReplicaFeedLoadTests {
         try postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY, n int8 NOT NULL)")
         let store = try Store(path: directory.path("replica.sqlite"))
         let config = FeedConfiguration(tables: ["items"])
-        let first = client(postgres)
+        let first = postgres.makeClient()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await first.run() }
             defer { group.cancelAll() }
@@ -455,7 +442,7 @@ struct ReplicaFeedLoadTests {
         }
         try postgres.start()
         let versionBefore = try store.currentVersion()
-        let second = client(postgres)
+        let second = postgres.makeClient()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await second.run() }
             defer { group.cancelAll() }

@@ -45,10 +45,7 @@ struct SubscriptionHubTests {
         let rules = try SyncRules(json: Data(#"{"tables": {"todos": {"read": {"column": "owner", "op": "=", "value": {"user": true}}}}}"#.utf8))
         let store = try Store(path: directory.path("replica.sqlite"))
         let hub = SubscriptionHub(store: store, rules: rules)
-        let configuration = PostgresClient.Configuration(host: "127.0.0.1", port: postgres.port, username: ThrowawayPostgres.user,
-                                                         password: nil, database: "postgres", tls: .disable)
-        let client = PostgresClient(configuration: configuration,
-                                    backgroundLogger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let client = postgres.makeClient()
         let query = QueryDescription(table: "todos", filter: .compare(column: "done", op: .equal, value: .bool(false)),
                                      order: [OrderDescription(column: "rank")])
         let clients = (alice: Client(), aliceAgain: Client(), bob: Client())

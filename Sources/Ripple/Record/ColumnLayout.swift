@@ -22,9 +22,9 @@ final class ColumnLayout: Sendable {
 
 /// SQL identifiers (table and column names): validated, then always double-quoted, never spliced
 /// as raw text.
-enum SQLIdentifier {
+package enum SQLIdentifier {
     /// `name` in double quotes, embedded quotes doubled: `my "table"` → `"my ""table"""`.
-    static func quoted(_ name: String) -> String {
+    package static func quoted(_ name: String) -> String {
         "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 

@@ -90,8 +90,8 @@ public actor ReplicaFeed {
                                logger: logger)
         try await installDDLTriggers()
         if try await rows("SELECT 1 FROM pg_publication WHERE pubname = \(configuration.publication)").isEmpty {
-            let list = configuration.tables.map(Self.quoted).joined(separator: ", ")
-            try await client.query(PostgresQuery(unsafeSQL: "CREATE PUBLICATION \(Self.quoted(configuration.publication)) FOR TABLE \(list)"),
+            let list = configuration.tables.map(SQLIdentifier.quoted).joined(separator: ", ")
+            try await client.query(PostgresQuery(unsafeSQL: "CREATE PUBLICATION \(SQLIdentifier.quoted(configuration.publication)) FOR TABLE \(list)"),
                                    logger: logger)
         }
         let slot = try await rows("""
@@ -159,12 +159,12 @@ public actor ReplicaFeed {
     private func describe(_ name: String) async throws -> Table {
         let columns = try await rows("""
             SELECT attname::text, atttypid::int8::text FROM pg_attribute
-            WHERE attrelid = \(Self.quoted(name))::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum
+            WHERE attrelid = \(SQLIdentifier.quoted(name))::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum
             """)
         let key = try await rows("""
             SELECT a.attname::text FROM pg_index AS i
             JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey::int2[])
-            WHERE i.indrelid = \(Self.quoted(name))::regclass AND i.indisprimary
+            WHERE i.indrelid = \(SQLIdentifier.quoted(name))::regclass AND i.indisprimary
             ORDER BY array_position(i.indkey::int2[], a.attnum)
             """).map { $0[0] }
         let described = columns.map { (name: $0[0], type: UInt32($0[1]) ?? 0) }
@@ -183,9 +183,9 @@ public actor ReplicaFeed {
 
     /// The replica table's `CREATE TABLE`.
     private static func createSQL(_ table: Table, ifNotExists: Bool = false) -> String {
-        let columns = table.columns.map { quoted($0.name) + " " + PostgresTypes.replicaType(of: $0.type) }
-        let key = table.key.map { quoted(table.columns[$0].name) }.joined(separator: ", ")
-        return "CREATE TABLE \(ifNotExists ? "IF NOT EXISTS " : "")\(quoted(table.name)) (\(columns.joined(separator: ", ")), "
+        let columns = table.columns.map { SQLIdentifier.quoted($0.name) + " " + PostgresTypes.replicaType(of: $0.type) }
+        let key = table.key.map { SQLIdentifier.quoted(table.columns[$0].name) }.joined(separator: ", ")
+        return "CREATE TABLE \(ifNotExists ? "IF NOT EXISTS " : "")\(SQLIdentifier.quoted(table.name)) (\(columns.joined(separator: ", ")), "
             + "PRIMARY KEY (\(key)))"
     }
 
@@ -201,7 +201,7 @@ public actor ReplicaFeed {
         try store.write(origin: .replication, tag: "copy \(lsn)") { db in
             for name in names {
                 let table = described[name]!
-                try db.execute("DELETE FROM \(Self.quoted(name))")
+                try db.execute("DELETE FROM \(SQLIdentifier.quoted(name))")
                 for row in copied[name] ?? [] { try Self.upsert(table, row.map { $0.map(PGOutput.Value.text) ?? .null }, in: db) }
             }
             try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES ('lsn', ?), ('consistent_from', ?)",
@@ -225,12 +225,12 @@ public actor ReplicaFeed {
                     // Each value in its type's output form, as pgoutput sends it (`concat` calls the
                     // output function; a cast to text may not: `true::text` is `true`, not `t`).
                     let list = table.columns.map { column in
-                        let name = Self.quoted(column.name)
+                        let name = SQLIdentifier.quoted(column.name)
                         return "CASE WHEN \(name) IS NULL THEN NULL ELSE concat(\(name)) END"
                     }.joined(separator: ", ")
                     var rows: [[String?]] = []
                     for try await row in try await connection.query(
-                        PostgresQuery(unsafeSQL: "SELECT \(list) FROM \(Self.quoted(name))"), logger: logger) {
+                        PostgresQuery(unsafeSQL: "SELECT \(list) FROM \(SQLIdentifier.quoted(name))"), logger: logger) {
                         rows.append(try row.map { try $0.decode(String?.self) })
                     }
                     copied[name] = rows
@@ -348,13 +348,13 @@ public actor ReplicaFeed {
         let relations = relations
         try store.write(origin: .replication, tag: commit.commitLSN.description) { db in
             if let recopy {
-                for name in recopy.gone { try db.execute("DROP TABLE IF EXISTS \(Self.quoted(name))") }
+                for name in recopy.gone { try db.execute("DROP TABLE IF EXISTS \(SQLIdentifier.quoted(name))") }
                 for (table, remake, rows) in recopy.kept {
                     if remake {
-                        try db.execute("DROP TABLE IF EXISTS \(Self.quoted(table.name))")
+                        try db.execute("DROP TABLE IF EXISTS \(SQLIdentifier.quoted(table.name))")
                         try db.execute(Self.createSQL(table))
                     } else {
-                        try db.execute("DELETE FROM \(Self.quoted(table.name))")
+                        try db.execute("DELETE FROM \(SQLIdentifier.quoted(table.name))")
                     }
                     for row in rows { try Self.upsert(table, row.map { $0.map(PGOutput.Value.text) ?? .null }, in: db) }
                 }
@@ -374,7 +374,7 @@ public actor ReplicaFeed {
                 case .truncate(let truncate):
                     for relation in truncate.relations {
                         guard let table = Self.table(of: relation, relations, described) else { continue }
-                        try db.execute("DELETE FROM \(Self.quoted(table.name))")
+                        try db.execute("DELETE FROM \(SQLIdentifier.quoted(table.name))")
                     }
                 default:
                     continue
@@ -457,12 +457,12 @@ public actor ReplicaFeed {
 
     /// Inserts the row, or replaces the row with its key (a replay onto the copy).
     private static func upsert(_ table: Table, _ values: [PGOutput.Value], in db: Database) throws {
-        let names = table.columns.map { quoted($0.name) }.joined(separator: ", ")
+        let names = table.columns.map { SQLIdentifier.quoted($0.name) }.joined(separator: ", ")
         let marks = Array(repeating: "?", count: table.columns.count).joined(separator: ", ")
         let arguments = try zip(table.columns, values).map { column, value -> any SQLValueConvertible in
             try sqlValue(value, of: column.type)
         }
-        try db.execute("INSERT OR REPLACE INTO \(quoted(table.name)) (\(names)) VALUES (\(marks))", arguments)
+        try db.execute("INSERT OR REPLACE INTO \(SQLIdentifier.quoted(table.name)) (\(names)) VALUES (\(marks))", arguments)
     }
 
     /// Updates the row with the new row's key: every column sent (an unchanged TOASTed value
@@ -472,19 +472,19 @@ public actor ReplicaFeed {
         var assignments: [String] = []
         var arguments: [any SQLValueConvertible] = []
         for (index, column) in table.columns.enumerated() where values[index] != .unchanged {
-            assignments.append("\(quoted(column.name)) = ?")
+            assignments.append("\(SQLIdentifier.quoted(column.name)) = ?")
             arguments.append(try sqlValue(values[index], of: column.type))
         }
-        let condition = table.key.map { "\(quoted(table.columns[$0].name)) = ?" }.joined(separator: " AND ")
+        let condition = table.key.map { "\(SQLIdentifier.quoted(table.columns[$0].name)) = ?" }.joined(separator: " AND ")
         for position in table.key { arguments.append(try sqlValue(values[position], of: table.columns[position].type)) }
-        try db.execute("UPDATE \(quoted(table.name)) SET \(assignments.joined(separator: ", ")) WHERE \(condition)", arguments)
+        try db.execute("UPDATE \(SQLIdentifier.quoted(table.name)) SET \(assignments.joined(separator: ", ")) WHERE \(condition)", arguments)
     }
 
     /// Deletes the row of the key in `values` (the key's columns; the others are ignored).
     private static func delete(_ table: Table, _ values: [PGOutput.Value], in db: Database) throws {
-        let condition = table.key.map { "\(quoted(table.columns[$0].name)) = ?" }.joined(separator: " AND ")
+        let condition = table.key.map { "\(SQLIdentifier.quoted(table.columns[$0].name)) = ?" }.joined(separator: " AND ")
         let arguments = try table.key.map { try sqlValue(values[$0], of: table.columns[$0].type) as any SQLValueConvertible }
-        try db.execute("DELETE FROM \(quoted(table.name)) WHERE \(condition)", arguments)
+        try db.execute("DELETE FROM \(SQLIdentifier.quoted(table.name)) WHERE \(condition)", arguments)
     }
 
     private static func sqlValue(_ value: PGOutput.Value, of type: UInt32) throws -> SQLValue {
@@ -506,8 +506,6 @@ public actor ReplicaFeed {
         return rows
     }
 
-    /// `name` as an SQL identifier (double quotes, quotes doubled): the same in Postgres and SQLite.
-    static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
 }
 
 /// The feed could not go on, and why.

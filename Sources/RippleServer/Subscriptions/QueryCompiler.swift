@@ -60,15 +60,15 @@ public enum QueryCompiler {
             return name
         }
         for name in keyNames where !selected.contains(name) { selected.append(name) }
-        var list = selected.map(quoted)
+        var list = selected.map(SQLIdentifier.quoted)
         let identity: String
         if keyNames.count == 1 {
             identity = keyNames[0]
         } else {
             identity = "ripple_key"
-            list.append("json_array(\(keyNames.map(quoted).joined(separator: ", "))) AS \"ripple_key\"")
+            list.append("json_array(\(keyNames.map(SQLIdentifier.quoted).joined(separator: ", "))) AS \"ripple_key\"")
         }
-        var sql = "SELECT \(list.joined(separator: ", ")) FROM \(quoted(table.name))"
+        var sql = "SELECT \(list.joined(separator: ", ")) FROM \(SQLIdentifier.quoted(table.name))"
         if let filter = query.filter { sql += " WHERE " + (try condition(filter, table, &arguments)) }
         var terms: [String] = []
         var ordered: Set<String> = []
@@ -76,10 +76,10 @@ public enum QueryCompiler {
             let column = try self.column(term.column, in: table)
             try requireComparable(column, "ordered by")
             let nullsFirst = term.nullsFirst ?? term.descending
-            terms.append("\(quoted(column.name)) \(term.descending ? "DESC" : "ASC") NULLS \(nullsFirst ? "FIRST" : "LAST")")
+            terms.append("\(SQLIdentifier.quoted(column.name)) \(term.descending ? "DESC" : "ASC") NULLS \(nullsFirst ? "FIRST" : "LAST")")
             ordered.insert(column.name)
         }
-        for name in keyNames where !ordered.contains(name) { terms.append("\(quoted(name)) ASC") }
+        for name in keyNames where !ordered.contains(name) { terms.append("\(SQLIdentifier.quoted(name)) ASC") }
         sql += " ORDER BY " + terms.joined(separator: ", ")
         // LIMIT and OFFSET are written as the integers they were decoded to.
         if let limit = query.limit {
@@ -100,22 +100,22 @@ public enum QueryCompiler {
             let column = try self.column(name, in: table)
             try requireComparable(column, "compared")
             arguments.append(try replicaValue(value, for: column))
-            return "\(quoted(column.name)) \(op == .notEqual ? "<>" : op.rawValue) ?"
+            return "\(SQLIdentifier.quoted(column.name)) \(op == .notEqual ? "<>" : op.rawValue) ?"
         case .isNull(let name):
-            return "\(quoted(try column(name, in: table).name)) IS NULL"
+            return "\(SQLIdentifier.quoted(try column(name, in: table).name)) IS NULL"
         case .isNotNull(let name):
-            return "\(quoted(try column(name, in: table).name)) IS NOT NULL"
+            return "\(SQLIdentifier.quoted(try column(name, in: table).name)) IS NOT NULL"
         case .isIn(let name, let values):
             let column = try self.column(name, in: table)
             try requireComparable(column, "compared")
             guard !values.isEmpty else { return "0" }
             for value in values { arguments.append(try replicaValue(value, for: column)) }
-            return "\(quoted(column.name)) IN (\(Array(repeating: "?", count: values.count).joined(separator: ", ")))"
+            return "\(SQLIdentifier.quoted(column.name)) IN (\(Array(repeating: "?", count: values.count).joined(separator: ", ")))"
         case .like(let name, let pattern):
             let column = try self.column(name, in: table)
             guard isText(column.typeOID) else { throw QueryError("like needs a text column; \(name) is not one") }
             arguments.append(.text(try glob(likePattern: pattern)))
-            return "\(quoted(column.name)) GLOB ?"
+            return "\(SQLIdentifier.quoted(column.name)) GLOB ?"
         case .and(let terms):
             guard !terms.isEmpty else { return "1" }
             return "(" + (try terms.map { try condition($0, table, &arguments) }).joined(separator: " AND ") + ")"
@@ -205,7 +205,6 @@ public enum QueryCompiler {
         }
     }
 
-    private static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
 }
 
 private extension Optional {

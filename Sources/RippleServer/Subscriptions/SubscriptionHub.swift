@@ -40,8 +40,8 @@ public final class SubscriptionHub: Sendable {
         var subscription: Subscription?
     }
 
-    private let shared = NSLockedBox<[CompiledQuery: Shared]>([:])
-    private let nextID = NSLockedBox(0)
+    private let shared = Locked<[CompiledQuery: Shared]>([:])
+    private let nextID = Locked(0)
 
     public init(store: Store, rules: SyncRules) {
         self.store = store
@@ -142,9 +142,9 @@ public final class SubscriptionHub: Sendable {
 
 /// Ends a subscription when cancelled or released.
 public final class SubscriptionToken: Sendable {
-    private let end: NSLockedBox<(@Sendable () -> Void)?>
+    private let end: Locked<(@Sendable () -> Void)?>
 
-    init(_ end: @escaping @Sendable () -> Void) { self.end = NSLockedBox(end) }
+    init(_ end: @escaping @Sendable () -> Void) { self.end = Locked(end) }
 
     public func cancel() {
         let action = end.withLock { value -> (@Sendable () -> Void)? in
@@ -155,18 +155,4 @@ public final class SubscriptionToken: Sendable {
     }
 
     deinit { cancel() }
-}
-
-/// A value behind a lock.
-final class NSLockedBox<Value>: @unchecked Sendable {   // every access to `value` holds `lock`
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
 }
