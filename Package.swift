@@ -9,8 +9,10 @@ let package = Package(
         .library(name: "RippleTesting", targets: ["RippleTesting"]),
         .library(name: "Ripple", targets: ["Ripple"]),
         .library(name: "RippleSync", targets: ["RippleSync"]),
+        .library(name: "RippleSyncClient", targets: ["RippleSyncClient"]),
         .library(name: "RippleServer", targets: ["RippleServer"]),
         .executable(name: "ripple", targets: ["RippleCLI"]),
+        .executable(name: "ripple-server", targets: ["RippleServerCLI"]),
     ],
     dependencies: [
         // The command-line tool's argument parsing (the libraries depend on nothing).
@@ -19,6 +21,11 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3" ..< "5.0.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        // Ripple Sync's Swift client: a WebSocket client that runs wherever SwiftNIO does.
+        .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
     ],
     targets: [
         // The Heckel diff engine: no dependency on SQLite or Foundation.
@@ -49,21 +56,41 @@ let package = Package(
             "Ripple", "RippleDiff", "RippleTesting",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], path: "Sources/ripple"),
-        // Ripple Sync's server (in progress): the feed from PostgreSQL's logical decoding into
-        // a replica store. Never a dependency of the `ripple` tool.
-        // Ripple Sync's protocol (in progress): the described query, the values on the wire.
+        // Ripple Sync's protocol: its messages, the described query, the values and changesets
+        // on the wire. Depends on the diff alone, so that any client can use it.
         .target(name: "RippleSync", dependencies: ["RippleDiff"]),
+        // Ripple Sync's Swift client: a local store holding the rows of its subscriptions, kept
+        // by the server's changesets. Never a dependency of the `ripple` tool.
+        .target(name: "RippleSyncClient", dependencies: [
+            "Ripple", "RippleSync", "RippleDiff",
+            .product(name: "WSClient", package: "swift-websocket"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Ripple Sync's server: the feed from PostgreSQL's logical decoding into a replica
+        // store, subscriptions, and the WebSocket protocol. Never a dependency of `ripple`.
         .target(name: "RippleServer", dependencies: [
             "Ripple", "RippleSync",
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Hummingbird", package: "hummingbird"),
+            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOWebSocket", package: "swift-nio"),
         ]),
+        // The `ripple-server` command: a node, its demo, and a terminal subscriber.
+        .executableTarget(name: "RippleServerCLI", dependencies: [
+            "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ], path: "Sources/ripple-server"),
         .testTarget(name: "RippleDiffTests", dependencies: ["RippleDiff", "RippleDiffTesting"]),
         .testTarget(name: "RippleTestingTests", dependencies: ["Ripple", "RippleDiff", "RippleTesting"]),
         .testTarget(name: "RippleSyncTests", dependencies: ["RippleSync", "RippleDiff", "RippleDiffTesting"]),
         .testTarget(name: "RippleServerTests", dependencies: [
-            "RippleServer", "RippleSync", "RippleTesting",
+            "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple",
+            .product(name: "WSClient", package: "swift-websocket"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),

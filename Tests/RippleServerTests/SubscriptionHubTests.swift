@@ -23,9 +23,10 @@ struct SubscriptionHubTests {
                 if let last = versions.last, event.version <= last { failures.append("version \(event.version) after \(last)") }
                 versions.append(event.version)
                 switch event.kind {
-                case .snapshot(_, let rows): received = rows
+                case .snapshot(let snapshot): received = snapshot.rows
                 case .changes(let changeset):
                     do { received = try changeset.apply(to: received) } catch { failures.append("\(error)") }
+                case .ended(let reason): failures.append("ended: \(reason)")
                 }
             }
         }

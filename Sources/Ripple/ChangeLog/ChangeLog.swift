@@ -579,6 +579,24 @@ extension Store {
     }
 }
 
+extension Store {
+    /// The retained versions after `version` whose commits carry a tag, with their tags, in
+    /// version order: a cheap index of the commits a writer named (a replica's Postgres
+    /// positions), without their row changes. Versions older than the change log's retention
+    /// are not listed.
+    public func taggedVersions(after version: Int64) throws -> [(version: Int64, tag: String)] {
+        try read { db in try ChangeLog.taggedVersions(in: db, after: version) }
+    }
+}
+
+extension ChangeLog {
+    /// See ``Store/taggedVersions(after:)``.
+    static func taggedVersions(in db: Database, after version: Int64) throws -> [(version: Int64, tag: String)] {
+        try db.fetchAll("SELECT version, tag FROM ripple_versions WHERE version > ? AND tag IS NOT NULL ORDER BY version",
+                        [version]).map { row in (try row.value("version", as: Int64.self), try row.value("tag", as: String.self)) }
+    }
+}
+
 extension ChangeLog {
     /// The logged changes of versions in `(after, through]`, in version order, with their
     /// versions' origins and tags.

@@ -27,6 +27,13 @@ extension Store {
     /// Runs `body` on the writer, as `work` says, and publishes what it committed: the version it
     /// took (with `origin` and `tag`), the rows it changed, to every observer it concerns.
     func commit<T>(_ work: CommitWork, origin: CommitOrigin, tag: String?, _ body: (Database) throws -> T) throws -> T {
+        try commitTakingVersion(work, origin: origin, tag: tag, body).result
+    }
+
+    /// ``commit(_:origin:tag:_:)``, also returning the version the work took (`nil`: none, it
+    /// changed no row).
+    func commitTakingVersion<T>(_ work: CommitWork, origin: CommitOrigin, tag: String?,
+                                _ body: (Database) throws -> T) throws -> (result: T, version: Int64?) {
         var routings: [ObservationCenter.Routing] = []
         // What the work gave or threw: thrown once what it committed is published (statements
         // outside a transaction may have committed before one of them failed).
@@ -75,7 +82,8 @@ extension Store {
             }
         }
         for routing in routings { publish(routing) }
-        return try outcome.get()
+        let version = routings.last.map(\.summary.version).flatMap { $0 > 0 ? $0 : nil }
+        return (try outcome.get(), version)
     }
 
     /// Inside the write transaction about to commit: the last check of the file, the version and

@@ -284,6 +284,18 @@ public final class Store: Sendable {
         return try commit(.transaction, origin: origin, tag: tag, body)
     }
 
+    /// ``write(origin:tag:_:)`` that also returns the version the transaction took (`nil` when it
+    /// changed no row), for a writer that must name its commits (a replica telling its
+    /// subscribers which version a Postgres transaction became). When it returns, immediate live
+    /// queries have had their events of that version, as after any write.
+    package func writeTakingVersion<T>(origin: CommitOrigin, tag: String?,
+                                       _ body: (Database) throws -> T) throws -> (result: T, version: Int64?) {
+        guard pool.currentAccess == nil else {
+            throw StoreError(.nesting, "a write that names its version cannot run inside another store call")
+        }
+        return try commitTakingVersion(.transaction, origin: origin, tag: tag, body)
+    }
+
     /// Looks for commits made to the database file by other connections — another process, or
     /// another ``Store`` on the same file — and lets live queries re-read what they changed.
     ///

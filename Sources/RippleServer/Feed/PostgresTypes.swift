@@ -42,6 +42,30 @@ public enum PostgresTypes {
         public static let jsonb: UInt32 = 3802
     }
 
+    /// The name a type goes by on the wire (the protocol's `types`): the types of the table
+    /// above by their Postgres names; every other type, kept as its text form, as `text`.
+    public static func wireName(of oid: UInt32) -> String {
+        switch oid {
+        case OID.bool: "bool"
+        case OID.bytea: "bytea"
+        case OID.int2: "int2"
+        case OID.int4: "int4"
+        case OID.int8: "int8"
+        case OID.float4: "float4"
+        case OID.float8: "float8"
+        case OID.numeric: "numeric"
+        case OID.uuid: "uuid"
+        case OID.json: "json"
+        case OID.jsonb: "jsonb"
+        case OID.date: "date"
+        case OID.timestamp: "timestamp"
+        case OID.timestamptz: "timestamptz"
+        case OID.varchar: "varchar"
+        case OID.bpchar: "bpchar"
+        default: "text"
+        }
+    }
+
     /// The replica column's declared type for a Postgres type.
     public static func replicaType(of oid: UInt32) -> String {
         switch oid {

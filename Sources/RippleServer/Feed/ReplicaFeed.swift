@@ -18,6 +18,21 @@ public struct FeedConfiguration: Sendable {
     public init(tables: [String]) { self.tables = tables }
 }
 
+/// A commit of the replica, as the feed tells it once done.
+public struct ReplicaCommit: Sendable, Hashable {
+    /// The replica's version.
+    public var version: Int64
+    /// The Postgres position it stands for: a transaction's commit LSN, or for a copy the WAL
+    /// position after its snapshot (the replica is exact from there on).
+    public var position: PGOutput.LSN
+    /// Whether it is an initial copy (versions before it cannot be resumed from).
+    public var isCopy: Bool
+
+    public init(version: Int64, position: PGOutput.LSN, isCopy: Bool) {
+        (self.version, self.position, self.isCopy) = (version, position, isCopy)
+    }
+}
+
 /// Keeps a Ripple store — the replica — equal to tables of a PostgreSQL database, through
 /// logical decoding (`pgoutput`, read with `pg_logical_slot_peek_binary_changes`).
 ///
@@ -56,10 +71,18 @@ public actor ReplicaFeed {
     /// The position from which the replica is exact (the initial copy's).
     public private(set) var consistentFrom = PGOutput.LSN(0)
 
-    public init(store: Store, client: PostgresClient, configuration: FeedConfiguration) {
+    /// Told of each replica commit once it is done: its live queries with immediate delivery
+    /// have had their events of it (see ``ReplicaCommit``).
+    private let onCommit: (@Sendable (ReplicaCommit) -> Void)?
+
+    /// A feed of `store` from `client`'s database; `onCommit` hears each replica commit once its
+    /// immediate live queries have their events (the sync server completes its frames there).
+    public init(store: Store, client: PostgresClient, configuration: FeedConfiguration,
+                onCommit: (@Sendable (ReplicaCommit) -> Void)? = nil) {
         self.store = store
         self.client = client
         self.configuration = configuration
+        self.onCommit = onCommit
     }
 
     /// The schema of synced table `name` as the replica holds it (after ``prepare()``), for
@@ -198,7 +221,7 @@ public actor ReplicaFeed {
         let described = tables
         let (copied, position) = try await snapshot(of: names)
         guard let lsn = PGOutput.LSN(position) else { throw FeedError("Postgres gave no WAL position (\(position))") }
-        try store.write(origin: .replication, tag: "copy \(lsn)") { db in
+        let (_, version) = try store.writeTakingVersion(origin: .replication, tag: "copy \(lsn)") { db in
             for name in names {
                 let table = described[name]!
                 try db.execute("DELETE FROM \(SQLIdentifier.quoted(name))")
@@ -208,6 +231,7 @@ public actor ReplicaFeed {
                            [start.description, lsn.description])
         }
         (appliedLSN, consistentFrom) = (start, lsn)
+        if let version { onCommit?(ReplicaCommit(version: version, position: lsn, isCopy: true)) }
     }
 
     /// The rows of `names` (each value in its output form) from one `REPEATABLE READ` snapshot,
@@ -315,6 +339,25 @@ public actor ReplicaFeed {
         }
     }
 
+    /// The end of the WAL Postgres has flushed (what decoding can see so far).
+    public func flushedPosition() async throws -> PGOutput.LSN {
+        let text = try await rows("SELECT pg_current_wal_flush_lsn()::text").first?.first ?? ""
+        guard let position = PGOutput.LSN(text) else { throw FeedError("Postgres gave no WAL position (\(text))") }
+        return position
+    }
+
+    /// Which Postgres history the replica follows: the cluster's system identifier and its
+    /// current timeline, `7350160375306405406-1`. A restored backup or a promoted standby
+    /// names another, so positions from one are never taken for positions of the other.
+    public func clusterIdentity() async throws -> String {
+        let row = try await rows("""
+            SELECT (SELECT system_identifier::text FROM pg_control_system()),
+                   (SELECT timeline_id::text FROM pg_control_checkpoint())
+            """).first ?? []
+        guard row.count == 2 else { throw FeedError("Postgres did not say which cluster it is") }
+        return "\(row[0])-\(row[1])"
+    }
+
     /// The next batch of whole transactions from the slot (the slot does not move).
     public func peek() async throws -> [PGOutput.Message] {
         let (slot, size, publication, logger) = (configuration.slot, configuration.batchSize, configuration.publication, logger)
@@ -346,7 +389,7 @@ public actor ReplicaFeed {
         var described = tables
         for name in (recopy?.gone ?? []) + (recopy?.kept.map(\.table.name) ?? []) { described[name] = nil }
         let relations = relations
-        try store.write(origin: .replication, tag: commit.commitLSN.description) { db in
+        let (_, version) = try store.writeTakingVersion(origin: .replication, tag: commit.commitLSN.description) { db in
             if let recopy {
                 for name in recopy.gone { try db.execute("DROP TABLE IF EXISTS \(SQLIdentifier.quoted(name))") }
                 for (table, remake, rows) in recopy.kept {
@@ -383,6 +426,7 @@ public actor ReplicaFeed {
             try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES ('lsn', ?)", [commit.endLSN.description])
         }
         appliedLSN = commit.endLSN
+        if let version { onCommit?(ReplicaCommit(version: version, position: commit.commitLSN, isCopy: false)) }
     }
 
     /// The synced tables whose schema a transaction changed: named by a `ripple_ddl` message,

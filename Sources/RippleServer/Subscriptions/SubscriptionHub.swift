@@ -1,91 +1,231 @@
+import Crypto
 import Foundation
 import Ripple
 import RippleDiff
 import RippleSync
 
-/// What a subscriber receives: first the result, then each replica version's change to it.
+/// What a subscriber receives: first the result (or, for a resume, the change from the result
+/// it had), then each replica version's change to it.
 public struct SubscriptionEvent: Sendable {
     public enum Kind: Sendable {
-        /// The whole result, columns named.
-        case snapshot(columns: [String], rows: [[WireValue]])
+        /// The whole result.
+        case snapshot(WireSnapshot)
         /// The change from the rows last received.
         case changes(WireChangeset)
+        /// The subscription ended (its table was dropped, its query no longer fits it): nothing
+        /// more comes.
+        case ended(reason: String)
     }
 
     /// The replica version the result is at.
     public var version: Int64
-    /// The Postgres commit LSN of that version (its commit's tag), when it came from one.
-    public var lsn: String?
     public var kind: Kind
+    /// The event's JSON (the snapshot's or the changeset's object), encoded once for every
+    /// subscriber sharing it.
+    package var json: [UInt8]
+
+    public var isSnapshot: Bool {
+        if case .snapshot = kind { return true }
+        return false
+    }
 }
 
 /// The server's subscriptions, evaluated by Ripple's live queries over the replica.
 ///
 /// Subscriptions whose compiled SQL and bound values are equal — the same query under the same
-/// rule — share one live query, and each change is converted to the wire once for all of them.
-/// Users with different rules compile to different values, so they never share.
+/// rule — share one live query, and each change is converted to the wire and encoded once for
+/// all of them. Users with different rules compile to different values, so they never share.
+///
+/// A change larger on the wire than the result it leads to is sent as that result instead.
 public final class SubscriptionHub: Sendable {
     public let store: Store
     let rules: SyncRules
+    /// What every resume basis starts with: the Postgres cluster and timeline the replica follows.
+    let cluster: String
+
+    /// Encoded changesets above this many bytes are compared with the result's encoding.
+    static let snapshotComparisonThreshold = 4_096
+
+    private struct Subscriber {
+        var handler: @Sendable (SubscriptionEvent) -> Void
+        /// For a resume that attached before the shared query had a result: the rows the client
+        /// has, to be sent the change from them instead of a snapshot.
+        var resumingFrom: [[WireValue]]?
+    }
 
     /// One live query and its subscribers.
     private final class Shared: @unchecked Sendable {   // every field is guarded by `lock`
         let lock = NSLock()
-        var subscribers: [Int: @Sendable (SubscriptionEvent) -> Void] = [:]
-        var columns: [String] = []
+        let compiled: CompiledQuery
+        let basis: String
+        let columns: [String]
+        let types: [String]
+        let key: [Int]
+        /// Which columns are `bool` (their 0 and 1 travel as `false` and `true`).
+        let isBool: [Bool]
+        var subscribers: [Int: Subscriber] = [:]
         var rows: [[WireValue]] = []
         var version: Int64 = 0
-        var lsn: String?
         var hasResult = false
+        /// The result's encoding at `version`, made when first asked for.
+        var snapshotJSON: [UInt8]?
         var subscription: Subscription?
+        var ended: String?
+
+        init(compiled: CompiledQuery, basis: String, schema: SyncedTableSchema) {
+            self.compiled = compiled
+            self.basis = basis
+            columns = compiled.columns
+            let typeOIDs = Dictionary(schema.columns.map { ($0.name, $0.typeOID) }, uniquingKeysWith: { first, _ in first })
+            types = compiled.columns.map { PostgresTypes.wireName(of: typeOIDs[$0] ?? 0) }
+            isBool = compiled.columns.map { typeOIDs[$0] == PostgresTypes.OID.bool }
+            let keyNames = schema.key.map { schema.columns[$0].name }
+            key = keyNames.compactMap { compiled.columns.firstIndex(of: $0) }
+        }
+
+        var snapshot: WireSnapshot { WireSnapshot(basis: basis, columns: columns, types: types, key: key, rows: rows) }
+
+        func encodedSnapshot() -> [UInt8] {
+            if let snapshotJSON { return snapshotJSON }
+            var out = JSONBytes(reservingCapacity: rows.count * 32 + 128)
+            out.snapshot(snapshot)
+            snapshotJSON = out.bytes
+            return out.bytes
+        }
+
+        func identity(_ row: [WireValue]) -> [WireValue] { key.map { row[$0] } }
+
+        /// A replica row as the wire has it.
+        func wireRow(_ row: Row) -> [WireValue] {
+            zip(row.values.prefix(columns.count), isBool).map { value, isBool in
+                if isBool, case .integer(let integer) = value { return .bool(integer != 0) }
+                return SubscriptionHub.wireValue(value)
+            }
+        }
     }
 
     private let shared = Locked<[CompiledQuery: Shared]>([:])
     private let nextID = Locked(0)
 
-    public init(store: Store, rules: SyncRules) {
+    /// A hub over `store` (the replica) under `rules`; `cluster` names the Postgres cluster and
+    /// timeline the replica follows (it begins every resume basis).
+    public init(store: Store, rules: SyncRules, cluster: String = "") {
         self.store = store
         self.rules = rules
+        self.cluster = cluster
     }
 
     /// How many live queries the hub runs (subscriptions sharing one count once).
     public var liveQueryCount: Int { shared.withLock { $0.count } }
+
+    /// `query` restricted to `user`'s rule and compiled over `schema`, with the basis a resume
+    /// of it must present.
+    ///
+    /// - Throws: ``RulesError`` when the user may not read the table, ``QueryError`` when the
+    ///   query does not fit the schema.
+    public func compile(_ query: QueryDescription, user: String, schema: SyncedTableSchema) throws -> (CompiledQuery, basis: String) {
+        let compiled = try QueryCompiler.compile(try rules.restrict(query, to: user), for: schema)
+        return (compiled, basis(of: compiled))
+    }
+
+    /// The basis of a compiled query: the cluster, and a digest of its SQL and bound values (the
+    /// user and the rule are among them: another user, or changed rules, give another basis).
+    func basis(of compiled: CompiledQuery) -> String {
+        var hash = SHA256()
+        hash.update(data: Data(compiled.sql.utf8))
+        for argument in compiled.arguments {
+            hash.update(data: Data([0]))
+            hash.update(data: Data(String(describing: argument).utf8))
+        }
+        let digest = hash.finalize().prefix(12).map { String(format: "%02x", $0) }.joined()
+        return cluster.isEmpty ? digest : "\(cluster).\(digest)"
+    }
 
     /// Subscribes `user` to `query` over `schema`: `handler` receives the result now (a
     /// snapshot), then each change, in version order. It runs inside the replica's commit (or
     /// this call) and must return quickly: hand the event to the socket's queue, and subscribe
     /// or cancel elsewhere, never from inside it.
     ///
+    /// `resumingFrom`: the rows the client holds for this query (in the query's order, as the
+    /// wire has them); the first event is then the change from them to the current result.
+    ///
     /// - Throws: ``RulesError`` when the user may not read the table, ``QueryError`` when the
     ///   query does not fit the schema.
     public func subscribe(_ query: QueryDescription, user: String, schema: SyncedTableSchema,
+                          resumingFrom old: [[WireValue]]? = nil,
                           handler: @escaping @Sendable (SubscriptionEvent) -> Void) throws -> SubscriptionToken {
-        let compiled = try QueryCompiler.compile(try rules.restrict(query, to: user), for: schema)
+        let (compiled, basis) = try compile(query, user: user, schema: schema)
+        return subscribe(compiled, basis: basis, schema: schema, resumingFrom: old, handler: handler)
+    }
+
+    /// ``subscribe(_:user:schema:resumingFrom:handler:)`` for a query already compiled.
+    public func subscribe(_ compiled: CompiledQuery, basis: String, schema: SyncedTableSchema,
+                          resumingFrom old: [[WireValue]]? = nil,
+                          handler: @escaping @Sendable (SubscriptionEvent) -> Void) -> SubscriptionToken {
         let id = nextID.withLock { value -> Int in
             value += 1
             return value
         }
         let (entry, isNew) = shared.withLock { entries -> (Shared, Bool) in
             if let entry = entries[compiled] { return (entry, false) }
-            let entry = Shared()
+            let entry = Shared(compiled: compiled, basis: basis, schema: schema)
             entries[compiled] = entry
             return (entry, true)
         }
         entry.lock.withLock {
-            entry.subscribers[id] = handler
-            if entry.hasResult {
-                handler(SubscriptionEvent(version: entry.version, lsn: entry.lsn, kind: .snapshot(columns: entry.columns, rows: entry.rows)))
+            if let reason = entry.ended {
+                handler(SubscriptionEvent(version: entry.version, kind: .ended(reason: reason), json: []))
+            } else if entry.hasResult {
+                handler(Self.firstEvent(of: entry, resumingFrom: old))
+                entry.subscribers[id] = Subscriber(handler: handler, resumingFrom: nil)
+            } else {
+                entry.subscribers[id] = Subscriber(handler: handler, resumingFrom: old)
             }
         }
         if isNew {
-            let types = Dictionary(schema.columns.map { ($0.name, $0.typeOID) }, uniquingKeysWith: { first, _ in first })
+            let table = schema.name
             let live = store.liveQuery(sql: compiled.sql, arguments: compiled.arguments, identity: compiled.identity)
-            let subscription = live.subscribe(on: .immediate) { [entry] event in
-                Self.receive(event, into: entry, types: types)
+            let subscription = live.subscribe(on: .immediate, onError: { [weak self, entry] error in
+                self?.end(entry, reason: "the query over \(table) ended: \(error)")
+            }) { [entry] event in
+                Self.receive(event, into: entry)
             }
             entry.lock.withLock { entry.subscription = subscription }
         }
         return SubscriptionToken { [weak self] in self?.unsubscribe(id, from: compiled) }
+    }
+
+    /// The rows of `compiled` as they were at replica `version` (time travel through the
+    /// replica's change log), as the wire has them.
+    ///
+    /// - Throws: a ``StoreError`` of kind `history` when the change log no longer reaches
+    ///   `version`, or a schema change lies between it and now.
+    public func rows(of compiled: CompiledQuery, schema: SyncedTableSchema, at version: Int64) throws -> [[WireValue]] {
+        let steps = try store.history(table: schema.name, sql: compiled.sql, arguments: compiled.arguments,
+                                      identity: compiled.identity, from: version, to: version)
+        let entry = Shared(compiled: compiled, basis: "", schema: schema)
+        return (steps.first?.snapshot ?? []).map(entry.wireRow)
+    }
+
+    private static func firstEvent(of entry: Shared, resumingFrom old: [[WireValue]]?) -> SubscriptionEvent {
+        guard let old else {
+            return SubscriptionEvent(version: entry.version, kind: .snapshot(entry.snapshot), json: entry.encodedSnapshot())
+        }
+        let changeset = Changeset(from: old, to: entry.rows, identifiedBy: entry.identity, contentEqual: ==)
+        return event(WireChangeset(changeset, from: old, to: entry.rows), of: entry)
+    }
+
+    /// A change as sent: the changeset, or the result when that encodes shorter.
+    private static func event(_ changeset: WireChangeset, of entry: Shared) -> SubscriptionEvent {
+        var out = JSONBytes()
+        out.changeset(changeset)
+        if out.bytes.count > snapshotComparisonThreshold {
+            let snapshot = entry.encodedSnapshot()
+            if snapshot.count < out.bytes.count {
+                return SubscriptionEvent(version: entry.version, kind: .snapshot(entry.snapshot), json: snapshot)
+            }
+        }
+        return SubscriptionEvent(version: entry.version, kind: .changes(changeset), json: out.bytes)
     }
 
     private func unsubscribe(_ id: Int, from compiled: CompiledQuery) {
@@ -102,32 +242,48 @@ public final class SubscriptionHub: Sendable {
         if let ended { ended.lock.withLock { ended.subscription }?.cancel() }
     }
 
-    /// Converts the event's rows to the wire once, and hands the change to every subscriber.
-    private static func receive(_ event: LiveQueryEvent<Row>, into entry: Shared, types: [String: UInt32]) {
-        let columns = event.snapshot.first?.columnNames ?? []
-        let rows = event.snapshot.map { row in
-            zip(row.columnNames, row.values).map { name, value in wireValue(value, type: types[name]) }
+    /// Ends every subscriber of `entry` (its live query ended: its table was dropped…); later
+    /// subscribers of the same query get a new live query.
+    private func end(_ entry: Shared, reason: String) {
+        shared.withLock { entries in
+            if entries[entry.compiled] === entry { entries[entry.compiled] = nil }
         }
         entry.lock.withLock {
-            let kind: SubscriptionEvent.Kind
-            if entry.hasResult {
-                kind = .changes(WireChangeset(event.changeset, from: entry.rows, to: rows))
-            } else {
-                kind = .snapshot(columns: columns, rows: rows)
+            entry.ended = reason
+            for subscriber in entry.subscribers.values {
+                subscriber.handler(SubscriptionEvent(version: entry.version, kind: .ended(reason: reason), json: []))
             }
-            (entry.columns, entry.rows, entry.version, entry.lsn, entry.hasResult) = (columns, rows, event.version, event.tag, true)
-            let delivered = SubscriptionEvent(version: event.version, lsn: event.tag, kind: kind)
-            for handler in entry.subscribers.values { handler(delivered) }
+            entry.subscribers = [:]
         }
     }
 
-    /// A replica value on the wire, by its Postgres type: integers beyond ±2⁵³ and numerics as
-    /// strings, booleans as booleans, ±Infinity and NaN as strings, bytea as `\x` hex text.
-    static func wireValue(_ value: SQLValue, type: UInt32?) -> WireValue {
+    /// Converts the event's rows to the wire once, encodes the change once, and hands it to
+    /// every subscriber.
+    private static func receive(_ event: LiveQueryEvent<Row>, into entry: Shared) {
+        let rows = event.snapshot.map(entry.wireRow)
+        entry.lock.withLock {
+            let old = entry.rows
+            let hadResult = entry.hasResult
+            (entry.rows, entry.version, entry.hasResult, entry.snapshotJSON) = (rows, event.version, true, nil)
+            guard hadResult else {
+                for (id, subscriber) in entry.subscribers {
+                    subscriber.handler(firstEvent(of: entry, resumingFrom: subscriber.resumingFrom))
+                    entry.subscribers[id]?.resumingFrom = nil
+                }
+                return
+            }
+            let delivered = self.event(WireChangeset(event.changeset, from: old, to: rows), of: entry)
+            for subscriber in entry.subscribers.values { subscriber.handler(delivered) }
+        }
+    }
+
+    /// A replica value on the wire: integers beyond ±2⁵³ as strings (numerics are text
+    /// already), ±Infinity and NaN as strings, bytea as `\x` hex text (booleans, which need
+    /// their column's type, are made by the row's conversion).
+    static func wireValue(_ value: SQLValue) -> WireValue {
         switch value {
         case .null: return .null
         case .integer(let integer):
-            if type == PostgresTypes.OID.bool { return .bool(integer != 0) }
             return integer.magnitude <= 1 << 53 ? .integer(integer) : .text(String(integer))
         case .real(let real):
             if real.isFinite { return .real(real) }

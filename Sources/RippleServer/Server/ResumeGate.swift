@@ -1,0 +1,53 @@
+import Ripple
+
+/// Admits resumes at a bounded rate (a token bucket), so that a storm of reconnects costs the
+/// node a bounded amount of history reading per second: callers beyond the rate wait their
+/// turn, and beyond `maxWaiting` waiting callers are refused (told to retry later).
+final class ResumeGate: Sendable {
+    private struct State {
+        var tokens: Double
+        var refilled = ContinuousClock.now
+        var waiting = 0
+    }
+
+    private let perSecond: Double
+    private let maxWaiting: Int
+    private let state: Locked<State>
+
+    init(perSecond: Int, maxWaiting: Int) {
+        self.perSecond = Double(max(perSecond, 1))
+        self.maxWaiting = maxWaiting
+        state = Locked(State(tokens: Double(max(perSecond, 1))))
+    }
+
+    /// Waits for admission; `false` when too many wait already.
+    func admit() async -> Bool {
+        var counted = false
+        defer { if counted { state.withLock { $0.waiting -= 1 } } }
+        while true {
+            let wait = state.withLock { state -> Duration? in
+                let now = ContinuousClock.now
+                let elapsed = now - state.refilled
+                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                state.tokens = min(perSecond, state.tokens + seconds * perSecond)
+                state.refilled = now
+                if state.tokens >= 1 {
+                    state.tokens -= 1
+                    return nil
+                }
+                return .milliseconds(Int64(((1 - state.tokens) / perSecond * 1000).rounded(.up)))
+            }
+            guard let wait else { return true }
+            if !counted {
+                let admitted = state.withLock { state -> Bool in
+                    guard state.waiting < maxWaiting else { return false }
+                    state.waiting += 1
+                    return true
+                }
+                guard admitted else { return false }
+                counted = true
+            }
+            do { try await Task.sleep(for: wait) } catch { return false }
+        }
+    }
+}

@@ -1,0 +1,302 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import PostgresNIO
+import Ripple
+import RippleSync
+
+/// A Ripple Sync node: follows PostgreSQL into its replica (``ReplicaFeed``), evaluates
+/// subscriptions there (``SubscriptionHub``), and serves them over WebSocket at `/sync`, with
+/// `/health` and plain-text `/metrics` beside.
+///
+/// ```swift
+/// let server = try SyncServer(configuration: configuration)
+/// try await server.run()          // until the task is cancelled
+/// ```
+///
+/// The conversation on `/sync` is the protocol of `RippleSync` (its catalog's protocol page):
+/// one `changes` frame per Postgres transaction per socket, resumes by position, heartbeats.
+public final class SyncServer: Sendable {
+    public let configuration: SyncServerConfiguration
+    /// The replica (this node's SQLite store).
+    public let store: Store
+    let client: PostgresClient
+    let feed: ReplicaFeed
+    let timeline: ReplicaTimeline
+    let logger: Logger
+    let metrics = SyncMetrics()
+    let resumeGate: ResumeGate
+    /// The hub, made once the cluster is known (resume bases name it).
+    private let hubs = Locked<SubscriptionHub?>(nil)
+    /// Sockets with frames waiting for a version to finish, and every open socket.
+    private let frames = Locked(FrameState())
+    private let listening = Locked<(port: Int?, waiters: [CheckedContinuation<Int, any Error>])>((nil, []))
+    private let feedStatus = Locked(FeedStatus())
+
+    struct FrameState {
+        var dirty: [ObjectIdentifier: SyncSession] = [:]
+        var sessions: [ObjectIdentifier: SyncSession] = [:]
+    }
+
+    struct FeedStatus {
+        var readThrough = PGOutput.LSN(0)
+        var caughtUpAt: ContinuousClock.Instant?
+        var ready = false
+        var failure: String?
+    }
+
+    /// A server as `configuration` says (nothing runs until ``run()``).
+    ///
+    /// - Throws: ``SyncServerError`` for a secret shorter than 32 bytes; what opening the
+    ///   replica throws.
+    public init(configuration: SyncServerConfiguration, logger: Logger? = nil) throws {
+        guard configuration.secret.count >= 32 else { throw SyncServerError("the token secret must be at least 32 bytes") }
+        self.configuration = configuration
+        self.logger = logger ?? Logger(label: "ripple.server", factory: { _ in SwiftLogNoOpLogHandler() })
+        var storeConfiguration = Store.Configuration()
+        storeConfiguration.changeLogRetention = .versions(configuration.retainedVersions)
+        store = try Store(path: configuration.replicaPath, configuration: storeConfiguration)
+        client = PostgresClient(configuration: configuration.postgres, backgroundLogger: self.logger)
+        timeline = ReplicaTimeline(capacity: configuration.retainedVersions)
+        resumeGate = ResumeGate(perSecond: configuration.resumesPerSecond, maxWaiting: configuration.maxWaitingResumes)
+        var feedConfiguration = FeedConfiguration(tables: configuration.tables)
+        feedConfiguration.slot = configuration.slot
+        feedConfiguration.publication = configuration.publication
+        let timeline = timeline
+        let frames = frames
+        feed = ReplicaFeed(store: store, client: client, configuration: feedConfiguration) { commit in
+            Self.complete(commit, timeline: timeline, frames: frames)
+        }
+    }
+
+    /// The port the server listens on, once it does.
+    public var port: Int {
+        get async throws {
+            if let port = listening.withLock({ $0.port }) { return port }
+            return try await withCheckedThrowingContinuation { continuation in
+                let port = listening.withLock { state -> Int? in
+                    if state.port == nil { state.waiters.append(continuation) }
+                    return state.port
+                }
+                if let port { continuation.resume(returning: port) }
+            }
+        }
+    }
+
+    var hub: SubscriptionHub? { hubs.withLock { $0 } }
+
+    /// Runs the node until the task is cancelled: connects to Postgres, prepares the feed (a
+    /// fresh copy when the replica cannot resume), catches up, then listens and follows.
+    ///
+    /// - Throws: what Postgres, the feed or the listener throws (`CancellationError` when
+    ///   cancelled).
+    public func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await self.client.run() }
+            defer { group.cancelAll() }
+            do {
+                try await self.start()
+            } catch {
+                failListening(error)
+                throw error
+            }
+            group.addTask { try await self.follow() }
+            group.addTask { try await self.beat() }
+            group.addTask { try await self.serve() }
+            try await group.next()
+        }
+    }
+
+    /// Prepares the feed and the hub, and catches up once.
+    private func start() async throws {
+        try await feed.prepare()
+        try timeline.load(from: store)
+        try await feed.catchUp()
+        let cluster = try await feed.clusterIdentity()
+        hubs.withLock { $0 = SubscriptionHub(store: store, rules: configuration.rules, cluster: cluster) }
+        let read = try await feed.flushedPosition()
+        feedStatus.withLock { ($0.readThrough, $0.caughtUpAt, $0.ready) = (read, .now, true) }
+        if timeline.completed.version == 0 {
+            // A replica with no commit yet (nothing synced moved since its copy): it stands
+            // where the feed read through.
+            timeline.record(ReplicaCommit(version: try store.currentVersion(), position: await feed.consistentFrom, isCopy: true))
+        }
+    }
+
+    /// Follows Postgres: catches up whenever the flushed end of its WAL moved.
+    private func follow() async throws {
+        var seen = PGOutput.LSN(0)
+        while true {
+            try Task.checkCancellation()
+            let flushed = try await feed.flushedPosition()
+            if flushed != seen {
+                try await feed.catchUp()
+                seen = flushed
+                feedStatus.withLock { ($0.readThrough, $0.caughtUpAt) = (flushed, .now) }
+            } else {
+                feedStatus.withLock { $0.caughtUpAt = .now }
+                try await Task.sleep(for: configuration.pollInterval)
+            }
+        }
+    }
+
+    /// Tells idle sockets where they stand, every heartbeat interval.
+    private func beat() async throws {
+        while true {
+            try await Task.sleep(for: configuration.heartbeatInterval)
+            let (version, position) = timeline.completed
+            for session in frames.withLock({ Array($0.sessions.values) }) {
+                session.heartbeat(version: version, position: position)
+            }
+        }
+    }
+
+    // MARK: Frames
+
+    /// A replica commit finished: the sockets with frames waiting for it send them.
+    private static func complete(_ commit: ReplicaCommit, timeline: ReplicaTimeline, frames: Locked<FrameState>) {
+        let waiting = frames.withLock { state -> [SyncSession] in
+            timeline.record(commit)
+            defer { state.dirty = [:] }
+            return Array(state.dirty.values)
+        }
+        let (version, _) = timeline.completed
+        for session in waiting { session.flush(upTo: version) }
+    }
+
+    /// Files `event` for `session` under the version it belongs to: sent at once when that
+    /// version is finished, otherwise with the version's frame when it finishes.
+    func file(_ event: SubscriptionEvent, subscription id: String, generation: Int, for session: SyncSession) {
+        let flushNow = frames.withLock { state -> Int64? in
+            let completed = timeline.completed.version
+            let version = max(event.version, completed)
+            session.enqueue(event, subscription: id, generation: generation, at: version)
+            if version > completed {
+                state.dirty[ObjectIdentifier(session)] = session
+                return nil
+            }
+            return completed
+        }
+        if let flushNow { session.flush(upTo: flushNow) }
+    }
+
+    /// The position of a finished replica version (for labelling frames).
+    func position(of version: Int64) -> PGOutput.LSN { timeline.position(of: version) }
+
+    func register(_ session: SyncSession) -> Bool {
+        frames.withLock { state in
+            guard state.sessions.count < configuration.maxSockets else { return false }
+            state.sessions[ObjectIdentifier(session)] = session
+            metrics.sockets.withLock { $0 = state.sessions.count }
+            return true
+        }
+    }
+
+    func unregister(_ session: SyncSession) {
+        frames.withLock { state in
+            state.sessions[ObjectIdentifier(session)] = nil
+            state.dirty[ObjectIdentifier(session)] = nil
+            metrics.sockets.withLock { $0 = state.sessions.count }
+        }
+    }
+
+    /// The schema of a synced table, as the replica holds it now.
+    func schema(of table: String) async -> SyncedTableSchema? { await feed.schema(of: table) }
+
+    // MARK: HTTP
+
+    private func serve() async throws {
+        let router = Router()
+        router.get("/health") { _, _ -> Response in
+            let status = self.health()
+            return Response(status: status.ok ? .ok : .serviceUnavailable,
+                            headers: [.contentType: "text/plain; charset=utf-8"],
+                            body: .init(byteBuffer: ByteBuffer(string: status.text)))
+        }
+        router.get("/metrics") { _, _ -> Response in
+            let text = await self.metricsText()
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                            body: .init(byteBuffer: ByteBuffer(string: text)))
+        }
+        let sockets = Router(context: BasicWebSocketRequestContext.self)
+        sockets.ws("/sync") { inbound, outbound, _ in
+            let session = SyncSession(server: self)
+            await session.run(inbound: inbound, outbound: outbound)
+        }
+        let ws = WebSocketServerConfiguration(maxFrameSize: max(configuration.maxMessageBytes * 4, 1 << 16),
+                                              autoPing: .enabled(timePeriod: .seconds(30)), closeTimeout: .seconds(2))
+        let app = Application(
+            router: router,
+            server: .http1WebSocketUpgrade(webSocketRouter: sockets, configuration: .init(ws: ws)),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ripple-server"),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? 0
+                let waiters = self.listening.withLock { state -> [CheckedContinuation<Int, any Error>] in
+                    state.port = port
+                    defer { state.waiters = [] }
+                    return state.waiters
+                }
+                for waiter in waiters { waiter.resume(returning: port) }
+            },
+            logger: logger)
+        try await app.run()
+    }
+
+    private func failListening(_ error: any Error) {
+        let waiters = listening.withLock { state -> [CheckedContinuation<Int, any Error>] in
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(throwing: error) }
+    }
+
+    private func health() -> (ok: Bool, text: String) {
+        let status = feedStatus.withLock { $0 }
+        guard status.ready else { return (false, "starting\n") }
+        if let failure = status.failure { return (false, "failing: \(failure)\n") }
+        return (true, "ok\n")
+    }
+
+    /// The node's figures in Prometheus's text format.
+    func metricsText() async -> String {
+        let status = feedStatus.withLock { $0 }
+        let flushed = (try? await feed.flushedPosition()) ?? status.readThrough
+        let lagBytes = flushed.value > status.readThrough.value ? flushed.value - status.readThrough.value : 0
+        let behind = lagBytes == 0 ? Duration.zero : status.caughtUpAt.map { ContinuousClock.now - $0 } ?? .zero
+        let lagSeconds = Double(behind.components.seconds) + Double(behind.components.attoseconds) / 1e18
+        let (version, position) = timeline.completed
+        var lines: [String] = []
+        func add(_ name: String, _ help: String, _ type: String, _ value: String) {
+            lines.append("# HELP \(name) \(help)")
+            lines.append("# TYPE \(name) \(type)")
+            lines.append("\(name) \(value)")
+        }
+        add("ripple_sockets", "Open WebSocket connections.", "gauge", String(metrics.sockets.withLock { $0 }))
+        add("ripple_subscriptions", "Subscriptions held by open sockets.", "gauge", String(metrics.subscriptions.withLock { $0 }))
+        add("ripple_live_queries", "Live queries evaluating them (equal subscriptions share one).", "gauge",
+            String(hub?.liveQueryCount ?? 0))
+        add("ripple_sent_bytes_total", "Bytes of frames sent to clients.", "counter", String(metrics.sentBytes.withLock { $0 }))
+        add("ripple_sent_frames_total", "Frames sent to clients.", "counter", String(metrics.sentFrames.withLock { $0 }))
+        add("ripple_dropped_sockets_total", "Sockets dropped for not reading their frames.", "counter",
+            String(metrics.droppedSockets.withLock { $0 }))
+        add("ripple_refused_sockets_total", "Sockets refused beyond the configured limit.", "counter",
+            String(metrics.refusedSockets.withLock { $0 }))
+        add("ripple_replica_version", "The replica's newest finished version.", "gauge", String(version))
+        add("ripple_replica_position", "The Postgres position the replica stands at (as a number).", "gauge", String(position.value))
+        add("ripple_replica_lag_bytes", "WAL Postgres flushed that the feed has not read yet.", "gauge", String(lagBytes))
+        add("ripple_replica_lag_seconds", "How long the feed has been behind (0 when caught up).", "gauge", String(lagSeconds))
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+/// The node's counters.
+final class SyncMetrics: Sendable {
+    let sockets = Locked(0)
+    let subscriptions = Locked(0)
+    let sentBytes = Locked(0)
+    let sentFrames = Locked(0)
+    let droppedSockets = Locked(0)
+    let refusedSockets = Locked(0)
+}

@@ -1,0 +1,77 @@
+import Foundation
+import PostgresNIO
+import Ripple
+
+/// What a ``SyncServer`` serves, from where, and within which limits.
+public struct SyncServerConfiguration: Sendable {
+    /// The PostgreSQL database the server follows (the system of record).
+    public var postgres: PostgresClient.Configuration
+    /// The synced tables of its `public` schema (each needs a primary key).
+    public var tables: [String]
+    /// Who may read what (see ``SyncRules``).
+    public var rules: SyncRules
+    /// The secret tokens are signed with (at least 32 bytes; see ``SyncToken``).
+    public var secret: [UInt8]
+    /// The replica's SQLite file (this node's own; see ``ReplicaFeed``).
+    public var replicaPath: String
+
+    /// The address to listen on.
+    public var host = "127.0.0.1"
+    /// The port to listen on; 0 lets the system choose (``SyncServer/port`` tells which).
+    public var port = 8080
+    /// This node's replication slot (one per node).
+    public var slot = "ripple_node"
+    /// The publication of the synced tables.
+    public var publication = "ripple_sync"
+
+    /// Sockets admitted at once; a socket beyond them gets a `retry_later` error and is closed.
+    public var maxSockets = 10_000
+    /// Subscriptions one socket may hold.
+    public var maxSubscriptionsPerSocket = 100
+    /// The longest message a client may send (longer ones get a `message_too_large` error).
+    public var maxMessageBytes = 256 * 1024
+    /// Bytes of frames waiting for a socket that does not read, beyond which the socket is
+    /// dropped with a `slow_consumer` error (its client reconnects and resumes).
+    public var maxQueuedBytes = 16 * 1024 * 1024
+    /// How often a socket hears the position it stands at when nothing changed for it.
+    public var heartbeatInterval: Duration = .seconds(5)
+    /// How long a socket may stay open without a valid `hello`.
+    public var helloTimeout: Duration = .seconds(10)
+    /// Resumes (changesets reconstructed from the replica's history) admitted per second;
+    /// more wait, and beyond `maxWaitingResumes` get a `retry_later` error.
+    public var resumesPerSecond = 500
+    /// Resumes that may wait for admission at once.
+    public var maxWaitingResumes = 1_000
+    /// How long a resume from a position the replica has not reached yet waits for it.
+    public var resumeCatchUpTimeout: Duration = .seconds(10)
+    /// How many replica versions the change log keeps for resumes (older positions get a
+    /// snapshot).
+    public var retainedVersions = 100_000
+    /// How often the feed looks whether Postgres flushed more WAL.
+    public var pollInterval: Duration = .milliseconds(2)
+
+    public init(postgres: PostgresClient.Configuration, tables: [String], rules: SyncRules, secret: [UInt8],
+                replicaPath: String) {
+        (self.postgres, self.tables, self.rules, self.secret, self.replicaPath) = (postgres, tables, rules, secret, replicaPath)
+    }
+
+    /// The configuration for a `postgres://user:password@host:port/database` URL.
+    ///
+    /// - Throws: ``SyncServerError`` when the URL is not one.
+    public static func postgres(url: String) throws -> PostgresClient.Configuration {
+        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
+              let host = components.host, !host.isEmpty, let user = components.user else {
+            throw SyncServerError("\(url) is not a postgres://user[:password]@host[:port]/database URL")
+        }
+        let database = String(components.path.drop(while: { $0 == "/" }))
+        return PostgresClient.Configuration(host: host, port: components.port ?? 5432, username: user,
+                                            password: components.password, database: database.isEmpty ? nil : database,
+                                            tls: .disable)
+    }
+}
+
+/// The server could not start or go on, and why.
+public struct SyncServerError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,122 @@
+/// Compact JSON written straight into bytes: the server encodes each changeset and result once
+/// and splices the bytes into every socket's frame, so encoding must be cheap and its pieces
+/// must concatenate. (Foundation's encoder allocates a tree per value and cannot splice.)
+package struct JSONBytes {
+    package private(set) var bytes: [UInt8] = []
+
+    package init(reservingCapacity capacity: Int = 256) { bytes.reserveCapacity(capacity) }
+
+    /// Appends JSON text as it is (a piece written by this type, or a literal).
+    package mutating func raw(_ text: String) { bytes.append(contentsOf: text.utf8) }
+    package mutating func raw(_ piece: [UInt8]) { bytes.append(contentsOf: piece) }
+
+    package mutating func integer(_ value: Int64) { bytes.append(contentsOf: String(value).utf8) }
+
+    /// A finite number in its shortest form that reads back the same; ±Infinity and NaN, which
+    /// JSON cannot spell, as the strings Postgres prints for them.
+    package mutating func real(_ value: Double) {
+        if value.isFinite {
+            bytes.append(contentsOf: value.description.utf8)
+        } else {
+            string(value.isNaN ? "NaN" : value > 0 ? "Infinity" : "-Infinity")
+        }
+    }
+
+    /// A JSON string: `"`, `\` and control characters escaped, everything else as UTF-8.
+    package mutating func string(_ value: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0..<0x20:
+                let digits = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: Array(#"\u00"#.utf8))
+                bytes.append(digits[Int(byte >> 4)])
+                bytes.append(digits[Int(byte & 15)])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    package mutating func value(_ value: WireValue) {
+        switch value {
+        case .null: raw("null")
+        case .bool(let bool): raw(bool ? "true" : "false")
+        case .integer(let integer): self.integer(integer)
+        case .real(let real): self.real(real)
+        case .text(let text): string(text)
+        }
+    }
+
+    package mutating func row(_ row: [WireValue]) {
+        bytes.append(UInt8(ascii: "["))
+        for (offset, item) in row.enumerated() {
+            if offset > 0 { bytes.append(UInt8(ascii: ",")) }
+            value(item)
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    package mutating func strings(_ list: [String]) {
+        bytes.append(UInt8(ascii: "["))
+        for (offset, item) in list.enumerated() {
+            if offset > 0 { bytes.append(UInt8(ascii: ",")) }
+            string(item)
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    package mutating func integers(_ list: [Int]) {
+        bytes.append(UInt8(ascii: "["))
+        for (offset, item) in list.enumerated() {
+            if offset > 0 { bytes.append(UInt8(ascii: ",")) }
+            integer(Int64(item))
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// A ``WireSnapshot`` as its JSON object.
+    package mutating func snapshot(_ snapshot: WireSnapshot) {
+        raw(#"{"basis":"#); string(snapshot.basis)
+        raw(#","columns":"#); strings(snapshot.columns)
+        raw(#","types":"#); strings(snapshot.types)
+        raw(#","key":"#); integers(snapshot.key)
+        raw(#","rows":["#)
+        for (offset, item) in snapshot.rows.enumerated() {
+            if offset > 0 { bytes.append(UInt8(ascii: ",")) }
+            row(item)
+        }
+        raw("]}")
+    }
+
+    /// A ``WireChangeset`` as its JSON object (the form its `Codable` conformance reads).
+    package mutating func changeset(_ changeset: WireChangeset) {
+        raw(#"{"deletes":"#); integers(changeset.deletes)
+        raw(#","inserts":["#)
+        for (offset, insert) in changeset.inserts.enumerated() {
+            if offset > 0 { raw(",") }
+            raw("["); integer(Int64(insert.index)); raw(","); row(insert.row); raw("]")
+        }
+        raw(#"],"moves":["#)
+        for (offset, move) in changeset.moves.enumerated() {
+            if offset > 0 { raw(",") }
+            raw("["); integer(Int64(move.old)); raw(","); integer(Int64(move.new)); raw("]")
+        }
+        raw(#"],"updates":["#)
+        for (offset, update) in changeset.updates.enumerated() {
+            if offset > 0 { raw(",") }
+            raw("["); integer(Int64(update.old)); raw(","); integer(Int64(update.new)); raw(",{")
+            for (index, (column, value)) in update.columns.sorted(by: { $0.key < $1.key }).enumerated() {
+                if index > 0 { raw(",") }
+                string(String(column)); raw(":"); self.value(value)
+            }
+            raw("}]")
+        }
+        raw("]}")
+    }
+}

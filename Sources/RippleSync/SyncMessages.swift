@@ -1,0 +1,245 @@
+/// The messages of Ripple Sync's WebSocket protocol (`/sync`, JSON text frames, protocol 1).
+/// The protocol page of this catalog describes each one and the rules of the conversation;
+/// these types are its Swift form, shared by the server and the Swift client.
+public enum SyncProtocol {
+    /// The protocol version this library speaks.
+    public static let version = 1
+}
+
+/// Where a subscription's result stands, as a client keeps it to resume: the `basis` its
+/// result came with (the Postgres cluster and timeline, and a digest of the user, the rules and
+/// the query), and the Postgres commit position (`lsn`, as Postgres prints it: `16/B374D848`) of
+/// the last frame or heartbeat it applied.
+public struct ResumePoint: Codable, Hashable, Sendable {
+    public var basis: String
+    public var lsn: String
+
+    public init(basis: String, lsn: String) { (self.basis, self.lsn) = (basis, lsn) }
+}
+
+/// A message a client sends.
+public enum ClientMessage: Hashable, Sendable {
+    /// Opens the conversation: the protocol the client speaks and its signed token.
+    case hello(protocol: Int, token: String)
+    /// Subscribes to a query under an id the client chose (unique on the socket); `resume`: where
+    /// the client's copy of this same subscription stands, to be brought up to date by one
+    /// changeset instead of a snapshot when the server can.
+    case subscribe(id: String, query: QueryDescription, resume: ResumePoint?)
+    /// Ends a subscription.
+    case unsubscribe(id: String)
+    /// Asks for a `pong` (with the position the socket is at).
+    case ping
+}
+
+extension ClientMessage: Codable {
+    enum CodingKeys: String, CodingKey { case type, `protocol`, token, id, query, resume }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let type = try container.decode(String.self, forKey: .type)
+        switch type {
+        case "hello":
+            self = .hello(protocol: try container.decode(Int.self, forKey: .protocol),
+                          token: try container.decode(String.self, forKey: .token))
+        case "subscribe":
+            self = .subscribe(id: try container.decode(String.self, forKey: .id),
+                              query: try container.decode(QueryDescription.self, forKey: .query),
+                              resume: try container.decodeIfPresent(ResumePoint.self, forKey: .resume))
+        case "unsubscribe":
+            self = .unsubscribe(id: try container.decode(String.self, forKey: .id))
+        case "ping":
+            self = .ping
+        default:
+            throw DecodingError.dataCorruptedError(forKey: .type, in: container, debugDescription: "unknown message type \(type)")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .hello(let version, let token):
+            try container.encode("hello", forKey: .type)
+            try container.encode(version, forKey: .protocol)
+            try container.encode(token, forKey: .token)
+        case .subscribe(let id, let query, let resume):
+            try container.encode("subscribe", forKey: .type)
+            try container.encode(id, forKey: .id)
+            try container.encode(query, forKey: .query)
+            try container.encodeIfPresent(resume, forKey: .resume)
+        case .unsubscribe(let id):
+            try container.encode("unsubscribe", forKey: .type)
+            try container.encode(id, forKey: .id)
+        case .ping:
+            try container.encode("ping", forKey: .type)
+        }
+    }
+}
+
+/// A subscription's whole result, as a `changes` frame carries it for a new subscription (or
+/// instead of a changeset larger than the result).
+public struct WireSnapshot: Codable, Hashable, Sendable {
+    /// What a resume of this subscription must present (see ``ResumePoint``).
+    public var basis: String
+    /// The result's column names, in the rows' order.
+    public var columns: [String]
+    /// Each column's Postgres type name (`int8`, `text`, `numeric`…), which says how to read its
+    /// values (see the protocol page).
+    public var types: [String]
+    /// The positions, in `columns`, of the table's primary key.
+    public var key: [Int]
+    /// The rows, in the query's order, each an array in `columns`' order.
+    public var rows: [[WireValue]]
+
+    public init(basis: String, columns: [String], types: [String], key: [Int], rows: [[WireValue]]) {
+        (self.basis, self.columns, self.types, self.key, self.rows) = (basis, columns, types, key, rows)
+    }
+}
+
+/// A message the server sends.
+public enum ServerMessage: Hashable, Sendable {
+    /// The answer to `hello`: the user the token names, the position the socket starts at,
+    /// how often heartbeats come, and the socket's limits.
+    case welcome(Welcome)
+    /// One Postgres transaction (or, for new and resumed subscriptions, the position they were
+    /// read at): for each of the socket's subscriptions it changed, a changeset or a whole
+    /// result. After it, every subscription of the socket stands at `lsn`.
+    case changes(lsn: String, snapshots: [String: WireSnapshot], changesets: [String: WireChangeset])
+    /// Nothing changed for this socket's subscriptions up to `lsn`: their resume points move to it.
+    case heartbeat(lsn: String)
+    /// The answer to `ping`.
+    case pong(lsn: String)
+    /// Something was refused or ended; `id` names the subscription it concerns, if one does.
+    /// A socket stays open after an error unless the code says otherwise (see ``SyncErrorCode``).
+    case error(code: SyncErrorCode, message: String, id: String?)
+
+    public struct Welcome: Codable, Hashable, Sendable {
+        public var `protocol`: Int
+        public var user: String
+        public var lsn: String
+        public var heartbeatMilliseconds: Int
+        public var maxSubscriptions: Int
+        public var maxMessageBytes: Int
+
+        public init(protocol: Int, user: String, lsn: String, heartbeatMilliseconds: Int, maxSubscriptions: Int,
+                    maxMessageBytes: Int) {
+            (self.protocol, self.user, self.lsn, self.heartbeatMilliseconds) = (`protocol`, user, lsn, heartbeatMilliseconds)
+            (self.maxSubscriptions, self.maxMessageBytes) = (maxSubscriptions, maxMessageBytes)
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case `protocol`, user, lsn, heartbeatMilliseconds = "heartbeat_ms", maxSubscriptions = "max_subscriptions"
+            case maxMessageBytes = "max_message_bytes"
+        }
+    }
+}
+
+/// Why the server refused a message or ended a subscription or a socket. The raw values are
+/// the `code` of `error` frames.
+public enum SyncErrorCode: String, Codable, Hashable, Sendable, CaseIterable {
+    /// The frame is not JSON, not a text frame, or not a message of the protocol.
+    case malformed
+    /// A message of a type the protocol does not have.
+    case unknownMessage = "unknown_message"
+    /// `hello` names a protocol version the server does not speak (the socket closes).
+    case unsupportedProtocol = "unsupported_protocol"
+    /// A message other than `hello` came first, or a second `hello`.
+    case outOfOrder = "out_of_order"
+    /// The token is not valid: malformed, forged, or signed with another secret (the socket closes).
+    case unauthorized
+    /// The token's expiry passed, at `hello` or later on an open socket (the socket closes).
+    case tokenExpired = "token_expired"
+    /// The query does not fit the table: unknown table or column, a value of the wrong type, an
+    /// operator the column's type does not support.
+    case invalidQuery = "invalid_query"
+    /// The rules do not let this user read the table.
+    case forbidden
+    /// The socket holds as many subscriptions as it may.
+    case tooManySubscriptions = "too_many_subscriptions"
+    /// `subscribe` reused an id the socket already subscribed under.
+    case duplicateSubscription = "duplicate_subscription"
+    /// `unsubscribe` named no subscription of the socket.
+    case unknownSubscription = "unknown_subscription"
+    /// A message longer than the socket's `max_message_bytes`.
+    case messageTooLarge = "message_too_large"
+    /// The client did not read its frames: more than the server's bound waited for it (the
+    /// socket closes; reconnect and resume).
+    case slowConsumer = "slow_consumer"
+    /// The server is at its limit of sockets or resumes: try again after a while (the socket
+    /// closes when it was the socket's admission).
+    case retryLater = "retry_later"
+    /// The subscription ended: its table was dropped, or its query no longer fits its table.
+    case subscriptionEnded = "subscription_ended"
+    /// The server failed; the message says how.
+    case internalError = "internal"
+}
+
+extension ServerMessage: Decodable {
+    enum CodingKeys: String, CodingKey { case type, lsn, snapshots, changesets, code, message, id }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let type = try container.decode(String.self, forKey: .type)
+        switch type {
+        case "welcome": self = .welcome(try Welcome(from: decoder))
+        case "changes":
+            self = .changes(lsn: try container.decode(String.self, forKey: .lsn),
+                            snapshots: try container.decodeIfPresent([String: WireSnapshot].self, forKey: .snapshots) ?? [:],
+                            changesets: try container.decodeIfPresent([String: WireChangeset].self, forKey: .changesets) ?? [:])
+        case "heartbeat": self = .heartbeat(lsn: try container.decode(String.self, forKey: .lsn))
+        case "pong": self = .pong(lsn: try container.decode(String.self, forKey: .lsn))
+        case "error":
+            let code = try container.decode(String.self, forKey: .code)
+            self = .error(code: SyncErrorCode(rawValue: code) ?? .internalError,
+                          message: try container.decode(String.self, forKey: .message),
+                          id: try container.decodeIfPresent(String.self, forKey: .id))
+        default:
+            throw DecodingError.dataCorruptedError(forKey: .type, in: container, debugDescription: "unknown message type \(type)")
+        }
+    }
+}
+
+extension ServerMessage {
+    /// The message as the server writes it (compact JSON, keys in a fixed order).
+    public var json: [UInt8] {
+        var out = JSONBytes()
+        switch self {
+        case .welcome(let welcome):
+            out.raw(#"{"type":"welcome","protocol":"#); out.integer(Int64(welcome.protocol))
+            out.raw(#","user":"#); out.string(welcome.user)
+            out.raw(#","lsn":"#); out.string(welcome.lsn)
+            out.raw(#","heartbeat_ms":"#); out.integer(Int64(welcome.heartbeatMilliseconds))
+            out.raw(#","max_subscriptions":"#); out.integer(Int64(welcome.maxSubscriptions))
+            out.raw(#","max_message_bytes":"#); out.integer(Int64(welcome.maxMessageBytes))
+            out.raw("}")
+        case .changes(let lsn, let snapshots, let changesets):
+            out.raw(#"{"type":"changes","lsn":"#); out.string(lsn)
+            if !snapshots.isEmpty {
+                out.raw(#","snapshots":{"#)
+                for (offset, (id, snapshot)) in snapshots.sorted(by: { $0.key < $1.key }).enumerated() {
+                    if offset > 0 { out.raw(",") }
+                    out.string(id); out.raw(":"); out.snapshot(snapshot)
+                }
+                out.raw("}")
+            }
+            if !changesets.isEmpty {
+                out.raw(#","changesets":{"#)
+                for (offset, (id, changeset)) in changesets.sorted(by: { $0.key < $1.key }).enumerated() {
+                    if offset > 0 { out.raw(",") }
+                    out.string(id); out.raw(":"); out.changeset(changeset)
+                }
+                out.raw("}")
+            }
+            out.raw("}")
+        case .heartbeat(let lsn):
+            out.raw(#"{"type":"heartbeat","lsn":"#); out.string(lsn); out.raw("}")
+        case .pong(let lsn):
+            out.raw(#"{"type":"pong","lsn":"#); out.string(lsn); out.raw("}")
+        case .error(let code, let message, let id):
+            out.raw(#"{"type":"error","code":"#); out.string(code.rawValue)
+            out.raw(#","message":"#); out.string(message)
+            if let id { out.raw(#","id":"#); out.string(id) }
+            out.raw("}")
+        }
+        return out.bytes
+    }
+}

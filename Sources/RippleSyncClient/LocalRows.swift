@@ -1,0 +1,129 @@
+import Foundation
+import Ripple
+import RippleSync
+
+/// One subscription's change in one frame, as the local store takes it.
+struct LocalChange {
+    var subscription: String
+    var table: String
+    var columns: [String]
+    var types: [String]
+    var key: [Int]
+    var old: [[WireValue]]
+    var new: [[WireValue]]
+    /// New indices of the rows to write (inserted or updated); `nil`: every row (a snapshot).
+    var written: [Int]?
+    /// The subscription's first result in this process: the rows it held before are read from
+    /// the store's holds instead of `old`.
+    var isFirst: Bool
+}
+
+/// The rows of a client's subscriptions in its local store: a synced table of the same name and
+/// columns as on the server (values as ``WireTypes`` says), and `ripple_sync_holds`, which
+/// subscription holds which row — a row stays while any subscription holds it.
+enum LocalRows {
+    static func prepare(_ db: Database) throws {
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS ripple_sync_holds(
+                table_name TEXT NOT NULL, row_key TEXT NOT NULL, subscription TEXT NOT NULL,
+                PRIMARY KEY (table_name, row_key, subscription)) WITHOUT ROWID
+            """)
+        try db.execute("CREATE INDEX IF NOT EXISTS ripple_sync_holds_by_subscription ON ripple_sync_holds(subscription)")
+    }
+
+    /// Applies `changes` in `db` (one write: the app's live queries see one change).
+    static func apply(_ changes: [LocalChange], in db: Database) throws {
+        for change in changes { try apply(change, in: db) }
+    }
+
+    /// Forgets `subscription`'s holds, deleting the rows no other subscription holds.
+    static func release(_ subscription: String, in db: Database) throws {
+        let held = try db.fetchAll("SELECT table_name, row_key FROM ripple_sync_holds WHERE subscription = ?", [subscription])
+        try db.execute("DELETE FROM ripple_sync_holds WHERE subscription = ?", [subscription])
+        for row in held {
+            let table = try row.value("table_name", as: String.self)
+            let key = try row.value("row_key", as: String.self)
+            try deleteIfUnheld(table: table, key: key, in: db)
+        }
+    }
+
+    private static func apply(_ change: LocalChange, in db: Database) throws {
+        try ensureTable(change, in: db)
+        let table = SQLIdentifier.quoted(change.table)
+        let keyNames = change.key.map { change.columns[$0] }
+        func keyText(_ row: [WireValue]) -> String {
+            var out = JSONBytes()
+            out.row(change.key.map { row[$0] })
+            return String(decoding: out.bytes, as: UTF8.self)
+        }
+        let newKeys = change.new.map(keyText)
+        let newSet = Set(newKeys)
+        let oldSet: Set<String> = if change.isFirst {
+            Set(try db.fetchAll("SELECT row_key FROM ripple_sync_holds WHERE subscription = ? AND table_name = ?",
+                                [change.subscription, change.table]).map { try $0.value("row_key", as: String.self) })
+        } else {
+            Set(change.old.map(keyText))
+        }
+        // Rows this subscription no longer holds: gone when no other subscription holds them.
+        for key in oldSet where !newSet.contains(key) {
+            try db.execute("DELETE FROM ripple_sync_holds WHERE table_name = ? AND row_key = ? AND subscription = ?",
+                           [change.table, key, change.subscription])
+            try deleteIfUnheld(table: change.table, key: key, in: db)
+        }
+        for key in newSet where !oldSet.contains(key) {
+            try db.execute("INSERT OR IGNORE INTO ripple_sync_holds VALUES (?, ?, ?)", [change.table, key, change.subscription])
+        }
+        // Written rows: inserted, or updated where a value differs (an unchanged row is not
+        // touched, so the app's live queries do not see it change).
+        let names = change.columns.map(SQLIdentifier.quoted)
+        let keys = keyNames.map(SQLIdentifier.quoted).joined(separator: ", ")
+        let others = change.columns.indices.filter { !change.key.contains($0) }
+        var sql = "INSERT INTO \(table) (\(names.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))"
+        if others.isEmpty {
+            sql += " ON CONFLICT (\(keys)) DO NOTHING"
+        } else {
+            let set = others.map { "\(names[$0]) = excluded.\(names[$0])" }.joined(separator: ", ")
+            let differs = others.map { "\(names[$0]) IS NOT excluded.\(names[$0])" }.joined(separator: " OR ")
+            sql += " ON CONFLICT (\(keys)) DO UPDATE SET \(set) WHERE \(differs)"
+        }
+        for index in change.written ?? Array(change.new.indices) {
+            let row = change.new[index]
+            let values = try zip(row, change.types).map { value, type in try WireTypes.localValue(value, type: type) }
+            try db.execute(sql, values)
+        }
+    }
+
+    private static func deleteIfUnheld(table: String, key: String, in db: Database) throws {
+        guard try db.fetchValue("SELECT 1 FROM ripple_sync_holds WHERE table_name = ? AND row_key = ? LIMIT 1",
+                                [table, key], as: Int.self) == nil else { return }
+        let layout = try db.fetchAll("SELECT name, type FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", [table])
+        let values = try JSONDecoder().decode([WireValue].self, from: Data(key.utf8))
+        guard layout.count == values.count else { throw SyncClientError("the key \(key) does not fit table \(table)") }
+        var condition: [String] = []
+        var arguments: [SQLValue] = []
+        for (column, value) in zip(layout, values) {
+            let name = try column.value("name", as: String.self)
+            let declared = try column.value("type", as: String.self)
+            condition.append("\(SQLIdentifier.quoted(name)) = ?")
+            // The column's declared type names the wire type it was made for (see WireTypes).
+            let type = switch declared { case "INTEGER": "int8"; case "REAL": "float8"; case "BLOB": "bytea"; default: "text" }
+            arguments.append(try WireTypes.localValue(value, type: type))
+        }
+        try db.execute("DELETE FROM \(SQLIdentifier.quoted(table)) WHERE \(condition.joined(separator: " AND "))", arguments)
+    }
+
+    /// Creates the synced table, or adds the columns a subscription brings that it lacks.
+    private static func ensureTable(_ change: LocalChange, in db: Database) throws {
+        let existing = try db.fetchAll("SELECT name FROM pragma_table_info(?)", [change.table]).map { try $0.value("name", as: String.self) }
+        let table = SQLIdentifier.quoted(change.table)
+        if existing.isEmpty {
+            let columns = zip(change.columns, change.types).map { "\(SQLIdentifier.quoted($0)) \(WireTypes.columnType(of: $1))" }
+            let key = change.key.map { SQLIdentifier.quoted(change.columns[$0]) }.joined(separator: ", ")
+            try db.execute("CREATE TABLE \(table) (\(columns.joined(separator: ", ")), PRIMARY KEY (\(key)))")
+            return
+        }
+        for (name, type) in zip(change.columns, change.types) where !existing.contains(name) {
+            try db.execute("ALTER TABLE \(table) ADD COLUMN \(SQLIdentifier.quoted(name)) \(WireTypes.columnType(of: type))")
+        }
+    }
+}

@@ -1,0 +1,319 @@
+import Foundation
+import Logging
+import Ripple
+import RippleDiff
+import RippleSync
+import WSClient
+
+/// A Ripple Sync client: keeps the rows of its subscriptions in a local Ripple store, so that
+/// the app's own live queries over that store fire as the server's data changes, and hands
+/// remote live queries the server's changesets directly.
+///
+/// ```swift
+/// let client = SyncClient(url: "ws://127.0.0.1:8080/sync", store: store) { try await fetchToken() }
+/// await client.start()
+/// try await client.subscribe("open-todos", QueryDescription(table: "todos",
+///     filter: .compare(column: "done", op: .equal, value: .bool(false))))
+/// // The app reads `todos` from `store` as usual; its live queries follow the server.
+/// ```
+///
+/// The client reconnects by itself (with backoff) and resumes each subscription from the
+/// position it reached: one changeset brings it up to date, or a snapshot when the server
+/// cannot (see the protocol page). Each `changes` frame is applied in one local write, so a
+/// Postgres transaction reaches the app's live queries whole.
+public actor SyncClient {
+    /// The local store the rows are kept in.
+    public nonisolated let store: Store
+    /// The server's `/sync` address (`ws://…` or `wss://…`).
+    public nonisolated let url: String
+    private let token: @Sendable () async throws -> String
+    private let logger: Logger
+    /// What happens on the connection, for an app's status line and for tests.
+    public nonisolated let events: AsyncStream<SyncClientEvent>
+    private let eventSink: AsyncStream<SyncClientEvent>.Continuation
+
+    /// The delay before the first reconnect, doubled after each failed one up to `maxBackoff`.
+    public var minBackoff: Duration = .milliseconds(100)
+    public var maxBackoff: Duration = .seconds(30)
+
+    /// Sets the reconnect delays: `min` after a connection that was welcomed, doubling up to `max`.
+    public func setBackoff(min: Duration, max: Duration) { (minBackoff, maxBackoff) = (min, max) }
+
+    private var subscriptions: [String: ClientSubscription] = [:]
+    private var outbound: WebSocketOutboundWriter?
+    private var connection: Task<Void, Never>?
+    private var welcomed = false
+    private var nextRemote = 0
+
+    struct ClientSubscription {
+        var query: QueryDescription
+        var remote: AsyncThrowingStream<RemoteQueryEvent, any Error>.Continuation?
+        var result: WireResult?
+        var isFirstLocal = true
+    }
+
+    /// A subscription's result as the server last sent it.
+    struct WireResult {
+        var basis: String
+        var columns: [String]
+        var types: [String]
+        var key: [Int]
+        var rows: [[WireValue]]
+        var lsn: String
+    }
+
+    /// A client of the server at `url` keeping rows in `store`; `token` gives a signed token
+    /// each time the client connects (fetch a fresh one when it expires).
+    public init(url: String, store: Store, logger: Logger? = nil, token: @escaping @Sendable () async throws -> String) {
+        self.url = url
+        self.store = store
+        self.token = token
+        self.logger = logger ?? Logger(label: "ripple.sync.client", factory: { _ in SwiftLogNoOpLogHandler() })
+        (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+    }
+
+    /// Connects, and keeps connecting until ``stop()``.
+    ///
+    /// - Throws: what preparing the local store throws.
+    public func start() throws {
+        guard connection == nil else { return }
+        try store.write(origin: .sync, tag: nil) { db in try LocalRows.prepare(db) }
+        connection = Task { await self.connectLoop() }
+    }
+
+    /// Disconnects and stops reconnecting; the local rows stay.
+    public func stop() async {
+        let task = connection
+        connection = nil
+        task?.cancel()
+        await task?.value
+    }
+
+    /// Subscribes under `id` (the app's name for it, stable across launches: the rows it held in
+    /// an earlier launch are replaced by its first result); its rows are kept in the local store.
+    ///
+    /// - Throws: ``SyncClientError`` when the client already has a subscription `id`.
+    public func subscribe(_ id: String, _ query: QueryDescription) async throws {
+        guard subscriptions[id] == nil else { throw SyncClientError("the client already has a subscription \(id)") }
+        subscriptions[id] = ClientSubscription(query: query)
+        await send(.subscribe(id: id, query: query, resume: nil))
+    }
+
+    /// Ends subscription `id`; `removingRows`: also deletes the local rows no other subscription
+    /// holds (otherwise they stay, no longer updated).
+    public func unsubscribe(_ id: String, removingRows: Bool = true) async throws {
+        let existed = subscriptions.removeValue(forKey: id) != nil
+        if existed { await send(.unsubscribe(id: id)) }
+        if removingRows { try store.write(origin: .sync, tag: nil) { db in try LocalRows.release(id, in: db) } }
+    }
+
+    /// A live query evaluated by the server: its events carry the rows and a changeset to
+    /// apply to a list, without keeping a copy in the local store. Ends when the loop ends.
+    public func remoteQuery(_ query: QueryDescription) -> RemoteLiveQuery {
+        nextRemote += 1
+        let id = "remote-\(nextRemote)"
+        let (stream, continuation) = AsyncThrowingStream<RemoteQueryEvent, any Error>.makeStream(bufferingPolicy: .unbounded)
+        subscriptions[id] = ClientSubscription(query: query, remote: continuation)
+        continuation.onTermination = { _ in Task { await self.endRemote(id) } }
+        Task { await self.send(.subscribe(id: id, query: query, resume: nil)) }
+        return RemoteLiveQuery(stream: stream)
+    }
+
+    private func endRemote(_ id: String) async {
+        guard subscriptions.removeValue(forKey: id) != nil else { return }
+        await send(.unsubscribe(id: id))
+    }
+
+    /// The position subscription `id` stands at (`nil` before its first result).
+    public func position(of id: String) -> String? { subscriptions[id]?.result?.lsn }
+
+    /// The rows subscription `id` holds, in the query's order, as the wire has them.
+    public func rows(of id: String) -> [[WireValue]]? { subscriptions[id]?.result?.rows }
+
+    // MARK: The connection
+
+    private func connectLoop() async {
+        var delay = minBackoff
+        while !Task.isCancelled {
+            welcomed = false
+            do {
+                let token = try await token()
+                var configuration = WebSocketClientConfiguration()
+                configuration.maxFrameSize = 1 << 30
+                try await WebSocketClient.connect(url: url, configuration: configuration, logger: logger) { inbound, outbound, _ in
+                    await self.opened(outbound, token: token)
+                    for try await message in inbound.messages(maxSize: Int(Int32.max)) {
+                        if case .text(let text) = message { await self.receive(text) }
+                    }
+                }
+                eventSink.yield(.disconnected(reason: "the server closed the connection"))
+            } catch {
+                eventSink.yield(.disconnected(reason: "\(error)"))
+            }
+            outbound = nil
+            if welcomed { delay = minBackoff } else { delay = min(delay * 2, maxBackoff) }
+            let jitter = Double.random(in: 0.5...1.0)
+            do { try await Task.sleep(for: delay * jitter) } catch { return }
+        }
+    }
+
+    private func opened(_ writer: WebSocketOutboundWriter, token: String) async {
+        outbound = writer
+        await send(.hello(protocol: SyncProtocol.version, token: token))
+        for (id, subscription) in subscriptions.sorted(by: { $0.key < $1.key }) {
+            let resume = subscription.result.map { ResumePoint(basis: $0.basis, lsn: $0.lsn) }
+            await send(.subscribe(id: id, query: subscription.query, resume: resume))
+        }
+    }
+
+    private func send(_ message: ClientMessage) async {
+        guard let outbound, let data = try? JSONEncoder().encode(message) else { return }
+        try? await outbound.write(.text(String(decoding: data, as: UTF8.self)))
+    }
+
+    private func receive(_ text: String) async {
+        let message: ServerMessage
+        do {
+            message = try JSONDecoder().decode(ServerMessage.self, from: Data(text.utf8))
+        } catch {
+            eventSink.yield(.serverError(code: .malformed, message: "the client could not read a frame: \(error)", subscription: nil))
+            return
+        }
+        switch message {
+        case .welcome(let welcome):
+            welcomed = true
+            eventSink.yield(.connected(user: welcome.user, lsn: welcome.lsn))
+        case .changes(let lsn, let snapshots, let changesets):
+            await apply(lsn: lsn, snapshots: snapshots, changesets: changesets)
+        case .heartbeat(let lsn), .pong(let lsn):
+            for id in subscriptions.keys where subscriptions[id]?.result != nil { subscriptions[id]?.result?.lsn = lsn }
+            eventSink.yield(.caughtUp(lsn: lsn))
+        case .error(let code, let message, let id):
+            eventSink.yield(.serverError(code: code, message: message, subscription: id))
+            guard let id, let subscription = subscriptions[id] else { return }
+            switch code {
+            case .retryLater:
+                let resume = subscription.result.map { ResumePoint(basis: $0.basis, lsn: $0.lsn) }
+                Task {
+                    try? await Task.sleep(for: .seconds(1))
+                    await self.resend(id, resume: resume)
+                }
+            default:
+                subscription.remote?.finish(throwing: SyncClientError("\(code.rawValue): \(message)"))
+                subscriptions[id] = nil
+            }
+        }
+    }
+
+    private func resend(_ id: String, resume: ResumePoint?) async {
+        guard let subscription = subscriptions[id] else { return }
+        await send(.subscribe(id: id, query: subscription.query, resume: resume))
+    }
+
+    /// Applies one frame: each subscription's new rows, the local ones in one write.
+    private func apply(lsn: String, snapshots: [String: WireSnapshot], changesets: [String: WireChangeset]) async {
+        var local: [LocalChange] = []
+        var remote: [(AsyncThrowingStream<RemoteQueryEvent, any Error>.Continuation, RemoteQueryEvent)] = []
+        var broken: [String] = []
+        for (id, snapshot) in snapshots {
+            guard var subscription = subscriptions[id] else { continue }
+            let old = subscription.result?.rows ?? []
+            let result = WireResult(basis: snapshot.basis, columns: snapshot.columns, types: snapshot.types, key: snapshot.key,
+                                    rows: snapshot.rows, lsn: lsn)
+            let sameColumns = subscription.result.map { $0.columns == result.columns } ?? true
+            subscription.result = result
+            if let continuation = subscription.remote {
+                let key = result.key
+                let changeset = sameColumns
+                    ? Changeset(from: old, to: result.rows, identifiedBy: { row in key.map { row[$0] } }, contentEqual: ==)
+                    : (try? Changeset(oldCount: old.count, newCount: result.rows.count, deletes: Array(old.indices),
+                                      inserts: Array(result.rows.indices), updates: [], moves: [])) ?? .initial(count: result.rows.count)
+                remote.append((continuation, RemoteQueryEvent(lsn: lsn, columns: result.columns, rows: result.rows, changeset: changeset)))
+            } else {
+                local.append(LocalChange(subscription: id, table: subscription.query.table, columns: result.columns, types: result.types,
+                                         key: result.key, old: old, new: result.rows, written: nil,
+                                         isFirst: subscription.isFirstLocal))
+                subscription.isFirstLocal = false
+            }
+            subscriptions[id] = subscription
+        }
+        for (id, wire) in changesets {
+            guard var subscription = subscriptions[id], var result = subscription.result else { continue }
+            let old = result.rows
+            do {
+                result.rows = try wire.apply(to: old)
+            } catch {
+                broken.append(id)
+                continue
+            }
+            result.lsn = lsn
+            subscription.result = result
+            if let continuation = subscription.remote {
+                let changeset = (try? Changeset(oldCount: old.count, newCount: result.rows.count, deletes: wire.deletes,
+                                                inserts: wire.inserts.map(\.index),
+                                                updates: wire.updates.map { .init(old: $0.old, new: $0.new) },
+                                                moves: wire.moves.map { .init(old: $0.old, new: $0.new) }))
+                    ?? Changeset(from: old, to: result.rows, identifiedBy: { [key = result.key] row in key.map { row[$0] } }, contentEqual: ==)
+                remote.append((continuation, RemoteQueryEvent(lsn: lsn, columns: result.columns, rows: result.rows, changeset: changeset)))
+            } else {
+                local.append(LocalChange(subscription: id, table: subscription.query.table, columns: result.columns, types: result.types,
+                                         key: result.key, old: old, new: result.rows,
+                                         written: wire.inserts.map(\.index) + wire.updates.map(\.new), isFirst: false))
+            }
+            subscriptions[id] = subscription
+        }
+        for id in subscriptions.keys where subscriptions[id]?.result != nil { subscriptions[id]?.result?.lsn = lsn }
+        if !local.isEmpty {
+            do {
+                try store.write(origin: .sync, tag: lsn) { db in try LocalRows.apply(local, in: db) }
+            } catch {
+                eventSink.yield(.localFailure(message: "the frame at \(lsn) could not be written to the local store: \(error)"))
+                broken.append(contentsOf: local.map(\.subscription))
+            }
+        }
+        for (continuation, event) in remote { continuation.yield(event) }
+        // A changeset that does not fit (the client's rows are not the server's): start afresh.
+        for id in broken {
+            subscriptions[id]?.result = nil
+            subscriptions[id]?.isFirstLocal = true
+            await send(.unsubscribe(id: id))
+            if let query = subscriptions[id]?.query { await send(.subscribe(id: id, query: query, resume: nil)) }
+        }
+        eventSink.yield(.applied(lsn: lsn, subscriptions: Set(snapshots.keys).union(changesets.keys).sorted()))
+    }
+}
+
+/// What happens on a client's connection.
+public enum SyncClientEvent: Sendable, Hashable {
+    /// The server welcomed the client.
+    case connected(user: String, lsn: String)
+    /// A frame was applied: these subscriptions changed, every subscription stands at `lsn`.
+    case applied(lsn: String, subscriptions: [String])
+    /// A heartbeat: every subscription stands at `lsn`.
+    case caughtUp(lsn: String)
+    /// The server refused something or ended a subscription.
+    case serverError(code: SyncErrorCode, message: String, subscription: String?)
+    /// The local store refused a frame (the subscriptions concerned start afresh).
+    case localFailure(message: String)
+    /// The connection ended; the client reconnects.
+    case disconnected(reason: String)
+}
+
+/// One event of a remote live query: the rows at `lsn` and the changeset from the previous
+/// event's rows (the first event: from no rows), ready for a list's batch update.
+public struct RemoteQueryEvent: Sendable {
+    public var lsn: String
+    public var columns: [String]
+    public var rows: [[WireValue]]
+    public var changeset: Changeset
+}
+
+/// A live query evaluated by the server (see ``SyncClient/remoteQuery(_:)``).
+public struct RemoteLiveQuery: AsyncSequence, Sendable {
+    public typealias Element = RemoteQueryEvent
+    let stream: AsyncThrowingStream<RemoteQueryEvent, any Error>
+
+    public func makeAsyncIterator() -> AsyncThrowingStream<RemoteQueryEvent, any Error>.AsyncIterator {
+        stream.makeAsyncIterator()
+    }
+}

@@ -1,0 +1,83 @@
+import Ripple
+import RippleSync
+
+/// How the client keeps a synced value in its local store: the same rule as the server's
+/// replica (see the protocol page), so that a local query reads what the server's reads.
+///
+/// | `types` | Local column | Value |
+/// |---|---|---|
+/// | `int2`, `int4`, `int8` | `INTEGER` | the integer (int8 beyond 2⁵³ arrives as a string) |
+/// | `bool` | `INTEGER` | 1 or 0 |
+/// | `float4`, `float8` | `REAL` | the number; `Infinity`/`-Infinity` as infinities; `NaN` as the text `NaN` |
+/// | `bytea` | `BLOB` | the bytes (the wire has `\x` hex) |
+/// | anything else | `TEXT` | the text (`numeric` keeps its exact digits and scale) |
+enum WireTypes {
+    static func columnType(of type: String) -> String {
+        switch type {
+        case "int2", "int4", "int8", "bool": "INTEGER"
+        case "float4", "float8": "REAL"
+        case "bytea": "BLOB"
+        default: "TEXT"
+        }
+    }
+
+    /// The local value of a wire value of `type`.
+    ///
+    /// - Throws: ``SyncClientError`` when the value does not fit its type (the server and the
+    ///   client disagree: the subscription is resubscribed).
+    static func localValue(_ value: WireValue, type: String) throws -> SQLValue {
+        switch (type, value) {
+        case (_, .null): return .null
+        case ("int2", .integer(let integer)), ("int4", .integer(let integer)), ("int8", .integer(let integer)):
+            return .integer(integer)
+        case ("int8", .text(let text)):
+            guard let integer = Int64(text) else { throw SyncClientError("\(text) is not an int8") }
+            return .integer(integer)
+        case ("bool", .bool(let bool)): return .integer(bool ? 1 : 0)
+        case ("bool", .integer(let integer)): return .integer(integer == 0 ? 0 : 1)
+        case ("float4", .real(let real)), ("float8", .real(let real)): return .real(real)
+        case ("float4", .integer(let integer)), ("float8", .integer(let integer)): return .real(Double(integer))
+        case ("float4", .text(let text)), ("float8", .text(let text)):
+            switch text {
+            case "NaN": return .text("NaN")
+            case "Infinity": return .real(.infinity)
+            case "-Infinity": return .real(-.infinity)
+            default: throw SyncClientError("\(text) is not a float")
+            }
+        case ("bytea", .text(let text)): return .blob(try bytes(ofHex: text))
+        case (_, .text(let text)): return .text(text)
+        case (_, .integer(let integer)): return .integer(integer)
+        case (_, .real(let real)): return .real(real)
+        case (_, .bool(let bool)): return .integer(bool ? 1 : 0)
+        }
+    }
+
+    static func bytes(ofHex text: String) throws -> [UInt8] {
+        let utf8 = Array(text.utf8)
+        guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0 else {
+            throw SyncClientError("a bytea value is not \\x hex")
+        }
+        func nibble(_ byte: UInt8) throws -> UInt8 {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+            default: throw SyncClientError("a bytea value has a non-hex digit")
+            }
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity((utf8.count - 2) / 2)
+        var index = 2
+        while index < utf8.count {
+            bytes.append(try nibble(utf8[index]) << 4 | nibble(utf8[index + 1]))
+            index += 2
+        }
+        return bytes
+    }
+}
+
+/// What went wrong on the client's side of a sync conversation.
+public struct SyncClientError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,121 @@
+import ArgumentParser
+import Foundation
+import RippleServer
+
+/// `ripple-server`: a Ripple Sync node, its demo, and tools to try it from a terminal.
+@main
+struct ServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ripple-server",
+        abstract: "Ripple Sync: PostgreSQL's commits as live changesets over WebSocket.",
+        subcommands: [ServeCommand.self, DemoCommand.self, SubscribeCommand.self, TokenCommand.self],
+        defaultSubcommand: ServeCommand.self
+    )
+}
+
+/// `ripple-server [serve] --postgres URL --tables a,b --rules FILE --port N`.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run a node: follow PostgreSQL into a replica and serve /sync, /health and /metrics.")
+
+    @Option(help: "The database: postgres://user[:password]@host[:port]/database (the user needs REPLICATION).")
+    var postgres: String
+
+    @Option(help: "The synced tables of the public schema, comma-separated (each needs a primary key).")
+    var tables: String
+
+    @Option(help: "The rules file (JSON): who may read what.")
+    var rules: String
+
+    @Option(help: "A file holding the token secret (at least 32 bytes); default: the RIPPLE_SYNC_SECRET variable.")
+    var secretFile: String?
+
+    @Option(help: "The address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "The port to listen on.")
+    var port = 8080
+
+    @Option(help: "This node's replica file (SQLite).")
+    var replica = "ripple-replica.sqlite"
+
+    @Option(help: "This node's replication slot (one per node).")
+    var slot = "ripple_node"
+
+    @Option(help: "Sockets admitted at once (the rest get retry_later).")
+    var maxSockets = 10_000
+
+    func run() async throws {
+        let secret = try readSecret(secretFile)
+        let rulesData = try Data(contentsOf: URL(fileURLWithPath: rules))
+        var configuration = SyncServerConfiguration(
+            postgres: try SyncServerConfiguration.postgres(url: postgres),
+            tables: tables.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty },
+            rules: try SyncRules(json: rulesData), secret: secret, replicaPath: replica)
+        configuration.host = host
+        configuration.port = port
+        configuration.slot = slot
+        configuration.maxSockets = maxSockets
+        raiseDescriptorLimit()
+        let server = try SyncServer(configuration: configuration)
+        try await runUntilInterrupted {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await server.run() }
+                group.addTask {
+                    let port = try await server.port
+                    print("ripple-server: serving ws://\(host):\(port)/sync (health: http://\(host):\(port)/health, "
+                          + "metrics: /metrics)")
+                }
+                try await group.waitForAll()
+            }
+        }
+    }
+}
+
+/// Reads the token secret from `file`, or from `RIPPLE_SYNC_SECRET`.
+func readSecret(_ file: String?) throws -> [UInt8] {
+    let text: String
+    if let file {
+        text = try String(contentsOfFile: file, encoding: .utf8)
+    } else if let value = ProcessInfo.processInfo.environment["RIPPLE_SYNC_SECRET"] {
+        text = value
+    } else {
+        throw ValidationError("give the token secret with --secret-file FILE or the RIPPLE_SYNC_SECRET variable")
+    }
+    let secret = Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+    guard secret.count >= 32 else { throw ValidationError("the token secret must be at least 32 bytes") }
+    return secret
+}
+
+/// Raises the soft limit of open descriptors to the hard limit, as a server of many sockets must.
+func raiseDescriptorLimit() {
+    #if os(Linux)
+    let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+    #else
+    let resource = RLIMIT_NOFILE
+    #endif
+    var limit = rlimit()
+    guard getrlimit(resource, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+    limit.rlim_cur = limit.rlim_max
+    _ = setrlimit(resource, &limit)
+}
+
+/// Runs `body` until it ends or the process is interrupted (SIGINT, SIGTERM): then cancels it
+/// and waits for it to clean up.
+func runUntilInterrupted(_ body: @escaping @Sendable () async throws -> Void) async throws {
+    let task = Task { try await body() }
+    let sources = [SIGINT, SIGTERM].map { number -> any DispatchSourceSignal in
+        signal(number, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: number)
+        source.setEventHandler { task.cancel() }
+        source.resume()
+        return source
+    }
+    defer { sources.forEach { $0.cancel() } }
+    do {
+        try await task.value
+    } catch where task.isCancelled {
+        // Interrupted: a normal end, whatever the cancelled work threw on its way out.
+    }
+}

@@ -1,0 +1,128 @@
+import ArgumentParser
+import Foundation
+import Ripple
+import RippleDiff
+import RippleServer
+import RippleSync
+import RippleSyncClient
+
+/// `ripple-server subscribe`: a remote live query from the terminal, printing each changeset
+/// as it arrives.
+struct SubscribeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "subscribe",
+        abstract: "Subscribe to a query on a node and print its rows, then each changeset as it arrives.")
+
+    @Option(help: "The node's /sync address.")
+    var url = "ws://127.0.0.1:8080/sync"
+
+    @Option(help: "A signed token (ripple-server token, or the demo's).")
+    var token: String
+
+    @Option(help: "The synced table.")
+    var table: String
+
+    @Option(help: "A filter as JSON, e.g. '{\"column\": \"done\", \"op\": \"=\", \"value\": false}'.")
+    var filter: String?
+
+    @Option(help: "The order: columns, comma-separated, '-' before a column for descending (e.g. rank,-id).")
+    var order: String?
+
+    @Option(help: "At most this many rows.")
+    var limit: Int?
+
+    @Option(help: "Stop after this many events (default: run until interrupted).")
+    var events: Int?
+
+    func run() async throws {
+        var query = QueryDescription(table: table, limit: limit)
+        if let filter {
+            do {
+                query.filter = try JSONDecoder().decode(FilterDescription.self, from: Data(filter.utf8))
+            } catch {
+                throw ValidationError("--filter is not a filter: \(error)")
+            }
+        }
+        query.order = (order ?? "").split(separator: ",").map { term in
+            term.hasPrefix("-") ? OrderDescription(column: String(term.dropFirst()), descending: true) : OrderDescription(column: String(term))
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ripple-subscribe-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try Store(path: directory + "/client.sqlite")
+        let token = token
+        let client = SyncClient(url: url, store: store) { token }
+        try await client.start()
+        let limit = events
+        let remote = await client.remoteQuery(query)
+        let watch = Task {
+            for await event in client.events {
+                switch event {
+                case .connected(let user, let lsn): print("connected as \(user) at \(lsn)")
+                case .disconnected(let reason): print("disconnected (\(reason)); reconnecting…")
+                case .serverError(let code, let message, _): print("error \(code.rawValue): \(message)")
+                default: break
+                }
+            }
+        }
+        defer { watch.cancel() }
+        try await runUntilInterrupted {
+            var count = 0
+            var previous: [[WireValue]] = []
+            for try await event in remote {
+                print(Self.describe(event, previous: previous))
+                previous = event.rows
+                count += 1
+                if let limit, count >= limit { return }
+            }
+        }
+        await client.stop()
+    }
+
+    /// An event in lines: the first as a table, later ones as their steps.
+    static func describe(_ event: RemoteQueryEvent, previous: [[WireValue]]) -> String {
+        func text(_ row: [WireValue]) -> String { row.map(text(of:)).joined(separator: " | ") }
+        var lines: [String] = []
+        if previous.isEmpty {
+            lines.append("@\(event.lsn): \(event.rows.count) rows  (\(event.columns.joined(separator: " | ")))")
+            lines += event.rows.enumerated().map { "  [\($0.offset)] \(text($0.element))" }
+            return lines.joined(separator: "\n")
+        }
+        let changeset = event.changeset
+        lines.append("@\(event.lsn): \(changeset.deletes.count) deleted, \(changeset.inserts.count) inserted, "
+                     + "\(changeset.moves.count) moved, \(changeset.updates.count) updated")
+        lines += changeset.deletes.map { "  - [\($0)] \(text(previous[$0]))" }
+        lines += changeset.inserts.map { "  + [\($0)] \(text(event.rows[$0]))" }
+        lines += changeset.moves.map { "  ↕ [\($0.old)→\($0.new)] \(text(event.rows[$0.new]))" }
+        lines += changeset.updates.map { "  ~ [\($0.new)] \(text(event.rows[$0.new]))" }
+        return lines.joined(separator: "\n")
+    }
+
+    static func text(of value: WireValue) -> String {
+        switch value {
+        case .null: "NULL"
+        case .bool(let bool): String(bool)
+        case .integer(let integer): String(integer)
+        case .real(let real): String(real)
+        case .text(let text): text
+        }
+    }
+}
+
+/// `ripple-server token`: signs a token for a user.
+struct TokenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "token", abstract: "Sign a token for a user.")
+
+    @Option(help: "The user id the token carries.")
+    var user: String
+
+    @Option(help: "Seconds until it expires.")
+    var expiresIn = 3600
+
+    @Option(help: "A file holding the token secret; default: the RIPPLE_SYNC_SECRET variable.")
+    var secretFile: String?
+
+    func run() throws {
+        print(try SyncToken.sign(user: user, expires: Date().addingTimeInterval(TimeInterval(expiresIn)), secret: readSecret(secretFile)))
+    }
+}

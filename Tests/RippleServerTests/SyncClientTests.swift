@@ -1,0 +1,111 @@
+import Foundation
+import Ripple
+import RippleDiff
+import RippleServer
+import RippleSync
+import RippleSyncClient
+import RippleTesting
+import Testing
+
+/// The Swift client against a real node: its local store holds the rows of its subscriptions
+/// (the app's own live queries fire), remote live queries hand changesets to lists, and it
+/// reconnects and resumes by itself.
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync client tests skipped"))
+struct SyncClientTests {
+    /// Waits (event-driven, bounded) until `condition` holds after some event of `client`.
+    static func until(_ client: SyncClient, within seconds: Double = 30, _ condition: @escaping @Sendable () async throws -> Bool) async throws {
+        if try await condition() { return }
+        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        for await _ in client.events {
+            if try await condition() { return }
+            if ContinuousClock.now > deadline { break }
+        }
+        throw SyncClientTestError("the condition did not hold within \(seconds) s")
+    }
+
+    @Test func theLocalStoreHoldsEachSubscriptionsRowsAndLiveQueriesFire() async throws {
+        let postgres = try ThrowawayPostgres()
+        defer { try? postgres.stop() }
+        try SyncProtocolTests.prepare(postgres)
+        let directory = try TemporaryDirectory()
+        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
+        defer { Task { await node.stop() } }
+        let store = try Store(path: directory.path("client.sqlite"))
+        let token = try node.token("alice")
+        let client = SyncClient(url: node.url, store: store) { token }
+        try await client.start()
+        // Two overlapping subscriptions: a row stays while either holds it.
+        try await client.subscribe("open", SyncProtocolTests.aliceOpen)
+        try await client.subscribe("first", QueryDescription(table: "todos", order: [OrderDescription(column: "id")], limit: 3))
+        let expected = "SELECT id, owner, title, rank, done FROM todos WHERE owner = 'alice' AND "
+            + "(id IN (SELECT id FROM todos WHERE owner = 'alice' AND NOT done ORDER BY rank, id LIMIT 10) "
+            + " OR id IN (SELECT id FROM todos WHERE owner = 'alice' ORDER BY id LIMIT 3)) ORDER BY id"
+        let local = "SELECT id, owner, title, rank, CASE done WHEN 1 THEN 't' ELSE 'f' END FROM todos ORDER BY id"
+        @Sendable func localRows() throws -> [String] {
+            try store.read { db in
+                guard try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = 'todos'", as: Int.self) == 1 else { return [] }
+                return try db.fetchAll(local).map { row in row.values.map { value -> String in
+                switch value {
+                case .integer(let integer): String(integer)
+                case .text(let text): text
+                default: "\(value)"
+                }
+            }.joined(separator: "|") } }
+        }
+        try await Self.until(client) { try localRows() == (try postgres.rows(expected)) }
+        // The app's own live query over the local store follows the server.
+        let live = store.liveQuery(sql: "SELECT id, title FROM todos WHERE rank < 5 ORDER BY id", identity: "id")
+        let seen = Locked<[[Row]]>([])
+        let subscription = live.subscribe(on: .immediate) { event in seen.withLock { $0.append(event.snapshot) } }
+        defer { subscription.cancel() }
+        try postgres.psql("UPDATE todos SET title = 'milk' WHERE id = 2; UPDATE todos SET done = true, rank = 1 WHERE id = 4")
+        try await Self.until(client) { try localRows() == (try postgres.rows(expected)) }
+        #expect(seen.withLock { $0.last }?.first?.values == [.integer(2), .text("milk")])
+        // A row leaving one subscription but held by the other stays; leaving both, it goes.
+        try postgres.psql("UPDATE todos SET done = true WHERE id = 6")
+        try await Self.until(client) { try localRows() == (try postgres.rows(expected)) }
+        try postgres.psql("UPDATE todos SET owner = 'bob' WHERE id = 8")
+        try await Self.until(client) { try localRows() == (try postgres.rows(expected)) }
+        try await client.unsubscribe("first")
+        let onlyOpen = "SELECT id, owner, title, rank, done FROM todos WHERE owner = 'alice' AND NOT done ORDER BY id LIMIT 100"
+        let window = try postgres.rows(SyncProtocolTests.aliceOpenSQL).map { $0.split(separator: "|")[0] }
+        #expect(try localRows().map { $0.split(separator: "|")[0] } == (try postgres.rows(onlyOpen)).map { $0.split(separator: "|")[0] }.filter(window.contains))
+        await client.stop()
+    }
+
+    /// A remote live query's changesets apply to a list, across a restart of the node (the
+    /// client reconnects and resumes by itself).
+    @Test func aRemoteLiveQueryFollowsAcrossANodeRestart() async throws {
+        let postgres = try ThrowawayPostgres()
+        defer { try? postgres.stop() }
+        try SyncProtocolTests.prepare(postgres)
+        let directory = try TemporaryDirectory()
+        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
+        let port = node.port
+        let store = try Store(path: directory.path("client.sqlite"))
+        let token = try node.token("alice")
+        let client = SyncClient(url: node.url, store: store) { token }
+        await client.setBackoff(min: .milliseconds(20), max: .milliseconds(200))
+        try await client.start()
+        var list: [[WireValue]] = []
+        var iterator = await client.remoteQuery(SyncProtocolTests.aliceOpen).makeAsyncIterator()
+        func next() async throws {
+            let event = try #require(try await iterator.next())
+            list = event.changeset.apply(to: list, using: event.rows)
+            #expect(list == event.rows)
+        }
+        try await next()
+        #expect(list.map(psqlText) == (try postgres.rows(SyncProtocolTests.aliceOpenSQL)))
+        try postgres.psql("UPDATE todos SET rank = 0 WHERE id = 20")
+        try await next()
+        #expect(list.map(psqlText) == (try postgres.rows(SyncProtocolTests.aliceOpenSQL)))
+        // The node goes away; writes go on; a node comes back on the same port and replica.
+        await node.stop()
+        try postgres.psql("UPDATE todos SET done = true WHERE id = 2; INSERT INTO todos VALUES (200, 'alice', 'x', -1, false)")
+        let restarted = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules,
+                                                 directory: directory) { $0.port = port }
+        defer { Task { await restarted.stop() } }
+        while list.map(psqlText) != (try postgres.rows(SyncProtocolTests.aliceOpenSQL)) { try await next() }
+        await client.stop()
+    }
+}

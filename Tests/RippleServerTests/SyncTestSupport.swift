@@ -1,0 +1,202 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Ripple
+import RippleServer
+import RippleSync
+import RippleTesting
+import Testing
+import WSClient
+
+/// A node on a throwaway cluster, listening on a free port, for the protocol's tests.
+struct TestNode {
+    let postgres: ThrowawayPostgres
+    let server: SyncServer
+    let task: Task<Void, any Error>
+    let port: Int
+    let secret = Array("a test secret of at least thirty-two bytes".utf8)
+
+    var url: String { "ws://127.0.0.1:\(port)/sync" }
+
+    /// Starts a node following `tables` of `postgres` under `rules` (JSON).
+    static func start(_ postgres: ThrowawayPostgres, tables: [String], rules: String, directory: TemporaryDirectory,
+                      name: String = "node", adjust: (inout SyncServerConfiguration) -> Void = { _ in }) async throws -> TestNode {
+        let secret = Array("a test secret of at least thirty-two bytes".utf8)
+        var configuration = SyncServerConfiguration(
+            postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: tables,
+            rules: try SyncRules(json: Data(rules.utf8)), secret: secret, replicaPath: directory.path("\(name).sqlite"))
+        configuration.port = 0
+        configuration.slot = "ripple_\(name)"
+        configuration.heartbeatInterval = .milliseconds(200)
+        adjust(&configuration)
+        let server = try SyncServer(configuration: configuration)
+        let task = Task { try await server.run() }
+        let port = try await server.port
+        return TestNode(postgres: postgres, server: server, task: task, port: port)
+    }
+
+    func token(_ user: String, expires: Date = Date().addingTimeInterval(3600)) throws -> String {
+        try SyncToken.sign(user: user, expires: expires, secret: secret)
+    }
+
+    func stop() async {
+        task.cancel()
+        _ = await task.result
+    }
+}
+
+/// A raw protocol client: sends JSON text, receives the server's frames in order.
+final class TestSocket: @unchecked Sendable {   // the mutable fields are guarded by `lock`
+    private let lock = NSLock()
+    private var writer: WebSocketOutboundWriter?
+    private var buffer: [String] = []
+    private var closed = false
+    private var waiter: CheckedContinuation<Void, Never>?
+    private var task: Task<Void, any Error>?
+
+    init(url: String) async throws {
+        let opened = AsyncStream<WebSocketOutboundWriter>.makeStream()
+        var configuration = WebSocketClientConfiguration()
+        configuration.maxFrameSize = 1 << 28
+        task = Task { [self] in
+            defer {
+                opened.continuation.finish()
+                lock.withLock { closed = true }
+                wake()
+            }
+            try await WebSocketClient.connect(url: url, configuration: configuration,
+                                              logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })) { inbound, outbound, _ in
+                opened.continuation.yield(outbound)
+                for try await message in inbound.messages(maxSize: 1 << 28) {
+                    if case .text(let text) = message {
+                        self.lock.withLock { self.buffer.append(text) }
+                        self.wake()
+                    }
+                }
+            }
+        }
+        var waiting = opened.stream.makeAsyncIterator()
+        guard let writer = await waiting.next() else { throw SyncClientTestError("the socket did not open") }
+        lock.withLock { self.writer = writer }
+    }
+
+    private func wake() {
+        let waiting = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+            defer { waiter = nil }
+            return waiter
+        }
+        waiting?.resume()
+    }
+
+    func send(_ json: String) async throws { try await lock.withLock { writer }?.write(.text(json)) }
+
+    func send(_ message: ClientMessage) async throws {
+        try await send(String(decoding: try JSONEncoder().encode(message), as: UTF8.self))
+    }
+
+    /// The next frame, or `nil` once the socket closed; fails after `seconds`.
+    func nextText(within seconds: Double = 20) async throws -> String? {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        let timeout = Task { [self] in
+            try await Task.sleep(until: deadline, clock: .continuous)
+            wake()
+        }
+        defer { timeout.cancel() }
+        while true {
+            let (frame, isClosed) = lock.withLock { () -> (String?, Bool) in
+                buffer.isEmpty ? (nil, closed) : (buffer.removeFirst(), false)
+            }
+            if let frame { return frame }
+            if isClosed { return nil }
+            if ContinuousClock.now >= deadline { throw SyncClientTestError("no frame within \(seconds) s") }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let ready = lock.withLock { () -> Bool in
+                    if !buffer.isEmpty || closed { return true }
+                    waiter = continuation
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        }
+    }
+
+    func next(within seconds: Double = 20) async throws -> ServerMessage? {
+        guard let text = try await nextText(within: seconds) else { return nil }
+        return try JSONDecoder().decode(ServerMessage.self, from: Data(text.utf8))
+    }
+
+    /// The next message that is not a heartbeat.
+    func nextSkippingHeartbeats(within seconds: Double = 20) async throws -> ServerMessage? {
+        while true {
+            let message = try await next(within: seconds)
+            if case .heartbeat = message { continue }
+            return message
+        }
+    }
+
+    /// Sends `hello` and returns the welcome.
+    func hello(_ token: String) async throws -> ServerMessage.Welcome {
+        try await send(.hello(protocol: 1, token: token))
+        guard case .welcome(let welcome)? = try await nextSkippingHeartbeats() else { throw SyncClientTestError("no welcome") }
+        return welcome
+    }
+
+    func close() {
+        lock.withLock { task }?.cancel()
+    }
+}
+
+struct SyncClientTestError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// What a client holds for one subscription, built from frames as a client in any language
+/// would: a snapshot replaces, a changeset applies.
+struct ClientRows {
+    var columns: [String] = []
+    var rows: [[WireValue]] = []
+    var basis = ""
+    var lsn = ""
+
+    mutating func take(_ message: ServerMessage, id: String) throws -> Bool {
+        switch message {
+        case .changes(let lsn, let snapshots, let changesets):
+            self.lsn = lsn
+            if let snapshot = snapshots[id] {
+                (columns, rows, basis) = (snapshot.columns, snapshot.rows, snapshot.basis)
+                return true
+            }
+            if let changeset = changesets[id] {
+                rows = try changeset.apply(to: rows)
+                return true
+            }
+            return false
+        case .heartbeat(let lsn):
+            self.lsn = lsn
+            return false
+        default:
+            return false
+        }
+    }
+}
+
+extension ThrowawayPostgres {
+    /// The rows `sql` reads, as psql prints them (`|` between columns).
+    func rows(_ sql: String) throws -> [String] {
+        try psql(sql).split(separator: "\n").map(String.init)
+    }
+}
+
+/// A client's row as psql would print it (`t`/`f` for booleans).
+func psqlText(_ row: [WireValue]) -> String {
+    row.map { value in
+        switch value {
+        case .null: ""
+        case .bool(let bool): bool ? "t" : "f"
+        case .integer(let integer): String(integer)
+        case .real(let real): String(real)
+        case .text(let text): text
+        }
+    }.joined(separator: "|")
+}
