@@ -260,7 +260,7 @@ public final class SyncServer: Sendable {
     }
 
     /// The node's figures in Prometheus's text format.
-    func metricsText() async -> String {
+    public func metricsText() async -> String {
         let status = feedStatus.withLock { $0 }
         let flushed = (try? await feed.flushedPosition()) ?? status.readThrough
         let lagBytes = flushed.value > status.readThrough.value ? flushed.value - status.readThrough.value : 0

@@ -343,6 +343,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
             case .ended(let reason):
                 pending[version, default: Pending()].ended.append((id, reason))
                 subscriptions[id] = nil
+                server.metrics.subscriptions.withLock { $0 -= 1 }
             }
         }
     }
@@ -404,8 +405,10 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     /// its queue is emptied, it is told why, and it closes (its client resumes later).
     private func queue(_ bytes: [UInt8]) {
         guard !closing else { return }
+        // The bound is on what already waits: one frame larger than it is still sent.
+        let alreadyWaiting = queuedBytes
         queuedBytes += bytes.count
-        if queuedBytes > configuration.maxQueuedBytes {
+        if alreadyWaiting > configuration.maxQueuedBytes {
             server.metrics.droppedSockets.withLock { $0 += 1 }
             outbox = []
             outboxHead = 0

@@ -1,0 +1,240 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Ripple
+import RippleServer
+import RippleSync
+import RippleTesting
+import Testing
+
+/// A node under real writers and hostile or slow sockets: pgbench's tables while pgbench runs,
+/// a socket that stops reading, more sockets than admitted, a dropped table, a huge change.
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync node tests skipped"))
+struct SyncNodeTests {
+    /// pgbench's tables synced while pgbench runs: every frame is one whole transaction (pgbench
+    /// adds each transaction's delta to one teller and one branch, so at every frame the
+    /// tellers' and the branches' balances have equal sums), positions strictly grow, and once
+    /// pgbench stops each client's rows equal the queries on Postgres.
+    @Test func pgbenchsTablesWhilePgbenchRuns() async throws {
+        let postgres = try ThrowawayPostgres()
+        defer { try? postgres.stop() }
+        try postgres.pgbench(["-i", "-s", "1", "-q"])
+        let directory = try TemporaryDirectory()
+        let rules = #"{"tables": {"pgbench_tellers": {"read": true}, "pgbench_branches": {"read": true}, "pgbench_accounts": {"read": true}}}"#
+        let node = try await TestNode.start(postgres, tables: ["pgbench_accounts", "pgbench_tellers", "pgbench_branches"],
+                                            rules: rules, directory: directory)
+        defer { Task { await node.stop() } }
+        let balances = try await TestSocket(url: node.url)
+        defer { balances.close() }
+        _ = try await balances.hello(try node.token("u"))
+        try await balances.send(.subscribe(id: "tellers", query: QueryDescription(table: "pgbench_tellers", order: [OrderDescription(column: "tid")],
+                                                                                  columns: ["tid", "tbalance"]), resume: nil))
+        try await balances.send(.subscribe(id: "branches", query: QueryDescription(table: "pgbench_branches", columns: ["bid", "bbalance"]),
+                                           resume: nil))
+        let accounts = try await TestSocket(url: node.url)
+        defer { accounts.close() }
+        _ = try await accounts.hello(try node.token("u"))
+        let top = QueryDescription(table: "pgbench_accounts", order: [OrderDescription(column: "abalance", descending: true)], limit: 20,
+                                   columns: ["aid", "abalance"])
+        let few = QueryDescription(table: "pgbench_accounts", filter: .compare(column: "aid", op: .less, value: .integer(200)),
+                                   order: [OrderDescription(column: "aid")], columns: ["aid", "abalance"])
+        try await accounts.send(.subscribe(id: "top", query: top, resume: nil))
+        try await accounts.send(.subscribe(id: "few", query: few, resume: nil))
+
+        let finished = Locked(false)
+        let writer = Task.detached {
+            defer { finished.withLock { $0 = true } }
+            return try postgres.pgbench(["-c", "4", "-j", "2", "-t", "150", "-n"])
+        }
+        var (tellers, branches, topRows, fewRows) = (ClientRows(), ClientRows(), ClientRows(), ClientRows())
+        var positions: [PGOutput.LSN] = []
+        var frames = 0
+        func sum(_ rows: ClientRows) -> Int64 {
+            rows.rows.reduce(0) { total, row in if case .integer(let value) = row[1] { total + value } else { total } }
+        }
+        let expectedTellers = "SELECT tid, tbalance FROM pgbench_tellers ORDER BY tid"
+        let expectedBranches = "SELECT bid, bbalance FROM pgbench_branches ORDER BY bid"
+        let expectedTop = "SELECT aid, abalance FROM pgbench_accounts ORDER BY abalance DESC, aid LIMIT 20"
+        let expectedFew = "SELECT aid, abalance FROM pgbench_accounts WHERE aid < 200 ORDER BY aid"
+        var done = false
+        while !done {
+            guard let message = try await balances.nextSkippingHeartbeats(within: 60) else { break }
+            if case .changes(let lsn, _, let changesets) = message, !changesets.isEmpty { positions.append(try #require(PGOutput.LSN(lsn))) }
+            _ = try tellers.take(message, id: "tellers")
+            _ = try branches.take(message, id: "branches")
+            frames += 1
+            if !tellers.columns.isEmpty && !branches.columns.isEmpty {
+                #expect(sum(tellers) == sum(branches), "a frame holds a whole transaction")
+            }
+            if finished.withLock({ $0 }), tellers.rows.map(psqlText) == (try postgres.rows(expectedTellers)),
+               branches.rows.map(psqlText) == (try postgres.rows(expectedBranches)) {
+                done = true
+            }
+        }
+        _ = try await writer.value
+        #expect(done, "the balances converge to Postgres's")
+        #expect(zip(positions, positions.dropFirst()).allSatisfy { $0 < $1 }, "one frame per transaction, in commit order")
+        #expect(frames > 100)
+        while try topRows.rows.map(psqlText) != postgres.rows(expectedTop) || fewRows.rows.map(psqlText) != postgres.rows(expectedFew) {
+            let message = try #require(try await accounts.nextSkippingHeartbeats(within: 60))
+            _ = try topRows.take(message, id: "top")
+            _ = try fewRows.take(message, id: "few")
+        }
+    }
+
+    /// A socket that stops reading is dropped once its unread frames pass the bound, and a
+    /// reading socket on the same subscription misses nothing meanwhile.
+    @Test func aSocketThatDoesNotReadIsDroppedAndOthersAreNot() async throws {
+        let postgres = try ThrowawayPostgres()
+        defer { try? postgres.stop() }
+        try postgres.psql("CREATE TABLE notes(id int8 PRIMARY KEY, body text NOT NULL)")
+        let directory = try TemporaryDirectory()
+        let node = try await TestNode.start(postgres, tables: ["notes"], rules: #"{"tables": {"notes": {"read": true}}}"#,
+                                            directory: directory) { $0.maxQueuedBytes = 1024 * 1024 }
+        defer { Task { await node.stop() } }
+        let query = QueryDescription(table: "notes", order: [OrderDescription(column: "id")])
+        let stalled = try RawWebSocket(port: node.port)
+        defer { stalled.close() }
+        try stalled.send(#"{"type":"hello","protocol":1,"token":"\#(try node.token("u"))"}"#)
+        try stalled.send(String(decoding: try JSONEncoder().encode(ClientMessage.subscribe(id: "all", query: query, resume: nil)), as: UTF8.self))
+        let reader = try await TestSocket(url: node.url)
+        defer { reader.close() }
+        _ = try await reader.hello(try node.token("u"))
+        try await reader.send(.subscribe(id: "all", query: query, resume: nil))
+        var rows = ClientRows()
+        while rows.columns.isEmpty { _ = try rows.take(try #require(try await reader.nextSkippingHeartbeats()), id: "all") }
+        // 40 transactions of 300 kB each: far more than the stalled socket's buffers and bound.
+        for n in 1...40 {
+            try postgres.psql("INSERT INTO notes VALUES (\(n), repeat('x', 300000))")
+            while rows.rows.count < n { _ = try rows.take(try #require(try await reader.nextSkippingHeartbeats()), id: "all") }
+        }
+        #expect(rows.rows.count == 40, "the reading socket has every row")
+        let metrics = await node.server.metricsText()
+        #expect(metrics.contains("ripple_dropped_sockets_total 1"), "\(metrics)")
+    }
+
+    /// Sockets beyond the limit are told to retry later; a dropped table ends its subscriptions
+    /// naming it; a change larger than the result travels as the result; /metrics counts.
+    @Test func limitsEndingsAndSnapshotsInsteadOfHugeChanges() async throws {
+        let postgres = try ThrowawayPostgres()
+        defer { try? postgres.stop() }
+        try postgres.psql("""
+            CREATE TABLE notes(id int8 PRIMARY KEY, body text NOT NULL);
+            CREATE TABLE scratch(id int8 PRIMARY KEY);
+            INSERT INTO notes SELECT n, repeat('n', 200) FROM generate_series(1, 50) AS n;
+            """)
+        let directory = try TemporaryDirectory()
+        let node = try await TestNode.start(postgres, tables: ["notes", "scratch"],
+                                            rules: #"{"tables": {"notes": {"read": true}, "scratch": {"read": true}}}"#,
+                                            directory: directory) { $0.maxSockets = 2 }
+        defer { Task { await node.stop() } }
+        let first = try await TestSocket(url: node.url)
+        defer { first.close() }
+        _ = try await first.hello(try node.token("u"))
+        let second = try await TestSocket(url: node.url)
+        defer { second.close() }
+        _ = try await second.hello(try node.token("u"))
+        let third = try await TestSocket(url: node.url)
+        let refusal = try await third.next()
+        guard case .error(.retryLater, let message, _)? = refusal else { Issue.record("no retry_later: \(String(describing: refusal))"); return }
+        #expect(message.contains("2"))
+        #expect(try await third.nextText() == nil, "the refused socket closes")
+
+        try await first.send(.subscribe(id: "notes", query: QueryDescription(table: "notes", order: [OrderDescription(column: "id")]),
+                                        resume: nil))
+        try await first.send(.subscribe(id: "scratch", query: QueryDescription(table: "scratch"), resume: nil))
+        var notes = ClientRows()
+        var sawScratch = false
+        while notes.columns.isEmpty || !sawScratch {
+            let message = try #require(try await first.nextSkippingHeartbeats())
+            _ = try notes.take(message, id: "notes")
+            if case .changes(_, let snapshots, _) = message, snapshots["scratch"] != nil { sawScratch = true }
+        }
+        // Every row replaced by another: the changeset would be larger than the result.
+        try postgres.psql("BEGIN; DELETE FROM notes; INSERT INTO notes SELECT n, repeat('m', 200) FROM generate_series(101, 150) AS n; COMMIT;")
+        let replaced = try #require(try await first.nextSkippingHeartbeats())
+        guard case .changes(_, let snapshots, let changesets) = replaced else { Issue.record("\(replaced)"); return }
+        #expect(snapshots["notes"] != nil && changesets["notes"] == nil, "a snapshot instead of a larger changeset")
+        _ = try notes.take(replaced, id: "notes")
+        #expect(notes.rows.map(psqlText) == (try postgres.rows("SELECT id, body FROM notes ORDER BY id")))
+        // A dropped table ends its subscription, saying which table.
+        try postgres.psql("DROP TABLE scratch")
+        var ended = false
+        while !ended, let message = try await first.nextSkippingHeartbeats() {
+            if case .error(.subscriptionEnded, let text, let id) = message, id == "scratch" {
+                ended = true
+                #expect(text.contains("scratch"))
+            }
+        }
+        #expect(ended)
+        let metrics = await node.server.metricsText()
+        #expect(metrics.contains("ripple_sockets 2"), "\(metrics)")
+        #expect(metrics.contains("ripple_refused_sockets_total 1"))
+        #expect(metrics.contains("ripple_subscriptions 1"))
+    }
+}
+
+/// A WebSocket client on a bare TCP socket that sends (masked text frames) but never reads:
+/// what a stalled client looks like to the server.
+final class RawWebSocket: @unchecked Sendable {
+    private let descriptor: Int32
+
+    init(port: Int) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw SyncClientTestError("socket: errno \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        // A small receive buffer, so that the server's frames back up quickly.
+        var size: Int32 = 4096
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw SyncClientTestError("connect: errno \(errno)") }
+        let request = "GET /sync HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        try write(Array(request.utf8))
+        // Read the upgrade's answer only (up to its blank line); nothing after it is ever read.
+        var answer: [UInt8] = []
+        var byte: UInt8 = 0
+        while !answer.suffix(4).elementsEqual([13, 10, 13, 10]) {
+            guard recv(descriptor, &byte, 1, 0) == 1 else { throw SyncClientTestError("the upgrade was not answered") }
+            answer.append(byte)
+        }
+        guard String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 101") else {
+            throw SyncClientTestError("no upgrade: \(String(decoding: answer, as: UTF8.self))")
+        }
+    }
+
+    /// Sends `text` as one masked text frame.
+    func send(_ text: String) throws {
+        let payload = Array(text.utf8)
+        var frame: [UInt8] = [0x81]
+        if payload.count < 126 {
+            frame.append(0x80 | UInt8(payload.count))
+        } else if payload.count <= 0xFFFF {
+            frame += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        } else {
+            frame.append(0x80 | 127)
+            frame += (0..<8).reversed().map { UInt8((payload.count >> ($0 * 8)) & 0xFF) }
+        }
+        let mask: [UInt8] = [0x12, 0x34, 0x56, 0x78]
+        frame += mask
+        frame += payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+        try write(frame)
+    }
+
+    private func write(_ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let written = bytes[sent...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard written > 0 else { throw SyncClientTestError("send: errno \(errno)") }
+            sent += written
+        }
+    }
+
+    func close() { _ = Glibc.close(descriptor) }
+}
