@@ -1,6 +1,6 @@
 /// The messages of Ripple Sync's WebSocket protocol (`/sync`, JSON text frames, protocol 1).
-/// The protocol page of this catalog describes each one and the rules of the conversation;
-/// these types are its Swift form, shared by the server and the Swift client.
+/// <doc:TheSyncProtocol> describes each one and the rules of the conversation; these types are its
+/// Swift form, shared by the server and the Swift client.
 public enum SyncProtocol {
     /// The protocol version this library speaks.
     public static let version = 1
@@ -11,9 +11,14 @@ public enum SyncProtocol {
 /// the query), and the Postgres commit position (`lsn`, as Postgres prints it: `16/B374D848`) of
 /// the last frame or heartbeat it applied.
 public struct ResumePoint: Codable, Hashable, Sendable {
+    /// The `basis` of the latest ``WireSnapshot`` the client received for the subscription
+    /// (opaque: kept as it came).
     public var basis: String
+    /// The position the subscription stands at: the `lsn` of the latest `changes`, `heartbeat`
+    /// or `pong` the client read after the subscription's first result on that socket.
     public var lsn: String
 
+    /// A resume point of `basis` at `lsn`.
     public init(basis: String, lsn: String) { (self.basis, self.lsn) = (basis, lsn) }
 }
 
@@ -34,6 +39,9 @@ public enum ClientMessage: Hashable, Sendable {
 extension ClientMessage: Codable {
     enum CodingKeys: String, CodingKey { case type, `protocol`, token, id, query, resume }
 
+    /// Reads a message from its JSON object (`{"type": "subscribe", …}`).
+    ///
+    /// - Throws: `DecodingError` for an unknown `type` or a missing or mistyped field.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let type = try container.decode(String.self, forKey: .type)
@@ -54,6 +62,7 @@ extension ClientMessage: Codable {
         }
     }
 
+    /// Writes the message as its JSON object, with its `type`.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         switch self {
@@ -90,6 +99,7 @@ public struct WireSnapshot: Codable, Hashable, Sendable {
     /// The rows, in the query's order, each an array in `columns`' order.
     public var rows: [[WireValue]]
 
+    /// A result of `rows` with its `basis`, `columns`, their `types`, and the `key`'s positions.
     public init(basis: String, columns: [String], types: [String], key: [Int], rows: [[WireValue]]) {
         (self.basis, self.columns, self.types, self.key, self.rows) = (basis, columns, types, key, rows)
     }
@@ -112,14 +122,22 @@ public enum ServerMessage: Hashable, Sendable {
     /// A socket stays open after an error unless the code says otherwise (see ``SyncErrorCode``).
     case error(code: SyncErrorCode, message: String, id: String?)
 
+    /// The fields of `welcome`.
     public struct Welcome: Codable, Hashable, Sendable {
+        /// The protocol the server speaks (``SyncProtocol/version``).
         public var `protocol`: Int
+        /// The user id the client's token names.
         public var user: String
+        /// The position the server's replica stands at (Postgres's text form of an LSN).
         public var lsn: String
+        /// How often, at most, heartbeats come (`heartbeat_ms`).
         public var heartbeatMilliseconds: Int
+        /// How many subscriptions the socket may hold at once (`max_subscriptions`).
         public var maxSubscriptions: Int
+        /// The longest message, in bytes, the client may send (`max_message_bytes`).
         public var maxMessageBytes: Int
 
+        /// A welcome with these fields.
         public init(protocol: Int, user: String, lsn: String, heartbeatMilliseconds: Int, maxSubscriptions: Int,
                     maxMessageBytes: Int) {
             (self.protocol, self.user, self.lsn, self.heartbeatMilliseconds) = (`protocol`, user, lsn, heartbeatMilliseconds)
@@ -136,13 +154,15 @@ public enum ServerMessage: Hashable, Sendable {
 /// Why the server refused a message or ended a subscription or a socket. The raw values are
 /// the `code` of `error` frames.
 public enum SyncErrorCode: String, Codable, Hashable, Sendable, CaseIterable {
-    /// The frame is not JSON, not a text frame, or not a message of the protocol.
+    /// The frame is not JSON, not a text frame, or not a message of the protocol (a field
+    /// missing or of the wrong type, a subscription id that is empty or longer than 256 bytes).
     case malformed
     /// A message of a type the protocol does not have.
     case unknownMessage = "unknown_message"
     /// `hello` names a protocol version the server does not speak (the socket closes).
     case unsupportedProtocol = "unsupported_protocol"
-    /// A message other than `hello` came first, or a second `hello`.
+    /// A `subscribe` came before `hello`, or a second `hello` came; or no valid `hello` came
+    /// within the server's time for it (then the socket closes).
     case outOfOrder = "out_of_order"
     /// The token is not valid: malformed, forged, or signed with another secret (the socket closes).
     case unauthorized
@@ -164,18 +184,23 @@ public enum SyncErrorCode: String, Codable, Hashable, Sendable, CaseIterable {
     /// The client did not read its frames: more than the server's bound waited for it (the
     /// socket closes; reconnect and resume).
     case slowConsumer = "slow_consumer"
-    /// The server is at its limit of sockets or resumes: try again after a while (the socket
-    /// closes when it was the socket's admission).
+    /// The server is at its limit of sockets or resumes: try again after a while. Without a
+    /// subscription id it refuses the socket (which closes); with one, the subscription was not
+    /// made: subscribe again later.
     case retryLater = "retry_later"
     /// The subscription ended: its table was dropped, or its query no longer fits its table.
     case subscriptionEnded = "subscription_ended"
-    /// The server failed; the message says how.
+    /// The server failed; the message says how. Codes this library does not know read as this.
     case internalError = "internal"
 }
 
 extension ServerMessage: Decodable {
     enum CodingKeys: String, CodingKey { case type, lsn, snapshots, changesets, code, message, id }
 
+    /// Reads a frame the server sent. An error code this library does not know reads as
+    /// ``SyncErrorCode/internalError``.
+    ///
+    /// - Throws: `DecodingError` for an unknown `type` or a missing or mistyped field.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let type = try container.decode(String.self, forKey: .type)

@@ -19,8 +19,8 @@ import WSClient
 ///
 /// The client reconnects by itself (with backoff) and resumes each subscription from the
 /// position it reached: one changeset brings it up to date, or a snapshot when the server
-/// cannot (see the protocol page). Each `changes` frame is applied in one local write, so a
-/// Postgres transaction reaches the app's live queries whole.
+/// cannot (see the protocol article of `RippleSync`, *The sync protocol*). Each `changes` frame
+/// is applied in one local write, so a Postgres transaction reaches the app's live queries whole.
 public actor SyncClient {
     /// The local store the rows are kept in.
     public nonisolated let store: Store
@@ -28,12 +28,16 @@ public actor SyncClient {
     public nonisolated let url: String
     private let token: @Sendable () async throws -> String
     private let logger: Logger
-    /// What happens on the connection, for an app's status line and for tests.
+    /// What happens on the connection, for an app's status line and for tests. It keeps the
+    /// newest 10,000 events not read yet; iterate it from one task at a time.
     public nonisolated let events: AsyncStream<SyncClientEvent>
     private let eventSink: AsyncStream<SyncClientEvent>.Continuation
 
-    /// The delay before the first reconnect, doubled after each failed one up to `maxBackoff`.
+    /// The delay before reconnecting after a connection the server had welcomed; after each
+    /// attempt it did not welcome, the delay doubles, up to ``maxBackoff``. Each wait is the
+    /// delay times a random factor between 0.5 and 1.
     public var minBackoff: Duration = .milliseconds(100)
+    /// The longest delay between two attempts to connect.
     public var maxBackoff: Duration = .seconds(30)
 
     /// Sets the reconnect delays: `min` after a connection that was welcomed, doubling up to `max`.
@@ -108,7 +112,9 @@ public actor SyncClient {
     }
 
     /// A live query evaluated by the server: its events carry the rows and a changeset to
-    /// apply to a list, without keeping a copy in the local store. Ends when the loop ends.
+    /// apply to a list, without keeping a copy in the local store. The subscription ends when
+    /// the task iterating the sequence is cancelled, or, with an error, when the server refuses
+    /// or ends it; leaving the loop early does not end it.
     public func remoteQuery(_ query: QueryDescription) -> RemoteLiveQuery {
         nextRemote += 1
         let id = "remote-\(nextRemote)"
@@ -302,17 +308,24 @@ public enum SyncClientEvent: Sendable, Hashable {
 /// One event of a remote live query: the rows at `lsn` and the changeset from the previous
 /// event's rows (the first event: from no rows), ready for a list's batch update.
 public struct RemoteQueryEvent: Sendable {
+    /// The Postgres position the rows stand at.
     public var lsn: String
+    /// The result's column names, in the rows' order.
     public var columns: [String]
+    /// The query's result, in its order, values as the wire has them.
     public var rows: [[WireValue]]
+    /// The change from the previous event's rows to ``rows``, by index.
     public var changeset: Changeset
 }
 
 /// A live query evaluated by the server (see ``SyncClient/remoteQuery(_:)``).
 public struct RemoteLiveQuery: AsyncSequence, Sendable {
+    /// Each event: the rows and the changeset from the event before.
     public typealias Element = RemoteQueryEvent
     let stream: AsyncThrowingStream<RemoteQueryEvent, any Error>
 
+    /// An iterator over the query's events. It throws ``SyncClientError`` when the server
+    /// refuses or ends the subscription.
     public func makeAsyncIterator() -> AsyncThrowingStream<RemoteQueryEvent, any Error>.AsyncIterator {
         stream.makeAsyncIterator()
     }

@@ -78,6 +78,8 @@ enum WireTypes {
 
 /// What went wrong on the client's side of a sync conversation.
 public struct SyncClientError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong, in words.
     public let description: String
+    /// An error saying `description`.
     public init(_ description: String) { self.description = description }
 }

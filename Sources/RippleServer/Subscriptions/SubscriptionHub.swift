@@ -198,7 +198,7 @@ public final class SubscriptionHub: Sendable {
     /// The rows of `compiled` as they were at replica `version` (time travel through the
     /// replica's change log), as the wire has them.
     ///
-    /// - Throws: a ``StoreError`` of kind `history` when the change log no longer reaches
+    /// - Throws: a `StoreError` of kind `history` when the change log no longer reaches
     ///   `version`, or a schema change lies between it and now.
     public func rows(of compiled: CompiledQuery, schema: SyncedTableSchema, at version: Int64) throws -> [[WireValue]] {
         let steps = try store.history(table: schema.name, sql: compiled.sql, arguments: compiled.arguments,
