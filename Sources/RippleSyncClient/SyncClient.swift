@@ -47,6 +47,8 @@ public actor SyncClient {
     private var outbound: WebSocketOutboundWriter?
     private var connection: Task<Void, Never>?
     private var welcomed = false
+    /// Counts connections, so that a subscription is sent once on each.
+    private var connectionNumber = 0
     private var nextRemote = 0
 
     struct ClientSubscription {
@@ -54,6 +56,11 @@ public actor SyncClient {
         var remote: AsyncThrowingStream<RemoteQueryEvent, any Error>.Continuation?
         var result: WireResult?
         var isFirstLocal = true
+        /// The connection it was subscribed on (`nil`: not yet on the current one).
+        var sentOn: Int?
+        /// Whether its first frame on the current connection arrived: until then its position
+        /// stays where its rows are (a frame or heartbeat for the socket does not move it).
+        var live = false
     }
 
     /// A subscription's result as the server last sent it.
@@ -100,7 +107,7 @@ public actor SyncClient {
     public func subscribe(_ id: String, _ query: QueryDescription) async throws {
         guard subscriptions[id] == nil else { throw SyncClientError("the client already has a subscription \(id)") }
         subscriptions[id] = ClientSubscription(query: query)
-        await send(.subscribe(id: id, query: query, resume: nil))
+        await sendSubscribe(id)
     }
 
     /// Ends subscription `id`; `removingRows`: also deletes the local rows no other subscription
@@ -121,7 +128,7 @@ public actor SyncClient {
         let (stream, continuation) = AsyncThrowingStream<RemoteQueryEvent, any Error>.makeStream(bufferingPolicy: .unbounded)
         subscriptions[id] = ClientSubscription(query: query, remote: continuation)
         continuation.onTermination = { _ in Task { await self.endRemote(id) } }
-        Task { await self.send(.subscribe(id: id, query: query, resume: nil)) }
+        Task { await self.sendSubscribe(id) }
         return RemoteLiveQuery(stream: stream)
     }
 
@@ -165,11 +172,19 @@ public actor SyncClient {
 
     private func opened(_ writer: WebSocketOutboundWriter, token: String) async {
         outbound = writer
+        connectionNumber += 1
+        for id in subscriptions.keys { subscriptions[id]?.live = false }
         await send(.hello(protocol: SyncProtocol.version, token: token))
-        for (id, subscription) in subscriptions.sorted(by: { $0.key < $1.key }) {
-            let resume = subscription.result.map { ResumePoint(basis: $0.basis, lsn: $0.lsn) }
-            await send(.subscribe(id: id, query: subscription.query, resume: resume))
-        }
+        for id in subscriptions.keys.sorted() { await sendSubscribe(id) }
+    }
+
+    /// Subscribes `id` on the current connection, once, resuming from where its rows stand.
+    private func sendSubscribe(_ id: String) async {
+        guard outbound != nil, let subscription = subscriptions[id], subscription.sentOn != connectionNumber else { return }
+        subscriptions[id]?.sentOn = connectionNumber
+        subscriptions[id]?.live = false
+        let resume = subscription.result.map { ResumePoint(basis: $0.basis, lsn: $0.lsn) }
+        await send(.subscribe(id: id, query: subscription.query, resume: resume))
     }
 
     private func send(_ message: ClientMessage) async {
@@ -192,28 +207,23 @@ public actor SyncClient {
         case .changes(let lsn, let snapshots, let changesets):
             await apply(lsn: lsn, snapshots: snapshots, changesets: changesets)
         case .heartbeat(let lsn), .pong(let lsn):
-            for id in subscriptions.keys where subscriptions[id]?.result != nil { subscriptions[id]?.result?.lsn = lsn }
+            for (id, subscription) in subscriptions where subscription.live { subscriptions[id]?.result?.lsn = lsn }
             eventSink.yield(.caughtUp(lsn: lsn))
         case .error(let code, let message, let id):
             eventSink.yield(.serverError(code: code, message: message, subscription: id))
             guard let id, let subscription = subscriptions[id] else { return }
             switch code {
             case .retryLater:
-                let resume = subscription.result.map { ResumePoint(basis: $0.basis, lsn: $0.lsn) }
+                subscriptions[id]?.sentOn = nil
                 Task {
                     try? await Task.sleep(for: .seconds(1))
-                    await self.resend(id, resume: resume)
+                    await self.sendSubscribe(id)
                 }
             default:
                 subscription.remote?.finish(throwing: SyncClientError("\(code.rawValue): \(message)"))
                 subscriptions[id] = nil
             }
         }
-    }
-
-    private func resend(_ id: String, resume: ResumePoint?) async {
-        guard let subscription = subscriptions[id] else { return }
-        await send(.subscribe(id: id, query: subscription.query, resume: resume))
     }
 
     /// Applies one frame: each subscription's new rows, the local ones in one write.
@@ -223,6 +233,7 @@ public actor SyncClient {
         var broken: [String] = []
         for (id, snapshot) in snapshots {
             guard var subscription = subscriptions[id] else { continue }
+            subscription.live = true
             let old = subscription.result?.rows ?? []
             let result = WireResult(basis: snapshot.basis, columns: snapshot.columns, types: snapshot.types, key: snapshot.key,
                                     rows: snapshot.rows, lsn: lsn)
@@ -245,6 +256,7 @@ public actor SyncClient {
         }
         for (id, wire) in changesets {
             guard var subscription = subscriptions[id], var result = subscription.result else { continue }
+            subscription.live = true
             let old = result.rows
             do {
                 result.rows = try wire.apply(to: old)
@@ -268,7 +280,7 @@ public actor SyncClient {
             }
             subscriptions[id] = subscription
         }
-        for id in subscriptions.keys where subscriptions[id]?.result != nil { subscriptions[id]?.result?.lsn = lsn }
+        for (id, subscription) in subscriptions where subscription.live { subscriptions[id]?.result?.lsn = lsn }
         if !local.isEmpty {
             do {
                 try store.write(origin: .sync, tag: lsn) { db in try LocalRows.apply(local, in: db) }
@@ -283,7 +295,8 @@ public actor SyncClient {
             subscriptions[id]?.result = nil
             subscriptions[id]?.isFirstLocal = true
             await send(.unsubscribe(id: id))
-            if let query = subscriptions[id]?.query { await send(.subscribe(id: id, query: query, resume: nil)) }
+            subscriptions[id]?.sentOn = nil
+            await sendSubscribe(id)
         }
         eventSink.yield(.applied(lsn: lsn, subscriptions: Set(snapshots.keys).union(changesets.keys).sorted()))
     }

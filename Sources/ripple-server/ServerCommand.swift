@@ -19,7 +19,7 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Run a node: follow PostgreSQL into a replica and serve /sync, /health and /metrics.")
 
-    @Option(help: "The database: postgres://user[:password]@host[:port]/database (the user needs REPLICATION).")
+    @Option(help: "The database: postgres://user[:password]@host[:port]/database (a superuser: the node makes a publication, a replication slot and event triggers).")
     var postgres: String
 
     @Option(help: "The synced tables of the public schema, comma-separated (each needs a primary key).")

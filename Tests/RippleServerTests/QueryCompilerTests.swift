@@ -15,7 +15,12 @@ import Testing
         .init(name: "id", typeOID: PostgresTypes.OID.int8), .init(name: "a", typeOID: PostgresTypes.OID.int4),
         .init(name: "b", typeOID: PostgresTypes.OID.text), .init(name: "c", typeOID: PostgresTypes.OID.float8),
         .init(name: "d", typeOID: PostgresTypes.OID.bool), .init(name: "n", typeOID: PostgresTypes.OID.numeric),
+        .init(name: "t", typeOID: PostgresTypes.OID.timestamptz), .init(name: "dt", typeOID: PostgresTypes.OID.date),
+        .init(name: "ch", typeOID: PostgresTypes.OID.bpchar), .init(name: "j", typeOID: PostgresTypes.OID.json),
     ], key: [0])
+    /// The columns the oracle compares values of (the others' text forms depend on the session;
+    /// their meaning shows in which rows come, in which order).
+    static let comparedColumns = 6
 
     @Test func aDescriptionReadsFromItsJSON() throws {
         let json = """
@@ -53,8 +58,10 @@ import Testing
         (QueryDescription(table: "items", filter: .compare(column: "d", op: .equal, value: .integer(1))), "not a value"),
         (QueryDescription(table: "items", filter: .like(column: "a", pattern: "1%")), "text column"),
         (QueryDescription(table: "items", filter: .like(column: "b", pattern: "x\\")), "ends with an escape"),
-        (QueryDescription(table: "items", filter: .compare(column: "n", op: .less, value: .text("1.5"))), "cannot be compared"),
-        (QueryDescription(table: "items", order: [OrderDescription(column: "n")]), "cannot be ordered"),
+        (QueryDescription(table: "items", filter: .compare(column: "j", op: .less, value: .text("{}"))), "cannot be compared"),
+        (QueryDescription(table: "items", order: [OrderDescription(column: "j")]), "cannot be ordered"),
+        (QueryDescription(table: "items", filter: .compare(column: "n", op: .less, value: .text("1.5x"))), "not a number"),
+        (QueryDescription(table: "items", filter: .compare(column: "t", op: .less, value: .text("2024-03-05 12:00:00+02"))), "UTC"),
         (QueryDescription(table: "items", limit: -1), "negative"),
     ])
     func queriesTheReplicaCannotRunAreRefusedSayingWhy(query: QueryDescription, expected: String) {
@@ -89,13 +96,17 @@ struct QueryMeaningTests {
             let cast = switch type {
             case PostgresTypes.OID.int4: "::int8"
             case PostgresTypes.OID.float8: "::float8"
+            case PostgresTypes.OID.numeric: "::numeric"
+            case PostgresTypes.OID.timestamptz: "::timestamptz"
+            case PostgresTypes.OID.date: "::date"
+            case PostgresTypes.OID.bpchar: "::bpchar"
             default: ""
             }
             return "$\(bindings.count)\(cast)"
         }
         func column(_ name: String) -> (String, UInt32) {
             let type = table.columns.first { $0.name == name }!.typeOID
-            return (type == PostgresTypes.OID.text ? "\"\(name)\" COLLATE \"C\"" : "\"\(name)\"", type)
+            return ([PostgresTypes.OID.text, PostgresTypes.OID.bpchar].contains(type) ? "\"\(name)\" COLLATE \"C\"" : "\"\(name)\"", type)
         }
         func condition(_ filter: FilterDescription) -> String {
             switch filter {
@@ -113,7 +124,7 @@ struct QueryMeaningTests {
             case .not(let term): return "NOT (" + condition(term) + ")"
             }
         }
-        let list = table.columns.map { "CASE WHEN \"\($0.name)\" IS NULL THEN NULL ELSE concat(\"\($0.name)\") END" }
+        let list = table.columns.prefix(QueryCompilerTests.comparedColumns).map { "CASE WHEN \"\($0.name)\" IS NULL THEN NULL ELSE concat(\"\($0.name)\") END" }
         var sql = "SELECT \(list.joined(separator: ", ")) FROM items"
         if let filter = query.filter { sql += " WHERE " + condition(filter) }
         let terms = query.order.map { term in
@@ -128,6 +139,14 @@ struct QueryMeaningTests {
 
     static let texts: [String?] = [nil, "a", "A", "b", "ab", "abc", "%", "_", "a_c", "é", "e\u{301}", "", "Z", "a%b", "[x]", "*"]
     static let floats: [String?] = [nil, "NaN", "Infinity", "-Infinity", "0", "1.5", "-2", "1e308", "3"]
+    static let numerics: [String?] = [nil, "1.50", "1.5", "10", "9", "-2.25", "-10", "0", "0.000", "NaN", "Infinity", "-Infinity",
+                                      "123456789012345678901234567890.123", "-0.001", "-0.0010", "0.1"]
+    static let times: [String?] = [nil, "2024-03-05 12:00:00+00", "2024-03-05 12:00:00.5+00", "2024-03-05 12:00:00.25+00",
+                                   "1999-12-31 23:59:59+00", "infinity", "-infinity", "0044-03-15 10:00:00+00 BC",
+                                   "0001-01-01 00:00:00+00 BC", "12000-01-01 00:00:00+00"]
+    static let dates: [String?] = [nil, "2024-03-05", "2024-03-04", "infinity", "-infinity", "0044-03-15 BC", "0001-01-01 BC",
+                                   "10000-01-01", "0001-01-01"]
+    static let chars: [String?] = [nil, "a", "a  ", "ab", "b", "", " a"]
 
     @Test(arguments: [1, 2, 3] as [UInt64])
     func aCompiledQueryMeansWhatItMeansOnPostgres(seed: UInt64) async throws {
@@ -135,14 +154,18 @@ struct QueryMeaningTests {
         defer { try? postgres.stop() }
         let directory = try TemporaryDirectory()
         var random = SeededGenerator(seed: seed)
-        try postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY, a int4, b text, c float8, d bool, n numeric)")
+        try postgres.psql("SET timezone = 'UTC'; "
+                          + "CREATE TABLE items(id int8 PRIMARY KEY, a int4, b text, c float8, d bool, n numeric, t timestamptz, dt date, "
+                          + "ch char(4), j json)")
         var values: [String] = []
         for id in 1...60 {
             func literal(_ text: String?) -> String { text.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" } ?? "NULL" }
             let a = Int.random(in: 0..<6, using: &random) == 0 ? "NULL" : String(Int.random(in: -3...3, using: &random))
             let d = ["NULL", "true", "false"].randomElement(using: &random)!
             values.append("(\(id), \(a), \(literal(Self.texts.randomElement(using: &random)!)), "
-                          + "\(literal(Self.floats.randomElement(using: &random)!)), \(d), 1.50)")
+                          + "\(literal(Self.floats.randomElement(using: &random)!)), \(d), \(literal(Self.numerics.randomElement(using: &random)!)), "
+                          + "\(literal(Self.times.randomElement(using: &random)!)), \(literal(Self.dates.randomElement(using: &random)!)), "
+                          + "\(literal(Self.chars.randomElement(using: &random)!)), '{}')")
         }
         try postgres.psql("INSERT INTO items VALUES " + values.joined(separator: ", "))
         let table = QueryCompilerTests.table
@@ -163,12 +186,14 @@ struct QueryMeaningTests {
             for query in planned {
                 let compiled = try QueryCompiler.compile(query, for: table)
                 let replica = try store.read { db in
-                    try db.fetchAll(compiled.sql, compiled.arguments).map { row in table.columns.map { row[$0.name] ?? .null } }
+                    try db.fetchAll(compiled.sql, compiled.arguments).map { row in
+                        table.columns.prefix(QueryCompilerTests.comparedColumns).map { row[$0.name] ?? .null }
+                    }
                 }
                 var oracle: [[SQLValue]] = []
                 for try await row in try await client.query(Self.postgresQuery(query, table)) {
                     let texts = try row.map { try $0.decode(String?.self) }
-                    oracle.append(try zip(texts, table.columns).map { text, column in
+                    oracle.append(try zip(texts, table.columns.prefix(QueryCompilerTests.comparedColumns)).map { text, column in
                         try text.map { try PostgresTypes.replicaValue($0, of: column.typeOID) } ?? .null
                     })
                 }
@@ -191,11 +216,21 @@ struct QueryMeaningTests {
                 return [.real(1.5), .real(.infinity), .real(-.infinity), .real(.nan), .text("NaN"), .integer(3), .real(0), .null]
                     .randomElement(using: &random)!
             case "d": return [.bool(true), .bool(false), .null].randomElement(using: &random)!
+            case "n":
+                return [.text("1.5"), .integer(10), .real(9), .text("-2.250"), .text("NaN"), .text("Infinity"), .null, .text("0"),
+                        .text("-0.001"), .real(0.1)].randomElement(using: &random)!
+            case "t":
+                return [.text("2024-03-05 12:00:00+00"), .text("2024-03-05T12:00:00.50Z"), .text("infinity"), .text("-infinity"),
+                        .text("1999-12-31 23:59:59+00"), .text("0044-03-15 10:00:00+00 BC"), .null].randomElement(using: &random)!
+            case "dt":
+                return [.text("2024-03-05"), .text("-infinity"), .text("0044-03-15 BC"), .text("10000-01-01"), .null]
+                    .randomElement(using: &random)!
+            case "ch": return [.text("a"), .text("a "), .text("b"), .text(""), .null].randomElement(using: &random)!
             default: return .integer(Int64.random(in: 0...61, using: &random))
             }
         }
         func filter(_ depth: Int) -> FilterDescription {
-            let column = ["id", "a", "b", "c", "d"].randomElement(using: &random)!
+            let column = ["id", "a", "b", "c", "d", "n", "t", "dt", "ch"].randomElement(using: &random)!
             switch Int.random(in: 0..<(depth > 2 ? 6 : 9), using: &random) {
             case 0, 1: return .compare(column: column, op: FilterDescription.Comparison.allCases.randomElement(using: &random)!,
                                        value: value(for: column))
@@ -213,7 +248,7 @@ struct QueryMeaningTests {
         if Int.random(in: 0..<5, using: &random) > 0 { query.filter = filter(0) }
         for _ in 0..<Int.random(in: 0...2, using: &random) {
             let nulls: Bool? = [nil, true, false].randomElement(using: &random)!
-            query.order.append(OrderDescription(column: ["a", "b", "c", "d"].randomElement(using: &random)!,
+            query.order.append(OrderDescription(column: ["a", "b", "c", "d", "n", "t", "dt", "ch"].randomElement(using: &random)!,
                                                 descending: Bool.random(using: &random), nullsFirst: nulls))
         }
         if Bool.random(using: &random) { query.limit = Int.random(in: 0...20, using: &random) }

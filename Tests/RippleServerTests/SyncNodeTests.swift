@@ -175,6 +175,57 @@ struct SyncNodeTests {
     }
 }
 
+extension SyncNodeTests {
+    /// A node down long enough for its slot to pass `max_slot_wal_keep_size` finds the slot
+    /// lost: it makes a fresh slot and copy (never resumes with rows missing), and a client
+    /// resuming from before the copy gets a snapshot equal to Postgres.
+    @Test func aLostSlotMeansAFreshCopyAndASnapshot() async throws {
+        let postgres = try ThrowawayPostgres(settings: ["max_slot_wal_keep_size": "'1MB'"])
+        defer { try? postgres.stop() }
+        try postgres.psql("""
+            CREATE TABLE notes(id int8 PRIMARY KEY, body text NOT NULL);
+            CREATE TABLE filler(id int8, body text);
+            INSERT INTO notes SELECT n, 'note ' || n FROM generate_series(1, 10) AS n;
+            """)
+        let directory = try TemporaryDirectory()
+        let rules = #"{"tables": {"notes": {"read": true}}}"#
+        let query = QueryDescription(table: "notes", order: [OrderDescription(column: "id")])
+        var rows = ClientRows()
+        do {
+            let node = try await TestNode.start(postgres, tables: ["notes"], rules: rules, directory: directory)
+            let socket = try await TestSocket(url: node.url)
+            _ = try await socket.hello(try node.token("u"))
+            try await socket.send(.subscribe(id: "notes", query: query, resume: nil))
+            while rows.columns.isEmpty { _ = try rows.take(try #require(try await socket.nextSkippingHeartbeats()), id: "notes") }
+            socket.close()
+            await node.stop()
+        }
+        // While the node is down: writes, and WAL enough for its slot to be given up.
+        for round in 1...4 {
+            try postgres.psql("""
+                UPDATE notes SET body = body || '.' WHERE id = \(round); INSERT INTO notes VALUES (\(100 + round), 'while down');
+                INSERT INTO filler SELECT n, repeat('x', 500) FROM generate_series(1, 5000) AS n;
+                """)
+            try postgres.psql("SELECT pg_switch_wal()")
+        }
+        try postgres.psql("CHECKPOINT")
+        try postgres.psql("CHECKPOINT")
+        #expect(try postgres.psql("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'ripple_node'")
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "lost", "the slot was given up (the test's premise)")
+        let node = try await TestNode.start(postgres, tables: ["notes"], rules: rules, directory: directory)
+        defer { Task { await node.stop() } }
+        let socket = try await TestSocket(url: node.url)
+        defer { socket.close() }
+        _ = try await socket.hello(try node.token("u"))
+        try await socket.send(.subscribe(id: "notes", query: query, resume: ResumePoint(basis: rows.basis, lsn: rows.lsn)))
+        let message = try #require(try await socket.nextSkippingHeartbeats())
+        guard case .changes(_, let snapshots, _) = message else { Issue.record("\(message)"); return }
+        #expect(snapshots["notes"] != nil, "a resume from before the copy is a snapshot")
+        _ = try rows.take(message, id: "notes")
+        #expect(rows.rows.map(psqlText) == (try postgres.rows("SELECT id, body FROM notes ORDER BY id")))
+    }
+}
+
 /// A WebSocket client on a bare TCP socket that sends (masked text frames) but never reads:
 /// what a stalled client looks like to the server.
 final class RawWebSocket: @unchecked Sendable {

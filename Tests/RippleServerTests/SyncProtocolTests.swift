@@ -102,10 +102,14 @@ struct SyncProtocolTests {
         let message = try #require(try await socket.nextSkippingHeartbeats())
         guard case .changes(_, let snapshots, let changesets) = message else { Issue.record("not a changes frame: \(message)"); return }
         #expect(snapshots.isEmpty, "a resume within the retained history is a changeset")
-        let changeset = try #require(changesets["open"])
-        #expect(changeset.inserts.count == 3 && changeset.deletes.count == 3)
+        #expect(changesets["open"] != nil)
         _ = try open.take(message, id: "open")
-        #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
+        // The node may not have applied the last commits yet: they follow, as changesets.
+        while open.rows.map(psqlText) != (try postgres.rows(Self.aliceOpenSQL)) {
+            let next = try #require(try await socket.nextSkippingHeartbeats())
+            if case .changes(_, let snapshots, _) = next { #expect(snapshots.isEmpty) }
+            _ = try open.take(next, id: "open")
+        }
         // Later commits continue from there.
         try postgres.psql("UPDATE todos SET title = 'later' WHERE id = 100")
         _ = try open.take(try #require(try await socket.nextSkippingHeartbeats()), id: "open")

@@ -28,6 +28,8 @@ struct TestNode {
         configuration.port = 0
         configuration.slot = "ripple_\(name)"
         configuration.heartbeatInterval = .milliseconds(200)
+        // Generous: a loaded machine must not close a test's socket before it says hello.
+        configuration.helloTimeout = .seconds(120)
         adjust(&configuration)
         let server = try SyncServer(configuration: configuration)
         let task = Task { try await server.run() }

@@ -54,7 +54,7 @@ public struct SyncRules: Decodable, Sendable {
     ///
     /// - Throws: ``RulesError`` when the table is not readable under the rules.
     public func restrict(_ query: QueryDescription, to user: String) throws -> QueryDescription {
-        guard let rules = tables[query.table] else { throw RulesError("table \(query.table) is not synced") }
+        guard let rules = tables[query.table] else { throw RulesError("the rules let no one read table \(query.table)") }
         guard let rule = rules.read else { return query }
         var restricted = query
         let own = rule.filter(for: user)

@@ -102,26 +102,38 @@ public actor ReplicaFeed {
             try db.execute("CREATE TABLE IF NOT EXISTS ripple_replica(key TEXT PRIMARY KEY, value) WITHOUT ROWID")
             try db.execute("INSERT OR IGNORE INTO ripple_replica VALUES ('replica', ?)", [UUID().uuidString.lowercased()])
         }
-        let (replica, stored, from) = try store.read { db in
+        let (replica, stored, from, synced) = try store.read { db in
             (try db.fetchValue("SELECT value FROM ripple_replica WHERE key = 'replica'", as: String.self) ?? "",
              try db.fetchValue("SELECT value FROM ripple_replica WHERE key = 'lsn'", as: String.self).flatMap(PGOutput.LSN.init),
              try db.fetchValue("SELECT value FROM ripple_replica WHERE key = 'consistent_from'", as: String.self)
-                .flatMap(PGOutput.LSN.init))
+                .flatMap(PGOutput.LSN.init),
+             try db.fetchValue("SELECT value FROM ripple_replica WHERE key = 'tables'", as: String.self))
         }
         for name in configuration.tables { tables[name] = try await describe(name) }
         try await client.query("CREATE TABLE IF NOT EXISTS ripple_sync_nodes (slot name PRIMARY KEY, replica uuid NOT NULL)",
                                logger: logger)
         try await installDDLTriggers()
+        // The publication lists exactly the synced tables (made, or set again when the
+        // configuration changed).
+        let list = configuration.tables.map(SQLIdentifier.quoted).joined(separator: ", ")
+        let publication = SQLIdentifier.quoted(configuration.publication)
         if try await rows("SELECT 1 FROM pg_publication WHERE pubname = \(configuration.publication)").isEmpty {
-            let list = configuration.tables.map(SQLIdentifier.quoted).joined(separator: ", ")
-            try await client.query(PostgresQuery(unsafeSQL: "CREATE PUBLICATION \(SQLIdentifier.quoted(configuration.publication)) FOR TABLE \(list)"),
-                                   logger: logger)
+            try await client.query(PostgresQuery(unsafeSQL: "CREATE PUBLICATION \(publication) FOR TABLE \(list)"), logger: logger)
+        } else {
+            let published = try await rows("""
+                SELECT tablename::text FROM pg_publication_tables WHERE pubname = \(configuration.publication) AND schemaname = 'public'
+                """).map { $0[0] }
+            if Set(published) != Set(configuration.tables) {
+                try await client.query(PostgresQuery(unsafeSQL: "ALTER PUBLICATION \(publication) SET TABLE \(list)"), logger: logger)
+            }
         }
         let slot = try await rows("""
             SELECT coalesce(s.wal_status, ''), coalesce(n.replica::text, '') FROM pg_replication_slots AS s
             LEFT JOIN ripple_sync_nodes AS n ON n.slot = s.slot_name WHERE s.slot_name = \(configuration.slot)
             """)
-        let resumes = slot.first.map { $0[0] != "lost" && $0[1] == replica } ?? false
+        // Resumable: the slot is this replica's and whole, and the replica holds the tables the
+        // configuration names (another set needs a copy).
+        let resumes = (slot.first.map { $0[0] != "lost" && $0[1] == replica } ?? false) && synced == Self.tableList(configuration.tables)
         if resumes, let stored, let from {
             (appliedLSN, consistentFrom) = (stored, from)
             try ensureReplicaTables()
@@ -207,6 +219,7 @@ public actor ReplicaFeed {
     /// The replica table's `CREATE TABLE`.
     private static func createSQL(_ table: Table, ifNotExists: Bool = false) -> String {
         let columns = table.columns.map { SQLIdentifier.quoted($0.name) + " " + PostgresTypes.replicaType(of: $0.type) }
+            + table.columns.filter { OrderKeys.applies(to: $0.type) }.map { SQLIdentifier.quoted(OrderKeys.column(for: $0.name)) + " BLOB" }
         let key = table.key.map { SQLIdentifier.quoted(table.columns[$0].name) }.joined(separator: ", ")
         return "CREATE TABLE \(ifNotExists ? "IF NOT EXISTS " : "")\(SQLIdentifier.quoted(table.name)) (\(columns.joined(separator: ", ")), "
             + "PRIMARY KEY (\(key)))"
@@ -227,12 +240,15 @@ public actor ReplicaFeed {
                 try db.execute("DELETE FROM \(SQLIdentifier.quoted(name))")
                 for row in copied[name] ?? [] { try Self.upsert(table, row.map { $0.map(PGOutput.Value.text) ?? .null }, in: db) }
             }
-            try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES ('lsn', ?), ('consistent_from', ?)",
-                           [start.description, lsn.description])
+            try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES ('lsn', ?), ('consistent_from', ?), ('tables', ?)",
+                           [start.description, lsn.description, Self.tableList(names)])
         }
         (appliedLSN, consistentFrom) = (start, lsn)
         if let version { onCommit?(ReplicaCommit(version: version, position: lsn, isCopy: true)) }
     }
+
+    /// The synced tables as the replica records them (sorted, one per line).
+    private static func tableList(_ names: [String]) -> String { names.sorted().joined(separator: "\n") }
 
     /// The rows of `names` (each value in its output form) from one `REPEATABLE READ` snapshot,
     /// and the WAL position after it.
@@ -501,12 +517,26 @@ public actor ReplicaFeed {
 
     /// Inserts the row, or replaces the row with its key (a replay onto the copy).
     private static func upsert(_ table: Table, _ values: [PGOutput.Value], in db: Database) throws {
-        let names = table.columns.map { SQLIdentifier.quoted($0.name) }.joined(separator: ", ")
-        let marks = Array(repeating: "?", count: table.columns.count).joined(separator: ", ")
-        let arguments = try zip(table.columns, values).map { column, value -> any SQLValueConvertible in
+        var names = table.columns.map { SQLIdentifier.quoted($0.name) }
+        var arguments = try zip(table.columns, values).map { column, value -> any SQLValueConvertible in
             try sqlValue(value, of: column.type)
         }
-        try db.execute("INSERT OR REPLACE INTO \(SQLIdentifier.quoted(table.name)) (\(names)) VALUES (\(marks))", arguments)
+        for (column, value) in zip(table.columns, values) where OrderKeys.applies(to: column.type) {
+            names.append(SQLIdentifier.quoted(OrderKeys.column(for: column.name)))
+            arguments.append(try orderKey(value, of: column.type))
+        }
+        let marks = Array(repeating: "?", count: names.count).joined(separator: ", ")
+        try db.execute("INSERT OR REPLACE INTO \(SQLIdentifier.quoted(table.name)) (\(names.joined(separator: ", "))) VALUES (\(marks))",
+                       arguments)
+    }
+
+    /// The order key of a value (see ``OrderKeys``).
+    private static func orderKey(_ value: PGOutput.Value, of type: UInt32) throws -> SQLValue {
+        switch value {
+        case .null: return .null
+        case .text(let text): return .blob(try OrderKeys.key(text, of: type))
+        case .binary, .unchanged: throw FeedError("a value came in a form the feed does not ask for")
+        }
     }
 
     /// Updates the row with the new row's key: every column sent (an unchanged TOASTed value
@@ -518,6 +548,10 @@ public actor ReplicaFeed {
         for (index, column) in table.columns.enumerated() where values[index] != .unchanged {
             assignments.append("\(SQLIdentifier.quoted(column.name)) = ?")
             arguments.append(try sqlValue(values[index], of: column.type))
+            if OrderKeys.applies(to: column.type) {
+                assignments.append("\(SQLIdentifier.quoted(OrderKeys.column(for: column.name))) = ?")
+                arguments.append(try orderKey(values[index], of: column.type))
+            }
         }
         let condition = table.key.map { "\(SQLIdentifier.quoted(table.columns[$0].name)) = ?" }.joined(separator: " AND ")
         for position in table.key { arguments.append(try sqlValue(values[position], of: table.columns[position].type)) }

@@ -26,7 +26,8 @@ public struct CompiledQuery: Hashable, Sendable {
     /// The result column that identifies a row: the key's column, or `ripple_key` (a JSON
     /// array of a composite key's values).
     public var identity: String
-    /// The result's columns (the key's included).
+    /// The result's columns (the key's included; not `ripple_key`, which comes last in the SQL
+    /// and stays on the server).
     public var columns: [String]
 }
 
@@ -41,11 +42,12 @@ public struct CompiledQuery: Hashable, Sendable {
 /// * **floats**: NaN equals NaN and is greater than every number, as Postgres has it (the
 ///   replica keeps NaN as the text `NaN`, which SQLite orders after every number); ±Infinity are
 ///   numbers;
+/// * **numeric** by value, **date** and **timestamp(tz)** by time, **bpchar** ignoring trailing
+///   spaces: through the order keys the replica keeps beside them (`ripple_order:<column>`);
 /// * a query is ordered totally: the key's columns, ascending, break ties.
 ///
-/// Comparing or ordering `numeric`, `bpchar`, date and time, JSON and `bytea` columns is refused
-/// for now with an error saying so (their replica forms do not compare as Postgres compares
-/// them); they can be selected.
+/// Comparing or ordering `time`, `interval`, JSON and `bytea` columns (and other types kept as
+/// text) is refused with an error saying so; they can be selected.
 public enum QueryCompiler {
     /// Compiles `query` for `table`.
     ///
@@ -76,10 +78,10 @@ public enum QueryCompiler {
             let column = try self.column(term.column, in: table)
             try requireComparable(column, "ordered by")
             let nullsFirst = term.nullsFirst ?? term.descending
-            terms.append("\(SQLIdentifier.quoted(column.name)) \(term.descending ? "DESC" : "ASC") NULLS \(nullsFirst ? "FIRST" : "LAST")")
+            terms.append("\(orderedName(column)) \(term.descending ? "DESC" : "ASC") NULLS \(nullsFirst ? "FIRST" : "LAST")")
             ordered.insert(column.name)
         }
-        for name in keyNames where !ordered.contains(name) { terms.append("\(SQLIdentifier.quoted(name)) ASC") }
+        for name in keyNames where !ordered.contains(name) { terms.append("\(orderedName(try column(name, in: table))) ASC") }
         sql += " ORDER BY " + terms.joined(separator: ", ")
         // LIMIT and OFFSET are written as the integers they were decoded to.
         if let limit = query.limit {
@@ -91,7 +93,7 @@ public enum QueryCompiler {
             if query.limit == nil { sql += " LIMIT -1" }
             sql += " OFFSET \(offset)"
         }
-        return CompiledQuery(sql: sql, arguments: arguments, identity: identity, columns: selected + (keyNames.count > 1 ? [identity] : []))
+        return CompiledQuery(sql: sql, arguments: arguments, identity: identity, columns: selected)
     }
 
     private static func condition(_ filter: FilterDescription, _ table: SyncedTableSchema, _ arguments: inout [SQLValue]) throws -> String {
@@ -99,8 +101,8 @@ public enum QueryCompiler {
         case .compare(let name, let op, let value):
             let column = try self.column(name, in: table)
             try requireComparable(column, "compared")
-            arguments.append(try replicaValue(value, for: column))
-            return "\(SQLIdentifier.quoted(column.name)) \(op == .notEqual ? "<>" : op.rawValue) ?"
+            arguments.append(try comparedValue(value, for: column))
+            return "\(orderedName(column)) \(op == .notEqual ? "<>" : op.rawValue) ?"
         case .isNull(let name):
             return "\(SQLIdentifier.quoted(try column(name, in: table).name)) IS NULL"
         case .isNotNull(let name):
@@ -109,8 +111,8 @@ public enum QueryCompiler {
             let column = try self.column(name, in: table)
             try requireComparable(column, "compared")
             guard !values.isEmpty else { return "0" }
-            for value in values { arguments.append(try replicaValue(value, for: column)) }
-            return "\(SQLIdentifier.quoted(column.name)) IN (\(Array(repeating: "?", count: values.count).joined(separator: ", ")))"
+            for value in values { arguments.append(try comparedValue(value, for: column)) }
+            return "\(orderedName(column)) IN (\(Array(repeating: "?", count: values.count).joined(separator: ", ")))"
         case .like(let name, let pattern):
             let column = try self.column(name, in: table)
             guard isText(column.typeOID) else { throw QueryError("like needs a text column; \(name) is not one") }
@@ -165,11 +167,34 @@ public enum QueryCompiler {
         [PostgresTypes.OID.text, PostgresTypes.OID.varchar, PostgresTypes.OID.name].contains(oid)
     }
 
+    /// What a column compares and orders by: itself, or its order key (see ``OrderKeys``).
+    private static func orderedName(_ column: SyncedTableSchema.Column) -> String {
+        SQLIdentifier.quoted(OrderKeys.applies(to: column.typeOID) ? OrderKeys.column(for: column.name) : column.name)
+    }
+
+    /// A query's value as the column compares: its order key, or its replica value.
+    private static func comparedValue(_ value: WireValue, for column: SyncedTableSchema.Column) throws -> SQLValue {
+        guard OrderKeys.applies(to: column.typeOID) else { return try replicaValue(value, for: column) }
+        let text: String
+        switch value {
+        case .null: return .null
+        case .text(let string): text = string
+        case .integer(let integer) where column.typeOID == PostgresTypes.OID.numeric: text = String(integer)
+        case .real(let real) where column.typeOID == PostgresTypes.OID.numeric && real.isFinite: text = String(real)
+        default: throw QueryError("\(value) is not a value of column \(column.name)")
+        }
+        do {
+            return .blob(try OrderKeys.key(text, of: column.typeOID))
+        } catch let error as QueryError {
+            throw QueryError("\(error.description) (column \(column.name))")
+        }
+    }
+
     private static func requireComparable(_ column: SyncedTableSchema.Column, _ what: String) throws {
         let comparable: Set<UInt32> = [PostgresTypes.OID.int2, PostgresTypes.OID.int4, PostgresTypes.OID.int8, PostgresTypes.OID.bool,
                                        PostgresTypes.OID.float4, PostgresTypes.OID.float8, PostgresTypes.OID.text,
                                        PostgresTypes.OID.varchar, PostgresTypes.OID.name, PostgresTypes.OID.uuid]
-        guard comparable.contains(column.typeOID) else {
+        guard comparable.contains(column.typeOID) || OrderKeys.applies(to: column.typeOID) else {
             throw QueryError("column \(column.name) cannot be \(what) yet: its type (OID \(column.typeOID)) does not compare in "
                              + "the replica as Postgres compares it")
         }
