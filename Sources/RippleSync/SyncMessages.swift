@@ -161,8 +161,8 @@ public enum SyncErrorCode: String, Codable, Hashable, Sendable, CaseIterable {
     case unknownMessage = "unknown_message"
     /// `hello` names a protocol version the server does not speak (the socket closes).
     case unsupportedProtocol = "unsupported_protocol"
-    /// A `subscribe` came before `hello`, or a second `hello` came; or no valid `hello` came
-    /// within the server's time for it (then the socket closes).
+    /// A message other than `hello` came before `hello`, or a second `hello` came; or no valid
+    /// `hello` came within the server's time for it (then the socket closes).
     case outOfOrder = "out_of_order"
     /// The token is not valid: malformed, forged, or signed with another secret (the socket closes).
     case unauthorized

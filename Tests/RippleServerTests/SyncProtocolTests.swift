@@ -159,6 +159,7 @@ struct SyncProtocolTests {
             #expect(text.localizedCaseInsensitiveContains(words), "\(json): \(text)", sourceLocation: sourceLocation)
         }
         try await expectError(#"{"type":"subscribe","id":"a","query":{"table":"todos"}}"#, .outOfOrder, "hello")
+        try await expectError(#"{"type":"ping"}"#, .outOfOrder, "hello")
         try await expectError("not json", .malformed, "not JSON")
         try await expectError("[1, 2]", .malformed, "object")
         try await expectError(#"{"type":"launch"}"#, .unknownMessage, "launch")

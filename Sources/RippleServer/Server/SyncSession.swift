@@ -169,6 +169,12 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
             send(.error(code: .malformed, message: "\(type): \(error)", id: nil))
             return
         }
+        if case .greeting = lock.withLock({ phase }) {
+            guard case .hello = message else {
+                send(.error(code: .outOfOrder, message: "say hello first", id: nil))
+                return
+            }
+        }
         switch message {
         case .hello(let version, let token): hello(protocol: version, token: token)
         case .subscribe(let id, let query, let resume): await subscribe(id: id, query: query, resume: resume)
