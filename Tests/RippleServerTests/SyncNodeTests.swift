@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -170,6 +173,11 @@ struct SyncNodeTests {
         #expect(ended)
         let metrics = await node.server.metricsText()
         #expect(metrics.contains("ripple_sockets 2"), "\(metrics)")
+        // The same over HTTP, and /health.
+        let (health, healthResponse) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(node.port)/health")!)
+        #expect((healthResponse as? HTTPURLResponse)?.statusCode == 200 && String(decoding: health, as: UTF8.self) == "ok\n")
+        let (served, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(node.port)/metrics")!)
+        #expect(String(decoding: served, as: UTF8.self).contains("ripple_refused_sockets_total 1"))
         #expect(metrics.contains("ripple_refused_sockets_total 1"))
         #expect(metrics.contains("ripple_subscriptions 1"))
     }
