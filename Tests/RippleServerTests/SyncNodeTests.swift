@@ -234,6 +234,35 @@ extension SyncNodeTests {
     }
 }
 
+extension SyncNodeTests {
+    /// Postgres restarted without a clean shutdown under a running node: the node retries, and
+    /// the writes made before and after reach the socket, each once.
+    @Test func aPostgresRestartUnderARunningNodeLosesNothing() async throws {
+        let postgres = try ThrowawayPostgres()
+        defer { try? postgres.stop() }
+        try postgres.psql("CREATE TABLE notes(id int8 PRIMARY KEY, body text NOT NULL); INSERT INTO notes VALUES (1, 'one')")
+        let directory = try TemporaryDirectory()
+        let node = try await TestNode.start(postgres, tables: ["notes"], rules: #"{"tables": {"notes": {"read": true}}}"#,
+                                            directory: directory)
+        defer { Task { await node.stop() } }
+        let socket = try await TestSocket(url: node.url)
+        defer { socket.close() }
+        _ = try await socket.hello(try node.token("u"))
+        try await socket.send(.subscribe(id: "notes", query: QueryDescription(table: "notes", order: [OrderDescription(column: "id")]),
+                                         resume: nil))
+        var rows = ClientRows()
+        let expected = "SELECT id, body FROM notes ORDER BY id"
+        while rows.columns.isEmpty { _ = try rows.take(try #require(try await socket.nextSkippingHeartbeats()), id: "notes") }
+        try postgres.psql("INSERT INTO notes VALUES (2, 'two')")
+        try postgres.restart(immediate: true)
+        try postgres.psql("INSERT INTO notes VALUES (3, 'three'); UPDATE notes SET body = 'uno' WHERE id = 1")
+        while rows.rows.map(psqlText) != (try postgres.rows(expected)) {
+            _ = try rows.take(try #require(try await socket.nextSkippingHeartbeats(within: 60)), id: "notes")
+        }
+        #expect(rows.rows.count == 3)
+    }
+}
+
 /// A WebSocket client on a bare TCP socket that sends (masked text frames) but never reads:
 /// what a stalled client looks like to the server.
 final class RawWebSocket: @unchecked Sendable {
