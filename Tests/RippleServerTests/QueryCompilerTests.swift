@@ -55,7 +55,7 @@ import Testing
         (QueryDescription(table: "items", filter: .compare(column: "zz", op: .equal, value: .integer(1))), "no column zz"),
         (QueryDescription(table: "items", columns: ["id", "zz"]), "no column zz"),
         (QueryDescription(table: "items", filter: .compare(column: "a", op: .equal, value: .text("1; DROP TABLE items"))), "not a value"),
-        (QueryDescription(table: "items", filter: .compare(column: "d", op: .equal, value: .integer(1))), "not a value"),
+        (QueryDescription(table: "items", filter: .compare(column: "d", op: .equal, value: .integer(2))), "not a value"),
         (QueryDescription(table: "items", filter: .like(column: "a", pattern: "1%")), "text column"),
         (QueryDescription(table: "items", filter: .like(column: "b", pattern: "x\\")), "ends with an escape"),
         (QueryDescription(table: "items", filter: .compare(column: "j", op: .less, value: .text("{}"))), "cannot be compared"),

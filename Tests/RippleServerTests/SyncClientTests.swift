@@ -73,6 +73,41 @@ struct SyncClientTests {
         await client.stop()
     }
 
+    struct Todo: Codable, Sendable, Identifiable, Equatable {
+        var id: Int64
+        var owner: String
+        var title: String
+        var rank: Int
+        var done: Bool
+    }
+
+    /// A typed query subscribes as its description: its collection in the local store reads the
+    /// rows the server sends, and the same query run locally gives the server's result.
+    @Test func aTypedQuerySubscribesAndItsCollectionReadsTheRows() async throws {
+        let postgres = try ThrowawayPostgres()
+        defer { try? postgres.stop() }
+        try SyncProtocolTests.prepare(postgres)
+        let directory = try TemporaryDirectory()
+        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
+        defer { Task { await node.stop() } }
+        let store = try Store(path: directory.path("client.sqlite"))
+        let todos = try store.collection("todos", of: Todo.self)
+        let token = try node.token("alice")
+        let client = SyncClient(url: node.url, store: store) { token }
+        try await client.start()
+        let open = todos.filter(Column("done") == false && Column("title").like("todo 1%")).order(by: Column("rank").descending).limit(4)
+        #expect(try open.syncDescription() == QueryDescription(
+            table: "todos", filter: .and([.compare(column: "done", op: .equal, value: .integer(0)), .like(column: "title", pattern: "todo 1%")]),
+            order: [OrderDescription(column: "rank", descending: true)], limit: 4))
+        try await client.subscribe("open", open)
+        let expected = "SELECT id FROM todos WHERE owner = 'alice' AND NOT done AND title LIKE 'todo 1%' ORDER BY rank DESC, id LIMIT 4"
+        try await Self.until(client) { try open.fetchAll().map { String($0.id) } == (try postgres.rows(expected)) }
+        try postgres.psql("UPDATE todos SET done = true WHERE id = 18")
+        try await Self.until(client) { try open.fetchAll().map { String($0.id) } == (try postgres.rows(expected)) }
+        #expect(try todos.fetchAll().allSatisfy { $0.owner == "alice" })
+        await client.stop()
+    }
+
     /// A remote live query's changesets apply to a list, across a restart of the node (the
     /// client reconnects and resumes by itself).
     @Test func aRemoteLiveQueryFollowsAcrossANodeRestart() async throws {

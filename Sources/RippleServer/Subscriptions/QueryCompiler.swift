@@ -221,6 +221,9 @@ public enum QueryCompiler {
             }
         case (PostgresTypes.OID.bool, .bool(let bool)):
             return .integer(bool ? 1 : 0)
+        case (PostgresTypes.OID.bool, .integer(let integer)) where integer == 0 || integer == 1:
+            // 1 and 0: booleans as SQLite (and a Ripple query) keeps them.
+            return .integer(integer)
         case (PostgresTypes.OID.uuid, .text(let text)):
             return .text(text.lowercased())
         case (_, .text(let text)) where isText(column.typeOID):
