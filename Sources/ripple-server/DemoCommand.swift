@@ -36,7 +36,7 @@ struct DemoCommand: AsyncParsableCommand {
                                                     replicaPath: directory + "/replica.sqlite")
         configuration.port = port
         raiseDescriptorLimit()
-        let server = try SyncServer(configuration: configuration)
+        let server = try SyncServer(configuration: configuration, logger: serverLogger())
         let expires = Date().addingTimeInterval(24 * 3600)
         let alice = try SyncToken.sign(user: "alice", expires: expires, secret: secret)
         let bob = try SyncToken.sign(user: "bob", expires: expires, secret: secret)

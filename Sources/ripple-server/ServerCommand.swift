@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import RippleServer
 
 /// `ripple-server`: a Ripple Sync node, its demo, and tools to try it from a terminal.
@@ -58,7 +59,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.slot = slot
         configuration.maxSockets = maxSockets
         raiseDescriptorLimit()
-        let server = try SyncServer(configuration: configuration)
+        let server = try SyncServer(configuration: configuration, logger: serverLogger())
         try await runUntilInterrupted {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await server.run() }
@@ -118,4 +119,11 @@ func runUntilInterrupted(_ body: @escaping @Sendable () async throws -> Void) as
     } catch where task.isCancelled {
         // Interrupted: a normal end, whatever the cancelled work threw on its way out.
     }
+}
+
+/// The node's log: warnings and errors on standard error.
+func serverLogger() -> Logger {
+    var logger = Logger(label: "ripple-server") { StreamLogHandler.standardError(label: $0) }
+    logger.logLevel = .warning
+    return logger
 }

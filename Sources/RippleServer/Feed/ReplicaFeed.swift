@@ -362,6 +362,12 @@ public actor ReplicaFeed {
         return position
     }
 
+    /// Postgres's `max_slot_wal_keep_size`: how much WAL a slot may hold back (`-1`: without
+    /// limit, so that a node down for long can fill Postgres's disk).
+    public func slotRetentionLimit() async throws -> String {
+        try await rows("SELECT current_setting('max_slot_wal_keep_size')").first?.first ?? ""
+    }
+
     /// Which Postgres history the replica follows: the cluster's system identifier and its
     /// current timeline, `7350160375306405406-1`. A restored backup or a promoted standby
     /// names another, so positions from one are never taken for positions of the other.

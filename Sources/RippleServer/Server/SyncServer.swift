@@ -115,6 +115,12 @@ public final class SyncServer: Sendable {
         try timeline.load(from: store)
         try await feed.catchUp()
         let cluster = try await feed.clusterIdentity()
+        if try await feed.slotRetentionLimit() == "-1" {
+            logger.warning("""
+                max_slot_wal_keep_size is -1: while this node is down, its slot keeps all of Postgres's WAL; set a limit \
+                (a node whose slot passes it starts again from a fresh copy, and its clients get snapshots)
+                """)
+        }
         hubs.withLock { $0 = SubscriptionHub(store: store, rules: configuration.rules, cluster: cluster) }
         let read = try await feed.flushedPosition()
         feedStatus.withLock { ($0.readThrough, $0.caughtUpAt, $0.ready) = (read, .now, true) }
