@@ -58,7 +58,11 @@ public final class SyncServer: Sendable {
         var storeConfiguration = Store.Configuration()
         storeConfiguration.changeLogRetention = .versions(configuration.retainedVersions)
         store = try Store(path: configuration.replicaPath, configuration: storeConfiguration)
-        client = PostgresClient(configuration: configuration.postgres, backgroundLogger: self.logger)
+        // PostgresNIO's own log at errors only: it warns of a lease before run() starts, which
+        // the node does at once (the feed's failures are logged by the node itself).
+        var postgresLogger = self.logger
+        postgresLogger.logLevel = max(postgresLogger.logLevel, .error)
+        client = PostgresClient(configuration: configuration.postgres, backgroundLogger: postgresLogger)
         timeline = ReplicaTimeline(capacity: configuration.retainedVersions)
         resumeGate = ResumeGate(perSecond: configuration.resumesPerSecond, maxWaiting: configuration.maxWaitingResumes)
         var feedConfiguration = FeedConfiguration(tables: configuration.tables)
