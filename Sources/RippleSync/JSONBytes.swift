@@ -53,29 +53,18 @@ package struct JSONBytes {
         }
     }
 
-    package mutating func row(_ row: [WireValue]) {
-        bytes.append(UInt8(ascii: "["))
-        for (offset, item) in row.enumerated() {
-            if offset > 0 { bytes.append(UInt8(ascii: ",")) }
-            value(item)
-        }
-        bytes.append(UInt8(ascii: "]"))
-    }
+    package mutating func row(_ row: [WireValue]) { array(row) { $0.value($1) } }
 
-    package mutating func strings(_ list: [String]) {
-        bytes.append(UInt8(ascii: "["))
-        for (offset, item) in list.enumerated() {
-            if offset > 0 { bytes.append(UInt8(ascii: ",")) }
-            string(item)
-        }
-        bytes.append(UInt8(ascii: "]"))
-    }
+    package mutating func strings(_ list: [String]) { array(list) { $0.string($1) } }
 
-    package mutating func integers(_ list: [Int]) {
+    package mutating func integers(_ list: [Int]) { array(list) { $0.integer(Int64($1)) } }
+
+    /// A JSON array of `items`, each written by `write`.
+    private mutating func array<Item>(_ items: [Item], _ write: (inout JSONBytes, Item) -> Void) {
         bytes.append(UInt8(ascii: "["))
-        for (offset, item) in list.enumerated() {
+        for (offset, item) in items.enumerated() {
             if offset > 0 { bytes.append(UInt8(ascii: ",")) }
-            integer(Int64(item))
+            write(&self, item)
         }
         bytes.append(UInt8(ascii: "]"))
     }

@@ -53,25 +53,7 @@ enum WireTypes {
     }
 
     static func bytes(ofHex text: String) throws -> [UInt8] {
-        let utf8 = Array(text.utf8)
-        guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0 else {
-            throw SyncClientError("a bytea value is not \\x hex")
-        }
-        func nibble(_ byte: UInt8) throws -> UInt8 {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-            default: throw SyncClientError("a bytea value has a non-hex digit")
-            }
-        }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity((utf8.count - 2) / 2)
-        var index = 2
-        while index < utf8.count {
-            bytes.append(try nibble(utf8[index]) << 4 | nibble(utf8[index + 1]))
-            index += 2
-        }
+        guard let bytes = Hex.bytes(of: text) else { throw SyncClientError("a bytea value is not \\x hex") }
         return bytes
     }
 }

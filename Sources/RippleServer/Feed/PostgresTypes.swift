@@ -1,5 +1,6 @@
 import Foundation
 import Ripple
+import RippleSync
 
 /// How a PostgreSQL column's values are kept in the replica (a SQLite table), one rule per type,
 /// from the type's text form — what pgoutput sends and what `column::text` reads in the initial
@@ -112,24 +113,8 @@ public enum PostgresTypes {
 
     /// The bytes of bytea's hex text form, `\x0aff`.
     static func bytes(ofHex text: String) throws -> [UInt8] {
-        let utf8 = Array(text.utf8)
-        guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0 else {
+        guard let bytes = Hex.bytes(of: text) else {
             throw PostgresTypesError("a bytea value is not in hex form (set bytea_output = 'hex')")
-        }
-        func nibble(_ byte: UInt8) throws -> UInt8 {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-            default: throw PostgresTypesError("a bytea value has a non-hex digit")
-            }
-        }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity((utf8.count - 2) / 2)
-        var index = 2
-        while index < utf8.count {
-            bytes.append(try nibble(utf8[index]) << 4 | nibble(utf8[index + 1]))
-            index += 2
         }
         return bytes
     }

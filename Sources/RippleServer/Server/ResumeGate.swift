@@ -20,6 +20,9 @@ final class ResumeGate: Sendable {
         state = Locked(State(tokens: Double(max(perSecond, 1))))
     }
 
+    /// How many callers wait for admission now.
+    var waiting: Int { state.withLock { $0.waiting } }
+
     /// Waits for admission; `false` when too many wait already.
     func admit() async -> Bool {
         var counted = false

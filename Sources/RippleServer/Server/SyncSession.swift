@@ -113,19 +113,21 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
             let deadline: ContinuousClock.Instant
             switch phase {
             case .greeting:
-                deadline = opened + configuration.helloTimeout
-                if ContinuousClock.now >= deadline {
+                let end = opened + configuration.helloTimeout
+                if ContinuousClock.now >= end {
                     closeAfter(.error(code: .outOfOrder, message: "no hello within \(configuration.helloTimeout)", id: nil))
                     return
                 }
+                // Looked at again each second while greeting: the token's expiry counts once
+                // hello came (no hello wakes this task).
+                deadline = min(end, .now + .seconds(1))
             case .open(_, let expires):
                 let left = expires.timeIntervalSinceNow
                 if left <= 0 {
                     closeAfter(.error(code: .tokenExpired, message: "the token expired; reconnect with a new one", id: nil))
                     return
                 }
-                // Looked at again at least hourly (a clock change); `hello` wakes nobody: the
-                // greeting deadline passes and the loop finds the socket open.
+                // Looked at again at least hourly (the wall clock may be set meanwhile).
                 deadline = .now + .milliseconds(Int64(min(left, 3600) * 1000) + 1)
             }
             do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return }

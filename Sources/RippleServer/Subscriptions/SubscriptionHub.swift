@@ -289,9 +289,7 @@ public final class SubscriptionHub: Sendable {
             if real.isFinite { return .real(real) }
             return .text(real.isNaN ? "NaN" : real > 0 ? "Infinity" : "-Infinity")
         case .text(let text): return .text(text)
-        case .blob(let bytes):
-            let digits = Array("0123456789abcdef")
-            return .text("\\x" + String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }))
+        case .blob(let bytes): return .text(Hex.text(of: bytes))
         }
     }
 }
