@@ -1,0 +1,67 @@
+import Foundation
+import RippleSync
+import Testing
+
+/// The protocol's frames, kept stable by a golden file (`Golden/frames.jsonl`): each server
+/// message writes exactly its line and reads back equal; each client message's line reads as
+/// the message. A change to the wire shows here first, and must be a change to the protocol.
+@Suite struct GoldenFrameTests {
+    static let golden: [String: String] = {
+        let url = Bundle.module.url(forResource: "frames", withExtension: "jsonl", subdirectory: "Golden")!
+        let text = try! String(contentsOf: url, encoding: .utf8)
+        return Dictionary(uniqueKeysWithValues: text.split(separator: "\n").map { line in
+            let parts = line.split(separator: "\t", maxSplits: 1)
+            return (String(parts[0]), String(parts[1]))
+        })
+    }()
+
+    static let basis = "7350160375306405406-1.0a1b2c3d4e5f60718293a4b5"
+
+    static let serverMessages: [(String, ServerMessage)] = [
+        ("server.welcome", .welcome(.init(protocol: 1, user: "alice", lsn: "0/150A6F8", heartbeatMilliseconds: 5000,
+                                          maxSubscriptions: 100, maxMessageBytes: 262_144))),
+        ("server.changes", .changes(
+            lsn: "16/B374D848",
+            snapshots: ["open": WireSnapshot(basis: basis, columns: ["id", "title", "done", "big"], types: ["int8", "text", "bool", "int8"],
+                                             key: [0], rows: [[.integer(1), .text("milk \"2%\"\n"), .bool(false), .text("9007199254740993")],
+                                                              [.integer(2), .null, .bool(true), .null]])],
+            changesets: ["tags": WireChangeset(deletes: [1], inserts: [.init(index: 0, row: [.integer(3), .text("errands")])],
+                                               moves: [.init(old: 2, new: 1)],
+                                               updates: [.init(old: 0, new: 2, columns: [1: .text("home"), 3: .real(-1.5)])])])),
+        ("server.heartbeat", .heartbeat(lsn: "0/150A860")),
+        ("server.pong", .pong(lsn: "0/0")),
+        ("server.error", .error(code: .invalidQuery, message: "no column password in todos", id: "open")),
+        ("server.error-socket", .error(code: .slowConsumer, message: "reconnect and resume", id: nil)),
+    ]
+
+    static let clientMessages: [(String, ClientMessage)] = [
+        ("client.hello", .hello(protocol: 1, token: "v1.eyJleHAiOjE3OTU4NTU3ODUsInN1YiI6ImFsaWNlIn0.sig")),
+        ("client.subscribe", .subscribe(
+            id: "open",
+            query: QueryDescription(table: "todos", filter: .and([.compare(column: "done", op: .equal, value: .bool(false)),
+                                                                  .like(column: "title", pattern: "%milk%")]),
+                                    order: [OrderDescription(column: "rank", descending: true, nullsFirst: false)],
+                                    limit: 10, offset: 5, columns: ["id", "title"]),
+            resume: ResumePoint(basis: basis, lsn: "16/B374D848"))),
+        ("client.unsubscribe", .unsubscribe(id: "open")),
+        ("client.ping", .ping),
+    ]
+
+    @Test func serverMessagesWriteTheirGoldenLinesAndReadBack() throws {
+        for (name, message) in Self.serverMessages {
+            let golden = try #require(Self.golden[name], "no golden line \(name)")
+            #expect(String(decoding: message.json, as: UTF8.self) == golden, "\(name)")
+            #expect(try JSONDecoder().decode(ServerMessage.self, from: Data(golden.utf8)) == message, "\(name)")
+        }
+    }
+
+    @Test func clientMessagesReadFromTheirGoldenLinesAndRoundTrip() throws {
+        for (name, message) in Self.clientMessages {
+            let golden = try #require(Self.golden[name], "no golden line \(name)")
+            #expect(try JSONDecoder().decode(ClientMessage.self, from: Data(golden.utf8)) == message, "\(name)")
+            let again = try JSONDecoder().decode(ClientMessage.self, from: try JSONEncoder().encode(message))
+            #expect(again == message, "\(name)")
+        }
+        #expect(Set(Self.golden.keys) == Set(Self.serverMessages.map(\.0) + Self.clientMessages.map(\.0)), "every golden line is checked")
+    }
+}
