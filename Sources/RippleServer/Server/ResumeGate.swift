@@ -14,16 +14,19 @@ final class ResumeGate: Sendable {
     private let maxWaiting: Int
     private let state: Locked<State>
 
-    init(perSecond: Int, maxWaiting: Int) {
-        self.perSecond = Double(max(perSecond, 1))
+    /// A gate admitting `perSecond` callers a second (a burst of up to a second's worth, at
+    /// least one), with at most `maxWaiting` callers waiting.
+    init(perSecond: Double, maxWaiting: Int) {
+        self.perSecond = perSecond > 0 ? perSecond : 1
         self.maxWaiting = maxWaiting
-        state = Locked(State(tokens: Double(max(perSecond, 1))))
+        state = Locked(State(tokens: max(self.perSecond, 1)))
     }
 
     /// How many callers wait for admission now.
     var waiting: Int { state.withLock { $0.waiting } }
 
-    /// Waits for admission; `false` when too many wait already.
+    /// Waits for admission; `false` when too many wait already, or the caller's task is
+    /// cancelled while it waits.
     func admit() async -> Bool {
         var counted = false
         defer { if counted { state.withLock { $0.waiting -= 1 } } }
@@ -32,7 +35,7 @@ final class ResumeGate: Sendable {
                 let now = ContinuousClock.now
                 let elapsed = now - state.refilled
                 let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-                state.tokens = min(perSecond, state.tokens + seconds * perSecond)
+                state.tokens = min(max(perSecond, 1), state.tokens + seconds * perSecond)
                 state.refilled = now
                 if state.tokens >= 1 {
                     state.tokens -= 1

@@ -64,7 +64,7 @@ public final class SyncServer: Sendable {
         postgresLogger.logLevel = max(postgresLogger.logLevel, .error)
         client = PostgresClient(configuration: configuration.postgres, backgroundLogger: postgresLogger)
         timeline = ReplicaTimeline(capacity: configuration.retainedVersions)
-        resumeGate = ResumeGate(perSecond: configuration.resumesPerSecond, maxWaiting: configuration.maxWaitingResumes)
+        resumeGate = ResumeGate(perSecond: Double(configuration.resumesPerSecond), maxWaiting: configuration.maxWaitingResumes)
         var feedConfiguration = FeedConfiguration(tables: configuration.tables)
         feedConfiguration.slot = configuration.slot
         feedConfiguration.publication = configuration.publication

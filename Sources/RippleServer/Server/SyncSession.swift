@@ -17,15 +17,10 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     private let server: SyncServer
     private let lock = NSLock()
     private var phase = Phase.greeting
-    private var subscriptions: [String: Active] = [:]
-    private var nextGeneration = 0
-    private var pending: [Int64: Pending] = [:]
-    /// The position of the last frame or heartbeat queued.
-    private var lastPosition = PGOutput.LSN(0)
-    private var outbox: [ByteBuffer] = []
-    private var outboxHead = 0
-    private var queuedBytes = 0
-    private var closing = false
+    /// The frames: subscriptions' generations, what waits per version, the outbound queue.
+    private var frames: SocketFrames
+    /// The hub's token of each subscription (ended when the socket unsubscribes or closes).
+    private var tokens: [String: SubscriptionToken] = [:]
     private var writer: CheckedContinuation<Void, Never>?
     private let opened = ContinuousClock.now
 
@@ -34,19 +29,12 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
         case open(user: String, expires: Date)
     }
 
-    struct Active {
-        var generation: Int
-        var token: SubscriptionToken?
+    init(server: SyncServer) {
+        self.server = server
+        frames = SocketFrames(maxQueuedBytes: server.configuration.maxQueuedBytes)
     }
 
-    /// What one version brings the socket.
-    struct Pending {
-        var snapshots: [(id: String, generation: Int, json: [UInt8])] = []
-        var changesets: [(id: String, generation: Int, json: [UInt8])] = []
-        var ended: [(id: String, reason: String)] = []
-    }
-
-    init(server: SyncServer) { self.server = server }
+    private var closing: Bool { lock.withLock { frames.isClosing } }
 
     private var configuration: SyncServerConfiguration { server.configuration }
 
@@ -74,15 +62,16 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
                 case .reader:
                     // The client went away (stop writing), or the socket is closing after its
                     // last frame (the writer ends once it is written).
-                    if !self.lock.withLock({ self.closing }) { self.close() }
+                    if !self.closing { self.close() }
                 }
             }
             self.close()
             group.cancelAll()
         }
         let ended = lock.withLock { () -> [SubscriptionToken] in
-            defer { subscriptions = [:]; pending = [:] }
-            return subscriptions.values.compactMap(\.token)
+            defer { tokens = [:] }
+            for id in frames.subscriptions.keys { frames.remove(id) }
+            return Array(tokens.values)
         }
         server.metrics.subscriptions.withLock { $0 -= ended.count }
         for token in ended { token.cancel() }
@@ -98,7 +87,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
                 case .text(let text): await receive(text)
                 case .binary: send(.error(code: .malformed, message: "frames are JSON text; a binary frame is not a message", id: nil))
                 }
-                if lock.withLock({ closing }) { return }
+                if closing { return }
             }
         } catch {
             // The client went away, or sent what WebSocket itself refuses (the socket closes).
@@ -108,7 +97,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     /// Closes a socket that said no valid `hello` in time, and one whose token expired.
     private func watchClock() async {
         while true {
-            let (phase, closing) = lock.withLock { (self.phase, self.closing) }
+            let (phase, closing) = lock.withLock { (self.phase, frames.isClosing) }
             guard !closing else { return }
             let deadline: ContinuousClock.Instant
             switch phase {
@@ -181,7 +170,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
         case .hello(let version, let token): hello(protocol: version, token: token)
         case .subscribe(let id, let query, let resume): await subscribe(id: id, query: query, resume: resume)
         case .unsubscribe(let id): unsubscribe(id: id)
-        case .ping: send(.pong(lsn: lock.withLock { lastPosition }.description))
+        case .ping: send(.pong(lsn: lock.withLock { frames.lastPosition }.description))
         }
     }
 
@@ -229,7 +218,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
         let position = server.timeline.completed.position
         lock.withLock {
             phase = .open(user: claims.user, expires: claims.expires)
-            lastPosition = position
+            frames.start(at: position)
         }
         send(.welcome(.init(protocol: SyncProtocol.version, user: claims.user, lsn: position.description,
                             heartbeatMilliseconds: Int(configuration.heartbeatInterval.components.seconds * 1000
@@ -269,11 +258,9 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
         // Reserve the id before any wait: a second subscribe under it is refused.
         enum Reservation { case reserved(Int), duplicate, full }
         let reservation = lock.withLock { () -> Reservation in
-            guard subscriptions[id] == nil else { return .duplicate }
-            guard subscriptions.count < configuration.maxSubscriptionsPerSocket else { return .full }
-            nextGeneration += 1
-            subscriptions[id] = Active(generation: nextGeneration, token: nil)
-            return .reserved(nextGeneration)
+            guard frames.subscriptions[id] == nil else { return .duplicate }
+            guard frames.subscriptions.count < configuration.maxSubscriptionsPerSocket else { return .full }
+            return frames.reserve(id).map(Reservation.reserved) ?? .duplicate
         }
         let generation: Int
         switch reservation {
@@ -291,7 +278,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
             switch await resumeVersion(for: position) {
             case .version(let version):
                 guard await server.resumeGate.admit() else {
-                    lock.withLock { if subscriptions[id]?.generation == generation { subscriptions[id] = nil } }
+                    lock.withLock { if frames.holds(id, generation: generation) { frames.remove(id) } }
                     send(.error(code: .retryLater, message: "too many resumes at once; subscribe again later", id: id))
                     return
                 }
@@ -306,8 +293,8 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
             self.server.file(event, subscription: id, generation: generation, for: self)
         }
         let kept = lock.withLock { () -> Bool in
-            guard subscriptions[id]?.generation == generation else { return false }
-            subscriptions[id]?.token = token
+            guard frames.holds(id, generation: generation) else { return false }
+            tokens[id] = token
             return true
         }
         if kept { server.metrics.subscriptions.withLock { $0 += 1 } } else { token.cancel() }
@@ -326,8 +313,8 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
 
     private func unsubscribe(id: String) {
         let token = lock.withLock { () -> SubscriptionToken?? in
-            guard let active = subscriptions.removeValue(forKey: id) else { return nil }
-            return .some(active.token)
+            guard frames.remove(id) else { return nil }
+            return .some(tokens.removeValue(forKey: id))
         }
         guard let token else {
             send(.error(code: .unknownSubscription, message: "the socket has no subscription \(id)", id: id))
@@ -343,134 +330,75 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
 
     /// Files a subscription's event under `version` (called by the server under its frame lock).
     func enqueue(_ event: SubscriptionEvent, subscription id: String, generation: Int, at version: Int64) {
-        lock.withLock {
-            guard let active = subscriptions[id], active.generation == generation else { return }
-            switch event.kind {
-            case .snapshot: pending[version, default: Pending()].snapshots.append((id, generation, event.json))
-            case .changes: pending[version, default: Pending()].changesets.append((id, generation, event.json))
-            case .ended(let reason):
-                pending[version, default: Pending()].ended.append((id, reason))
-                subscriptions[id] = nil
-                server.metrics.subscriptions.withLock { $0 -= 1 }
-            }
+        let ended = lock.withLock { () -> Bool in
+            guard frames.file(event, subscription: id, generation: generation, at: version) else { return false }
+            tokens[id] = nil
+            return true
         }
+        if ended { server.metrics.subscriptions.withLock { $0 -= 1 } }
     }
 
     /// Sends what waits for versions up to `version`, one frame per version.
     func flush(upTo version: Int64) {
-        lock.withLock {
-            guard !pending.isEmpty else { return }
-            for next in pending.keys.filter({ $0 <= version }).sorted() {
-                let items = pending.removeValue(forKey: next)!
-                let position = max(server.position(of: next), lastPosition)
-                let live = { (item: (id: String, generation: Int, json: [UInt8])) in
-                    self.subscriptions[item.id]?.generation == item.generation
-                }
-                let (snapshots, changesets) = (items.snapshots.filter(live), items.changesets.filter(live))
-                if !snapshots.isEmpty || !changesets.isEmpty {
-                    var out = JSONBytes(reservingCapacity: 64 + (snapshots + changesets).reduce(0) { $0 + $1.json.count + $1.id.utf8.count + 4 })
-                    out.raw(#"{"type":"changes","lsn":"#)
-                    out.string(position.description)
-                    for (name, list) in [("snapshots", snapshots), ("changesets", changesets)] where !list.isEmpty {
-                        out.raw(",\"\(name)\":{")
-                        for (offset, item) in list.enumerated() {
-                            if offset > 0 { out.raw(",") }
-                            out.string(item.id)
-                            out.raw(":")
-                            out.raw(item.json)
-                        }
-                        out.raw("}")
-                    }
-                    out.raw("}")
-                    queue(out.bytes)
-                }
-                for (id, reason) in items.ended {
-                    queue(ServerMessage.error(code: .subscriptionEnded, message: reason, id: id).json)
-                }
-                lastPosition = position
-            }
-        }
+        perform { frames in frames.flush(upTo: version, position: server.position(of:)) }
     }
 
     /// Flushes what the finished version holds, then, when the socket heard nothing since an
     /// earlier position, tells it that its subscriptions stand at `position`.
     func heartbeat(version: Int64, position: PGOutput.LSN) {
         flush(upTo: version)
-        lock.withLock {
-            guard case .open = phase, !closing, position > lastPosition, !pending.keys.contains(where: { $0 <= version }) else { return }
-            lastPosition = position
-            queue(ServerMessage.heartbeat(lsn: position.description).json)
+        perform { frames in
+            guard case .open = phase else { return false }
+            return frames.heartbeat(version: version, position: position)
         }
     }
 
     // MARK: The outbound queue
 
-    private func send(_ message: ServerMessage) {
-        lock.withLock { queue(message.json) }
+    /// Runs `change` on the frames under the lock; wakes the writer when it queued something
+    /// (and counts a socket dropped for not reading).
+    private func perform(_ change: (inout SocketFrames) -> Bool) {
+        let (waiting, dropped) = lock.withLock { () -> (CheckedContinuation<Void, Never>?, Bool) in
+            let wasDropped = frames.wasDropped
+            guard change(&frames) else { return (nil, false) }
+            defer { writer = nil }
+            return (writer, frames.wasDropped && !wasDropped)
+        }
+        if dropped { server.metrics.droppedSockets.withLock { $0 += 1 } }
+        waiting?.resume()
     }
 
-    /// Queues a frame (the lock held). A socket whose unread frames pass the bound is dropped:
-    /// its queue is emptied, it is told why, and it closes (its client resumes later).
-    private func queue(_ bytes: [UInt8]) {
-        guard !closing else { return }
-        // The bound is on what already waits: one frame larger than it is still sent.
-        let alreadyWaiting = queuedBytes
-        queuedBytes += bytes.count
-        if alreadyWaiting > configuration.maxQueuedBytes {
-            server.metrics.droppedSockets.withLock { $0 += 1 }
-            outbox = []
-            outboxHead = 0
-            let error = ServerMessage.error(code: .slowConsumer, message: "more than \(configuration.maxQueuedBytes) bytes of frames "
-                                            + "waited for this socket; reconnect and resume", id: nil).json
-            queuedBytes = error.count
-            outbox.append(ByteBuffer(bytes: error))
-            closing = true
-        } else {
-            outbox.append(ByteBuffer(bytes: bytes))
-        }
-        let waiting = writer
-        writer = nil
-        waiting?.resume()
+    private func send(_ message: ServerMessage) {
+        perform { $0.push(message.json) }
     }
 
     /// Queues `message` as the socket's last frame: the socket closes once it is written.
     private func closeAfter(_ message: ServerMessage) {
-        lock.withLock {
-            queue(message.json)
-            closing = true
+        perform { frames in
+            frames.pushLast(message.json)
+            return true
         }
     }
 
+    /// Closes at once: what waits is not written.
     private func close() {
-        let waiting = lock.withLock { () -> CheckedContinuation<Void, Never>? in
-            closing = true
-            outbox = []
-            outboxHead = 0
-            defer { writer = nil }
-            return writer
+        perform { frames in
+            frames.close()
+            return true
         }
-        waiting?.resume()
     }
 
     /// The next frame to write; `nil` once the socket closes and its queue is empty.
-    private func nextFrame() async -> ByteBuffer? {
+    private func nextFrame() async -> [UInt8]? {
         while true {
-            let next = lock.withLock { () -> ByteBuffer?? in
-                if outboxHead < outbox.count {
-                    let frame = outbox[outboxHead]
-                    outboxHead += 1
-                    if outboxHead == outbox.count || outboxHead > 1024 {
-                        outbox.removeFirst(outboxHead)
-                        outboxHead = 0
-                    }
-                    return .some(frame)
-                }
-                return closing ? .some(nil) : nil
+            let next = lock.withLock { () -> [UInt8]?? in
+                if let frame = frames.next() { return .some(frame) }
+                return frames.isFinished ? .some(nil) : nil
             }
             if let next { return next }
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let ready = lock.withLock { () -> Bool in
-                    if outboxHead < outbox.count || closing { return true }
+                    if frames.hasNext || frames.isFinished { return true }
                     writer = continuation
                     return false
                 }
@@ -480,10 +408,11 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     }
 
     private func writeLoop(_ outbound: WebSocketOutboundWriter) async {
-        while let frame = await nextFrame() {
-            let count = frame.readableBytes
+        while let bytes = await nextFrame() {
+            let count = bytes.count
+            let frame = ByteBuffer(bytes: bytes)
             let written: Bool
-            if lock.withLock({ closing }) {
+            if closing {
                 // A closing socket's last frames: given up on after a second (a client that
                 // does not read must not hold the socket open).
                 written = await withTaskGroup(of: Bool.self) { group in
@@ -497,7 +426,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
                 written = (try? await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: frame)))) != nil
             }
             guard written else { return }
-            lock.withLock { queuedBytes -= count }
+            lock.withLock { frames.written(count) }
             server.metrics.sentBytes.withLock { $0 += count }
             server.metrics.sentFrames.withLock { $0 += 1 }
         }
