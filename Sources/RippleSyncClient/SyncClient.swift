@@ -219,6 +219,15 @@ public actor SyncClient {
                     try? await Task.sleep(for: .seconds(1))
                     await self.sendSubscribe(id)
                 }
+            case .subscriptionEnded:
+                // Its table's columns changed (or it was dropped): subscribed afresh, its rows
+                // are replaced by the new result (a dropped table is refused, and ends it).
+                subscriptions[id]?.sentOn = nil
+                if subscription.remote == nil {
+                    subscriptions[id]?.result = nil
+                    subscriptions[id]?.isFirstLocal = true
+                }
+                await sendSubscribe(id)
             default:
                 subscription.remote?.finish(throwing: SyncClientError("\(code.rawValue): \(message)"))
                 subscriptions[id] = nil

@@ -17,6 +17,8 @@ struct DemoCommand: AsyncParsableCommand {
     var writeEvery = 2.0
 
     func run() async throws {
+        // Lines reach a pipe or a file as they are printed (a log followed with tail -f).
+        setvbuf(stdout, nil, _IOLBF, 0)
         print("ripple-server demo: starting a throwaway PostgreSQL (Debian's postgresql-15)…")
         let postgres = try ThrowawayPostgres()
         defer { try? postgres.stop() }
@@ -61,6 +63,7 @@ struct DemoCommand: AsyncParsableCommand {
                       \(psql) -c "INSERT INTO todos VALUES (100, 'new', 'alice', false, 0)"
 
                     bob's token (he sees other rows): \(bob)
+                    More tokens: RIPPLE_SYNC_SECRET=\(String(decoding: secret, as: UTF8.self)) swift run ripple-server token --user carol
                     \(writeEvery > 0 ? "A todo changes every \(writeEvery) s. " : "")Ctrl-C stops the node and PostgreSQL.
 
                     """)

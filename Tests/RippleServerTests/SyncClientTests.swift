@@ -108,6 +108,35 @@ struct SyncClientTests {
         await client.stop()
     }
 
+    /// A synced table that gains a column: the client subscribes again by itself, and the local
+    /// table gains the column with the rows' values.
+    @Test func aColumnAddedOnPostgresReachesTheLocalStore() async throws {
+        let postgres = try ThrowawayPostgres()
+        defer { try? postgres.stop() }
+        try SyncProtocolTests.prepare(postgres)
+        let directory = try TemporaryDirectory()
+        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
+        defer { Task { await node.stop() } }
+        let store = try Store(path: directory.path("client.sqlite"))
+        let token = try node.token("alice")
+        let client = SyncClient(url: node.url, store: store) { token }
+        try await client.start()
+        try await client.subscribe("open", SyncProtocolTests.aliceOpen)
+        @Sendable func notes() throws -> [String] {
+            try store.read { db in
+                guard try db.fetchValue("SELECT count(*) FROM pragma_table_info('todos') WHERE name = 'note'", as: Int.self) == 1 else {
+                    return []
+                }
+                return try db.fetchAll("SELECT id || ':' || note AS pair FROM todos ORDER BY id").map { try $0.value("pair", as: String.self) }
+            }
+        }
+        let expected = "SELECT id || ':' || note FROM todos WHERE owner = 'alice' AND NOT done ORDER BY rank, id LIMIT 10"
+        try await Self.until(client) { await client.rows(of: "open")?.count == 10 }
+        try postgres.psql("ALTER TABLE todos ADD COLUMN note text NOT NULL DEFAULT 'n'; UPDATE todos SET note = 'two' WHERE id = 2")
+        try await Self.until(client) { try notes() == (try postgres.rows(expected)).sorted { Int($0.split(separator: ":")[0])! < Int($1.split(separator: ":")[0])! } }
+        await client.stop()
+    }
+
     /// A remote live query's changesets apply to a list, across a restart of the node (the
     /// client reconnects and resumes by itself).
     @Test func aRemoteLiveQueryFollowsAcrossANodeRestart() async throws {

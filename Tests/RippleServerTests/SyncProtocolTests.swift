@@ -201,6 +201,61 @@ struct SyncProtocolTests {
         #expect(bystanderRows.rows.map(psqlText) == (try postgres.rows("SELECT id, owner, title, rank, done FROM todos WHERE owner = 'bob' ORDER BY id")))
     }
 
+    /// A resume that waits for a position the node has not reached does not hold up the
+    /// socket's other messages.
+    @Test func aResumeThatWaitsDoesNotHoldOtherMessagesUp() async throws {
+        let postgres = try ThrowawayPostgres()
+        defer { try? postgres.stop() }
+        try Self.prepare(postgres)
+        let directory = try TemporaryDirectory()
+        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: Self.rules, directory: directory) {
+            $0.resumeCatchUpTimeout = .seconds(120)
+        }
+        defer { Task { await node.stop() } }
+        let socket = try await TestSocket(url: node.url)
+        defer { socket.close() }
+        _ = try await socket.hello(try node.token("alice"))
+        var open = ClientRows()
+        try await socket.send(.subscribe(id: "open", query: Self.aliceOpen, resume: nil))
+        while open.columns.isEmpty { _ = try open.take(try #require(try await socket.nextSkippingHeartbeats()), id: "open") }
+        // A position far ahead of the node: the resume waits for it.
+        try await socket.send(.subscribe(id: "later", query: Self.aliceOpen, resume: ResumePoint(basis: open.basis, lsn: "FF/0")))
+        try await socket.send(.ping)
+        guard case .pong? = try await socket.nextSkippingHeartbeats(within: 20) else { Issue.record("no pong"); return }
+        try await socket.send(.unsubscribe(id: "later"))
+        try postgres.psql("UPDATE todos SET title = 'still live' WHERE id = 2")
+        let message = try #require(try await socket.nextSkippingHeartbeats(within: 20))
+        _ = try open.take(message, id: "open")
+        #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
+    }
+
+    /// A table whose columns change ends its subscriptions (they were compiled for the old
+    /// columns) after the frame of that transaction; subscribing again gives the new columns.
+    @Test func aTableWhoseColumnsChangeEndsItsSubscriptions() async throws {
+        let postgres = try ThrowawayPostgres()
+        defer { try? postgres.stop() }
+        try Self.prepare(postgres)
+        let directory = try TemporaryDirectory()
+        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: Self.rules, directory: directory)
+        defer { Task { await node.stop() } }
+        let socket = try await TestSocket(url: node.url)
+        defer { socket.close() }
+        _ = try await socket.hello(try node.token("alice"))
+        try await socket.send(.subscribe(id: "open", query: Self.aliceOpen, resume: nil))
+        var open = ClientRows()
+        while open.columns.isEmpty { _ = try open.take(try #require(try await socket.nextSkippingHeartbeats()), id: "open") }
+        try postgres.psql("ALTER TABLE todos ADD COLUMN note text NOT NULL DEFAULT 'n'")
+        var ended: String?
+        while ended == nil, let message = try await socket.nextSkippingHeartbeats() {
+            if case .error(.subscriptionEnded, let text, let id) = message, id == "open" { ended = text }
+        }
+        #expect(ended?.contains("todos") == true && ended?.contains("SELECT") == false, "\(ended ?? "")")
+        try await socket.send(.subscribe(id: "open", query: Self.aliceOpen, resume: nil))
+        open = ClientRows()
+        while open.columns.isEmpty { _ = try open.take(try #require(try await socket.nextSkippingHeartbeats()), id: "open") }
+        #expect(open.columns.last == "note")
+    }
+
     /// Tokens: forged, another protocol or expired at hello close the socket with the reason;
     /// a token that expires while the socket is open closes it then.
     @Test func tokensAreCheckedAtHelloAndOnOpenSockets() async throws {

@@ -27,9 +27,12 @@ public struct ReplicaCommit: Sendable, Hashable {
     public var position: PGOutput.LSN
     /// Whether it is an initial copy (versions before it cannot be resumed from).
     public var isCopy: Bool
+    /// The synced tables whose columns the commit changed, or which it dropped: queries over
+    /// them were compiled for columns that are no more.
+    public var reshapedTables: [String]
 
-    public init(version: Int64, position: PGOutput.LSN, isCopy: Bool) {
-        (self.version, self.position, self.isCopy) = (version, position, isCopy)
+    public init(version: Int64, position: PGOutput.LSN, isCopy: Bool, reshapedTables: [String] = []) {
+        (self.version, self.position, self.isCopy, self.reshapedTables) = (version, position, isCopy, reshapedTables)
     }
 }
 
@@ -448,7 +451,8 @@ public actor ReplicaFeed {
             try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES ('lsn', ?)", [commit.endLSN.description])
         }
         appliedLSN = commit.endLSN
-        if let version { onCommit?(ReplicaCommit(version: version, position: commit.commitLSN, isCopy: false)) }
+        let reshaped = (recopy?.gone ?? []) + (recopy?.kept.filter(\.remake).map(\.table.name) ?? [])
+        if let version { onCommit?(ReplicaCommit(version: version, position: commit.commitLSN, isCopy: false, reshapedTables: reshaped)) }
     }
 
     /// The synced tables whose schema a transaction changed: named by a `ripple_ddl` message,

@@ -70,8 +70,14 @@ public final class SyncServer: Sendable {
         feedConfiguration.publication = configuration.publication
         let timeline = timeline
         let frames = frames
+        let hubs = hubs
         feed = ReplicaFeed(store: store, client: client, configuration: feedConfiguration) { commit in
             Self.complete(commit, timeline: timeline, frames: frames)
+            // Subscriptions compiled for columns that are no more end, after this version's frame.
+            for table in commit.reshapedTables {
+                hubs.withLock { $0 }?.endSubscriptions(on: table, reason: "the columns of \(table) changed, or it was dropped: "
+                                                       + "subscribe again")
+            }
         }
     }
 

@@ -21,6 +21,8 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     private var frames: SocketFrames
     /// The hub's token of each subscription (ended when the socket unsubscribes or closes).
     private var tokens: [String: SubscriptionToken] = [:]
+    /// Subscriptions being attached, by generation (cancelled when the socket closes).
+    private var attaching: [Int: Task<Void, Never>] = [:]
     private var writer: CheckedContinuation<Void, Never>?
     private let opened = ContinuousClock.now
 
@@ -68,11 +70,13 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
             self.close()
             group.cancelAll()
         }
-        let ended = lock.withLock { () -> [SubscriptionToken] in
-            defer { tokens = [:] }
+        let (ended, unfinished) = lock.withLock { () -> ([SubscriptionToken], [Task<Void, Never>]) in
+            defer { (tokens, attaching) = ([:], [:]) }
             for id in frames.subscriptions.keys { frames.remove(id) }
-            return Array(tokens.values)
+            return (Array(tokens.values), Array(attaching.values))
         }
+        for task in unfinished { task.cancel() }
+        for task in unfinished { await task.value }
         server.metrics.subscriptions.withLock { $0 -= ended.count }
         for token in ended { token.cancel() }
         server.unregister(self)
@@ -184,7 +188,17 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
             let at = path(context)
             return (at.hasPrefix("query"), "missing \"\(key.stringValue)\"" + (at.isEmpty ? "" : " in \(at)"))
         case .typeMismatch(let type, let context):
-            return (path(context).hasPrefix("query"), "\(path(context)) is not \(type == String.self ? "a string" : "a \(type)")")
+            let expected = switch "\(type)" {
+            case "String": "a string"
+            case "Int", "Int64", "UInt32": "an integer"
+            case "Double", "Float": "a number"
+            case "Bool": "true or false"
+            case let name where name.hasPrefix("Dictionary"): "an object"
+            case let name where name.hasPrefix("Array"): "an array"
+            default: "a \(type)"
+            }
+            let at = path(context)
+            return (at.hasPrefix("query"), "\(at.isEmpty ? "the message" : at) is not \(expected)")
         case .valueNotFound(_, let context):
             return (path(context).hasPrefix("query"), "\(path(context)) is null")
         case .dataCorrupted(let context):
@@ -229,7 +243,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
 
     private func subscribe(id: String, query: QueryDescription, resume: ResumePoint?) async {
         guard case .open(let user, _) = lock.withLock({ phase }) else {
-            send(.error(code: .outOfOrder, message: "say hello first", id: id))
+            send(.error(code: .outOfOrder, message: "say hello first", id: nil))
             return
         }
         guard !id.isEmpty, id.utf8.count <= 256 else {
@@ -273,13 +287,30 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
                         id: id))
             return
         }
+        // Attaching may wait (a resume for a position the replica has not reached, the resume
+        // gate) and read (history, a first result): it runs beside the socket's other messages.
+        lock.withLock {
+            attaching[generation] = Task { [self] in
+                await attach(id: id, generation: generation, compiled: compiled, basis: basis, schema: schema, resume: resume, hub: hub)
+                lock.withLock { attaching[generation] = nil }
+            }
+        }
+    }
+
+    /// Attaches a reserved subscription to the hub: from the client's rows at its resume point
+    /// when the replica still has them, otherwise from nothing (a snapshot).
+    private func attach(id: String, generation: Int, compiled: CompiledQuery, basis: String, schema: SyncedTableSchema,
+                        resume: ResumePoint?, hub: SubscriptionHub) async {
         var old: [[WireValue]]?
         if let resume, resume.basis == basis, let position = PGOutput.LSN(resume.lsn) {
             switch await resumeVersion(for: position) {
             case .version(let version):
                 guard await server.resumeGate.admit() else {
-                    lock.withLock { if frames.holds(id, generation: generation) { frames.remove(id) } }
-                    send(.error(code: .retryLater, message: "too many resumes at once; subscribe again later", id: id))
+                    let held = lock.withLock { () -> Bool in
+                        guard frames.holds(id, generation: generation) else { return false }
+                        return frames.remove(id)
+                    }
+                    if held { send(.error(code: .retryLater, message: "too many resumes at once; subscribe again later", id: id)) }
                     return
                 }
                 // Beyond the change log's reach, or across a schema change: a snapshot.

@@ -57,6 +57,7 @@ public final class SubscriptionHub: Sendable {
     private final class Shared: @unchecked Sendable {   // every field is guarded by `lock`
         let lock = NSLock()
         let compiled: CompiledQuery
+        let table: String
         let basis: String
         let columns: [String]
         let types: [String]
@@ -74,6 +75,7 @@ public final class SubscriptionHub: Sendable {
 
         init(compiled: CompiledQuery, basis: String, schema: SyncedTableSchema) {
             self.compiled = compiled
+            self.table = schema.name
             self.basis = basis
             columns = compiled.columns
             let typeOIDs = Dictionary(schema.columns.map { ($0.name, $0.typeOID) }, uniquingKeysWith: { first, _ in first })
@@ -185,8 +187,9 @@ public final class SubscriptionHub: Sendable {
         if isNew {
             let table = schema.name
             let live = store.liveQuery(sql: compiled.sql, arguments: compiled.arguments, identity: compiled.identity)
-            let subscription = live.subscribe(on: .immediate, onError: { [weak self, entry] error in
-                self?.end(entry, reason: "the query over \(table) ended: \(error)")
+            let subscription = live.subscribe(on: .immediate, onError: { [weak self, entry] _ in
+                // The replica's SQL and its error stay on the server.
+                self?.end(entry, reason: "the subscription to \(table) ended: its columns changed, or it was dropped; subscribe again")
             }) { [entry] event in
                 Self.receive(event, into: entry)
             }
@@ -240,6 +243,16 @@ public final class SubscriptionHub: Sendable {
             return entry
         }
         if let ended { ended.lock.withLock { ended.subscription }?.cancel() }
+    }
+
+    /// Ends the subscriptions over `table` (its columns changed, or it was dropped), saying
+    /// `reason`; later subscriptions to it are compiled afresh.
+    public func endSubscriptions(on table: String, reason: String) {
+        let ending = shared.withLock { entries in entries.values.filter { $0.table == table } }
+        for entry in ending {
+            end(entry, reason: reason)
+            entry.lock.withLock { entry.subscription }?.cancel()
+        }
     }
 
     /// Ends every subscriber of `entry` (its live query ended: its table was dropped…); later
