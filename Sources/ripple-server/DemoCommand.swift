@@ -17,9 +17,7 @@ struct DemoCommand: AsyncParsableCommand {
     var writeEvery = 2.0
 
     func run() async throws {
-        // Lines reach a pipe or a file as they are printed (a log followed with tail -f).
-        setvbuf(stdout, nil, _IOLBF, 0)
-        print("ripple-server demo: starting a throwaway PostgreSQL (Debian's postgresql-15)…")
+        say("ripple-server demo: starting a throwaway PostgreSQL (Debian's postgresql-15)…")
         let postgres = try ThrowawayPostgres()
         defer { try? postgres.stop() }
         try postgres.psql("""
@@ -48,7 +46,7 @@ struct DemoCommand: AsyncParsableCommand {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await server.run() }
                 let port = try await server.port
-                print("""
+                say("""
 
                     Ripple Sync demo: serving ws://127.0.0.1:\(port)/sync
                       health   http://127.0.0.1:\(port)/health    metrics  http://127.0.0.1:\(port)/metrics
@@ -80,4 +78,11 @@ struct DemoCommand: AsyncParsableCommand {
             }
         }
     }
+}
+
+/// Prints `text` and flushes it at once: a pipe or a file (a log followed with `tail -f`) gets
+/// it as it is said, not when the demo ends.
+func say(_ text: String) {
+    print(text)
+    fflush(nil)
 }
