@@ -13,6 +13,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // The peer the store is compared with (benchmarks only: the main package never depends on it).
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // `ripple-bench sync`: a raw WebSocket client for the wire's bytes, and a bare Postgres
+        // client for the floors (a bare peek loop, NOTIFY) and the writers.
+        .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // The system libsqlite3, for the C-API floor.
@@ -23,6 +28,12 @@ let package = Package(
                 .product(name: "RippleDiff", package: "Ripple"),
                 .product(name: "RippleTesting", package: "Ripple"),
                 .product(name: "Ripple", package: "Ripple"),
+                .product(name: "RippleSync", package: "Ripple"),
+                .product(name: "RippleSyncClient", package: "Ripple"),
+                .product(name: "RippleServer", package: "Ripple"),
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 "BenchSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

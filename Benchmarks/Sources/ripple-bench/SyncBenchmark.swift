@@ -1,0 +1,221 @@
+import ArgumentParser
+import Foundation
+import RippleTesting
+
+/// `ripple-bench sync`: Ripple Sync against its floors, each measured in the same run on
+/// throwaway PostgreSQL clusters with a node in this process and clients over real sockets.
+///
+/// * S1: the bytes of the `changes` frame the server sends for a psql UPDATE of one column of
+///   one row in a 1,000-row ordered window, beside the same frame carrying the full row and the
+///   whole window (the snapshot's JSON) — encodings the design does not use.
+/// * S2: Postgres commit → client latency, p50/p99: from a writer sending an autocommit UPDATE
+///   of a row in a subscribed 1,000-row window to the socket receiving its frame (`ripple`) and
+///   to the Swift client having written it to its local store (`ripple-client`); beside the
+///   floor of the design (`peek-floor`: the same UPDATE until a bare loop of
+///   `pg_logical_slot_peek_binary_changes` on its own slot sees it) and a NOTIFY round trip
+///   (`notify`: NOTIFY on one connection until LISTEN on another hears it); and, to say where
+///   the time goes, the node's own way to the changes without applying them (`poll-peek`: its
+///   2 ms poll of the flushed WAL position, then the peek). Each commit waits for the previous
+///   one's delivery, then 2–12 ms more (so that none shares a poll or a peek).
+/// * S3: commits/s the node delivers with every commit (pgbench, 4 clients, 10,000 UPDATEs)
+///   changing the one row of one of 100 subscriptions, then of 10,000: 100 sockets in both cases
+///   (1, then 100 subscriptions each), each subscription a distinct query `id = k`; a case
+///   waits at most 30 s for its frames (see ``SyncFanout``).
+/// * S4: initial sync of 100,000 rows into a Swift client's store (`subscribe` until its rows are
+///   in the local store), beside `COPY … TO STDOUT` of the same rows plus a bare SQLite insert.
+/// * S5: a subscription resumed after 1,000 missed commits that touched 10 rows of its 1,000-row
+///   window: the bytes and time of its first frame, beside a fresh snapshot of the window.
+///
+/// Lines: `bench` "sync", `workload`, `impl` and the figures; `ratio` lines; `target` lines
+/// with `met` "yes" or "no". Notes (and what a missed target costs) go to stderr.
+struct SyncBenchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Ripple Sync against its floors (S1–S5): bytes, latency, fan-out, initial sync, resume.")
+
+    @Option(help: "Run only this workload: S1, S2, S3, S4 or S5 (default: all).")
+    var workload: SyncWorkload?
+
+    @Option(help: "S2: timed commits per impl.")
+    var samples = 300
+
+    @Option(help: "S3: commits per case.")
+    var commits = 10_000
+
+    @Option(help: "S4: rows synced.")
+    var rows = 100_000
+
+    @Option(help: "Seconds after which a run that has not finished stops its clusters and fails.")
+    var watchdog: Double = 280
+
+    func validate() throws {
+        if samples < 10 { throw ValidationError("--samples must be at least 10") }
+        if commits < 100 { throw ValidationError("--commits must be at least 100") }
+        if rows < 1 { throw ValidationError("--rows must be at least 1") }
+        if watchdog <= 0 { throw ValidationError("--watchdog must be positive") }
+        if case .missing(let reason) = ThrowawayPostgres.availability { throw ValidationError(reason) }
+    }
+
+    func run() throws {
+        #if DEBUG
+        Report.note("this is a debug build: time a release build (swift run -c release ...)")
+        #endif
+        // Interrupted (Ctrl-C, a timeout's SIGTERM): the clusters are stopped before the end.
+        let signals = [SIGINT, SIGTERM].map { (number: Int32) -> any DispatchSourceSignal in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                Report.note("interrupted: stopping the clusters")
+                SyncCluster.stopAll()
+                Foundation.exit(128 + number)
+            }
+            source.resume()
+            return source
+        }
+        defer { signals.forEach { $0.cancel() } }
+        // The workloads are async (the node, the sockets); this command waits for them on its
+        // own thread, outside the concurrency pool they run on, and no longer than the watchdog.
+        let outcome = SyncLocked<Result<Int, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let command = self
+        Task.detached {
+            let result: Result<Int, any Error>
+            do { result = .success(try await command.runWorkloads()) } catch { result = .failure(error) }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + watchdog) == .success, let result = outcome.withLock({ $0 }) else {
+            let phase = SyncProgress.abandon()
+            Report.emit([("bench", "sync"), ("error", .string("the run did not finish within \(Int(watchdog)) s; it was at: \(phase)"))])
+            SyncCluster.stopAll()
+            throw ExitCode.failure
+        }
+        let failures = try result.get()
+        if failures > 0 {
+            Report.note("\(failures) check(s) failed: see the lines with \"error\"")
+            throw ExitCode.failure
+        }
+    }
+
+    /// Runs the chosen workloads; returns how many checks failed (each printed with "error").
+    private func runWorkloads() async throws -> Int {
+        let started = ContinuousClock.now
+        emitMachine()
+        let chosen = workload.map { [$0] } ?? SyncWorkload.allCases
+        var failures = 0
+        // S1, S5 and S2 share one cluster and node (a window of the same table).
+        let window = chosen.filter { [.s1, .s2, .s5].contains($0) }
+        if !window.isEmpty {
+            failures += await SyncWindowWorkloads(samples: samples).run(window)
+        }
+        if chosen.contains(.s3) { failures += await SyncFanout(commits: commits).run() }
+        if chosen.contains(.s4) { failures += await SyncInitialSync(rows: rows).run() }
+        if !SyncProgress.isAbandoned {
+            Report.emit([("bench", "sync"), ("info", "run"), ("seconds", .number((ContinuousClock.now - started).seconds))])
+        }
+        return failures
+    }
+
+    private func emitMachine() {
+        let info = ProcessInfo.processInfo
+        #if DEBUG
+        let build = "debug"
+        #else
+        let build = "release"
+        #endif
+        Report.emit([("bench", "sync"), ("info", "machine"),
+                     ("os", .string(info.operatingSystemVersionString)),
+                     ("cores", .int(info.activeProcessorCount)),
+                     ("memory_mb", .int(Int(info.physicalMemory >> 20))),
+                     ("build", .string(build))])
+    }
+}
+
+/// Where the run stands, for the watchdog's line when it does not finish.
+enum SyncProgress {
+    private static let current = SyncLocked((phase: "starting", abandoned: false))
+
+    static var phase: String {
+        get { current.withLock { $0.phase } }
+        set { current.withLock { $0.phase = newValue } }
+    }
+
+    /// Whether the watchdog gave up on the run: the workloads, still running, print nothing more.
+    static var isAbandoned: Bool { current.withLock { $0.abandoned } }
+
+    /// Gives up on the run; returns where it stood.
+    static func abandon() -> String {
+        current.withLock { state in
+            state.abandoned = true
+            return state.phase
+        }
+    }
+}
+
+/// The names of the sync workloads, as given to `--workload`.
+enum SyncWorkload: String, CaseIterable, ExpressibleByArgument, Sendable {
+    case s1 = "S1", s2 = "S2", s3 = "S3", s4 = "S4", s5 = "S5"
+}
+
+/// How a sync workload prints its lines.
+struct SyncLines {
+    let workload: SyncWorkload
+    /// Checks that failed so far.
+    private(set) var failures = 0
+
+    init(_ workload: SyncWorkload) { self.workload = workload }
+
+    private var head: [JSONField] { [("bench", "sync"), ("workload", .string(workload.rawValue))] }
+
+    func impl(_ name: String, _ fields: [JSONField]) {
+        guard !SyncProgress.isAbandoned else { return }
+        Report.emit(head + [("impl", .string(name))] + fields)
+    }
+
+    func ratio(_ name: String, _ fields: [JSONField]) {
+        guard !SyncProgress.isAbandoned else { return }
+        Report.emit(head + [("ratio", .string(name))] + fields)
+    }
+
+    /// A target of the issue, with its value and whether it is met.
+    func target(_ text: String, _ value: Double, met: Bool) {
+        guard !SyncProgress.isAbandoned else { return }
+        Report.emit(head + [("target", .string(text)), ("value", .number(value)), ("met", .string(met ? "yes" : "no"))])
+        if !met { Report.note("\(workload.rawValue): target not met: \(text) (value \(JSONValue.number(value).json))") }
+    }
+
+    /// A check that failed: a line with "error".
+    mutating func error(_ impl: String, _ message: String) {
+        failures += 1
+        guard !SyncProgress.isAbandoned else { return }
+        Report.emit(head + [("impl", .string(impl)), ("error", .string(message))])
+    }
+}
+
+/// Latencies in microseconds, and their percentiles.
+struct SyncLatencies {
+    var samples: [Double] = []
+
+    mutating func add(_ duration: Duration) { samples.append(duration.seconds * 1e6) }
+
+    /// The nearest-rank percentile (`fraction` 0.5: the median).
+    func percentile(_ fraction: Double) -> Double {
+        let sorted = samples.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        let rank = Int((fraction * Double(sorted.count)).rounded(.up))
+        return sorted[min(max(rank, 1), sorted.count) - 1]
+    }
+
+    var fields: [JSONField] {
+        [("samples", .int(samples.count)), ("p50_us", .number(percentile(0.5))), ("p99_us", .number(percentile(0.99))),
+         ("max_us", .number(samples.max() ?? .nan))]
+    }
+}
+
+extension Duration {
+    /// The duration in seconds.
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) * 1e-18
+    }
+}
