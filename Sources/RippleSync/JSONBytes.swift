@@ -83,29 +83,41 @@ package struct JSONBytes {
         raw("]}")
     }
 
-    /// A ``WireChangeset`` as its JSON object (the form its `Codable` conformance reads).
+    /// A ``WireChangeset`` as its JSON object, its empty lists left out (the form its `Codable`
+    /// conformance reads and writes).
     package mutating func changeset(_ changeset: WireChangeset) {
-        raw(#"{"deletes":"#); integers(changeset.deletes)
-        raw(#","inserts":["#)
-        for (offset, insert) in changeset.inserts.enumerated() {
-            if offset > 0 { raw(",") }
-            raw("["); integer(Int64(insert.index)); raw(","); row(insert.row); raw("]")
+        var separator = "{"
+        func key(_ name: String) {
+            raw(separator + "\"" + name + "\":")
+            separator = ","
         }
-        raw(#"],"moves":["#)
-        for (offset, move) in changeset.moves.enumerated() {
-            if offset > 0 { raw(",") }
-            raw("["); integer(Int64(move.old)); raw(","); integer(Int64(move.new)); raw("]")
+        if !changeset.deletes.isEmpty {
+            key("deletes")
+            integers(changeset.deletes)
         }
-        raw(#"],"updates":["#)
-        for (offset, update) in changeset.updates.enumerated() {
-            if offset > 0 { raw(",") }
-            raw("["); integer(Int64(update.old)); raw(","); integer(Int64(update.new)); raw(",{")
-            for (index, (column, value)) in update.columns.sorted(by: { $0.key < $1.key }).enumerated() {
-                if index > 0 { raw(",") }
-                string(String(column)); raw(":"); self.value(value)
+        if !changeset.inserts.isEmpty {
+            key("inserts")
+            array(changeset.inserts) { out, insert in
+                out.raw("["); out.integer(Int64(insert.index)); out.raw(","); out.row(insert.row); out.raw("]")
             }
-            raw("}]")
         }
-        raw("]}")
+        if !changeset.moves.isEmpty {
+            key("moves")
+            array(changeset.moves) { out, move in
+                out.raw("["); out.integer(Int64(move.old)); out.raw(","); out.integer(Int64(move.new)); out.raw("]")
+            }
+        }
+        if !changeset.updates.isEmpty {
+            key("updates")
+            array(changeset.updates) { out, update in
+                out.raw("["); out.integer(Int64(update.old)); out.raw(","); out.integer(Int64(update.new)); out.raw(",{")
+                for (index, (column, value)) in update.columns.sorted(by: { $0.key < $1.key }).enumerated() {
+                    if index > 0 { out.raw(",") }
+                    out.string(String(column)); out.raw(":"); out.value(value)
+                }
+                out.raw("}]")
+            }
+        }
+        raw(separator == "{" ? "{}" : "}")
     }
 }

@@ -7,7 +7,7 @@ import RippleDiff
 ///
 /// JSON: `{"deletes": [old…], "inserts": [[new, row]…], "moves": [[old, new]…],
 /// "updates": [[old, new, {"column index": value…}]…]}`, rows as arrays in the snapshot's column
-/// order. ``apply(to:)`` is the whole client algorithm (a web page applies the same to its DOM).
+/// order; an empty list is left out (`{"updates": [[3, 3, {"1": "milk"}]]}`). ``apply(to:)`` is the whole client algorithm (a web page applies the same to its DOM).
 public struct WireChangeset: Codable, Hashable, Sendable {
     /// Old indices of the rows removed, ascending.
     public var deletes: [Int]
@@ -90,6 +90,26 @@ public struct WireChangeset: Codable, Hashable, Sendable {
 
     public init(deletes: [Int] = [], inserts: [Insert] = [], moves: [Move] = [], updates: [Update] = []) {
         (self.deletes, self.inserts, self.moves, self.updates) = (deletes, inserts, moves, updates)
+    }
+
+    enum CodingKeys: String, CodingKey { case deletes, inserts, moves, updates }
+
+    /// Reads a changeset; a list that is absent is empty (the server leaves empty lists out).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        deletes = try container.decodeIfPresent([Int].self, forKey: .deletes) ?? []
+        inserts = try container.decodeIfPresent([Insert].self, forKey: .inserts) ?? []
+        moves = try container.decodeIfPresent([Move].self, forKey: .moves) ?? []
+        updates = try container.decodeIfPresent([Update].self, forKey: .updates) ?? []
+    }
+
+    /// Writes the changeset without its empty lists.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        if !deletes.isEmpty { try container.encode(deletes, forKey: .deletes) }
+        if !inserts.isEmpty { try container.encode(inserts, forKey: .inserts) }
+        if !moves.isEmpty { try container.encode(moves, forKey: .moves) }
+        if !updates.isEmpty { try container.encode(updates, forKey: .updates) }
     }
 
     /// The wire form of `changeset` from `old` to `new` (the rows it was computed between):
