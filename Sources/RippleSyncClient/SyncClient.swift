@@ -195,7 +195,7 @@ public actor SyncClient {
     private func receive(_ text: String) async {
         let message: ServerMessage
         do {
-            message = try JSONDecoder().decode(ServerMessage.self, from: Data(text.utf8))
+            message = try ServerMessage(json: text.utf8)
         } catch {
             eventSink.yield(.serverError(code: .malformed, message: "the client could not read a frame: \(error)", subscription: nil))
             return

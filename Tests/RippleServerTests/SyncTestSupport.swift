@@ -33,7 +33,16 @@ struct TestNode {
         adjust(&configuration)
         let server = try SyncServer(configuration: configuration)
         let task = Task { try await server.run() }
-        let port = try await server.port
+        // A node that cannot start fails the test instead of holding it up.
+        let port = try await withThrowingTaskGroup(of: Int.self) { group in
+            group.addTask { try await server.port }
+            group.addTask {
+                try await Task.sleep(for: .seconds(120))
+                throw SyncClientTestError("the node did not start within 120 s")
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
         return TestNode(postgres: postgres, server: server, task: task, port: port)
     }
 

@@ -128,3 +128,68 @@ extension Store {
         return LiveQuery(store: self, source: source)
     }
 }
+
+/// What a raw SQL query over one table tells the store so that its live query is told only of
+/// the commits that may change it, and patched rather than run again when a few of its rows
+/// change — as a ``RecordQuery``'s is (for a layer that compiles its own SQL: a sync server).
+package struct RowRouting: Hashable, Sendable {
+    /// The table the query reads (alone).
+    package var table: String
+    /// The table's one-column primary key, selected by the query under that name.
+    package var keyColumn: String
+    /// The query's WHERE condition with `?` parameters (empty: every row), and its arguments.
+    package var filterSQL: String
+    package var filterArguments: [SQLValue]
+    /// A filter every row the condition selects matches (`nil`: every row may match): what the
+    /// store's filter index evaluates on changed rows. It may match more rows than the
+    /// condition (those only cost a check); never fewer.
+    package var filter: Filter?
+    /// The positions, in the result, of the columns the query orders by (a row whose values
+    /// there changed may move: the query runs again).
+    package var orderColumns: [Int]
+    /// Whether the query has a LIMIT (a row leaving makes room for another: it runs again).
+    package var isWindowed: Bool
+    /// `SELECT <the query's result columns> FROM <table>`, to read changed rows by key.
+    package var selectSQL: String
+
+    package init(table: String, keyColumn: String, filterSQL: String, filterArguments: [SQLValue], filter: Filter?,
+                 orderColumns: [Int], isWindowed: Bool, selectSQL: String) {
+        (self.table, self.keyColumn, self.filterSQL, self.filterArguments) = (table, keyColumn, filterSQL, filterArguments)
+        (self.filter, self.orderColumns, self.isWindowed, self.selectSQL) = (filter, orderColumns, isWindowed, selectSQL)
+    }
+}
+
+extension Store {
+    /// ``liveQuery(sql:arguments:identity:)`` for a query over one table that says how to route
+    /// commits to it (see ``RowRouting``): a commit whose changed rows are neither in the result
+    /// nor match the filter does not run it again, and a few changed rows of the result are read
+    /// alone and put in place.
+    package func liveQuery(sql: String, arguments: [SQLValue], identity: String, routing: RowRouting) -> LiveQuery<Row> {
+        let rowCheck = RowCheck(interest: RowInterest(
+            table: SQLIdentifier.folded(routing.table), quotedTable: SQLIdentifier.quoted(routing.table),
+            quotedKey: SQLIdentifier.quoted(routing.keyColumn), filterSQL: routing.filterSQL,
+            filterArguments: routing.filterArguments, filter: routing.filter))
+        var source = QuerySource<Row>(description: sql, sql: sql, arguments: arguments, knownTables: [routing.table],
+                                      rowCheck: rowCheck) { db in
+            let statement = try db.cachedStatement(sql)
+            defer { statement.reset() }
+            try statement.bind(arguments)
+            return try SnapshotReader.rows(of: statement, identity: identity, sql: sql)
+        }
+        source.shareKey = SharedReadKey(reading: "rows", element: Row.self, sql: sql, arguments: arguments, identity: identity)
+        source.isWindowed = routing.isWindowed
+        source.orderColumns = routing.orderColumns
+        let select = "\(routing.selectSQL) WHERE \(SQLIdentifier.quoted(routing.keyColumn)) IN ("
+        let filter = routing.filterSQL.isEmpty ? "" : " AND (" + routing.filterSQL + ")"
+        let byKeys: @Sendable (Int) -> String = { count in select + Array(repeating: "?", count: count).joined(separator: ", ") + ")" + filter }
+        let few = (1...4).map(byKeys)
+        source.fetchRows = { db, keys in
+            let text = few.indices.contains(keys.count - 1) ? few[keys.count - 1] : byKeys(keys.count)
+            let statement = keys.count <= 4 ? try db.cachedStatement(text) : try db.makeStatement(text)
+            defer { statement.reset() }
+            try RowCheck.bind(keys, then: rowCheck.filterArguments, to: statement)
+            return try SnapshotReader.rows(of: statement, identity: identity, sql: text)
+        }
+        return LiveQuery(store: self, source: source)
+    }
+}

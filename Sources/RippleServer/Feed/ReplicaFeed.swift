@@ -536,8 +536,15 @@ public actor ReplicaFeed {
             arguments.append(try orderKey(value, of: column.type))
         }
         let marks = Array(repeating: "?", count: names.count).joined(separator: ", ")
-        try db.execute("INSERT OR REPLACE INTO \(SQLIdentifier.quoted(table.name)) (\(names.joined(separator: ", "))) VALUES (\(marks))",
-                       arguments)
+        // An existing row is updated in place (its live queries see an update, and can read
+        // that row alone), not deleted and inserted again.
+        let key = Set(table.key.map { SQLIdentifier.quoted(table.columns[$0].name) })
+        let others = names.filter { !key.contains($0) }
+        let conflict = others.isEmpty ? "DO NOTHING" : "DO UPDATE SET " + others.map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
+        try db.execute("""
+            INSERT INTO \(SQLIdentifier.quoted(table.name)) (\(names.joined(separator: ", "))) VALUES (\(marks)) \
+            ON CONFLICT (\(table.key.map { SQLIdentifier.quoted(table.columns[$0].name) }.joined(separator: ", "))) \(conflict)
+            """, arguments)
     }
 
     /// The order key of a value (see ``OrderKeys``).

@@ -26,9 +26,12 @@ public struct CompiledQuery: Hashable, Sendable {
     /// The result column that identifies a row: the key's column, or `ripple_key` (a JSON
     /// array of a composite key's values).
     public var identity: String
-    /// The result's columns (the key's included; not `ripple_key`, which comes last in the SQL
-    /// and stays on the server).
+    /// The result's columns (the key's included; not `ripple_key`, nor the order keys the SQL
+    /// selects after them: those stay on the server).
     public var columns: [String]
+    /// How the replica routes commits to the query and patches its result (`nil`: it runs
+    /// again after every commit to its table — a composite key, an offset).
+    package var routing: RowRouting?
 }
 
 /// Compiles described queries against a synced table's schema into the replica's SQL, with
@@ -70,18 +73,36 @@ public enum QueryCompiler {
             identity = "ripple_key"
             list.append("json_array(\(keyNames.map(SQLIdentifier.quoted).joined(separator: ", "))) AS \"ripple_key\"")
         }
-        var sql = "SELECT \(list.joined(separator: ", ")) FROM \(SQLIdentifier.quoted(table.name))"
-        if let filter = query.filter { sql += " WHERE " + (try condition(filter, table, &arguments)) }
+        var resultNames = selected + (keyNames.count == 1 ? [] : [identity])
         var terms: [String] = []
         var ordered: Set<String> = []
+        var orderColumns: [Int] = []
+        func orderBy(_ column: SyncedTableSchema.Column, _ direction: String) {
+            // What the order compares is selected too (after the columns sent), so that the
+            // replica can tell when a changed row's place may have changed.
+            let name = OrderKeys.applies(to: column.typeOID) ? OrderKeys.column(for: column.name) : column.name
+            if !resultNames.contains(name) {
+                resultNames.append(name)
+                list.append(SQLIdentifier.quoted(name))
+            }
+            orderColumns.append(resultNames.firstIndex(of: name)!)
+            terms.append("\(SQLIdentifier.quoted(name)) \(direction)")
+        }
         for term in query.order {
             let column = try self.column(term.column, in: table)
             try requireComparable(column, "ordered by")
             let nullsFirst = term.nullsFirst ?? term.descending
-            terms.append("\(orderedName(column)) \(term.descending ? "DESC" : "ASC") NULLS \(nullsFirst ? "FIRST" : "LAST")")
+            orderBy(column, "\(term.descending ? "DESC" : "ASC") NULLS \(nullsFirst ? "FIRST" : "LAST")")
             ordered.insert(column.name)
         }
-        for name in keyNames where !ordered.contains(name) { terms.append("\(orderedName(try column(name, in: table))) ASC") }
+        for name in keyNames where !ordered.contains(name) { orderBy(try column(name, in: table), "ASC") }
+        let select = "SELECT \(list.joined(separator: ", ")) FROM \(SQLIdentifier.quoted(table.name))"
+        var sql = select
+        var filterSQL = ""
+        if let filter = query.filter {
+            filterSQL = try condition(filter, table, &arguments)
+            sql += " WHERE " + filterSQL
+        }
         sql += " ORDER BY " + terms.joined(separator: ", ")
         // LIMIT and OFFSET are written as the integers they were decoded to.
         if let limit = query.limit {
@@ -93,7 +114,54 @@ public enum QueryCompiler {
             if query.limit == nil { sql += " LIMIT -1" }
             sql += " OFFSET \(offset)"
         }
-        return CompiledQuery(sql: sql, arguments: arguments, identity: identity, columns: selected)
+        var compiled = CompiledQuery(sql: sql, arguments: arguments, identity: identity, columns: selected)
+        if keyNames.count == 1, (query.offset ?? 0) == 0 {
+            compiled.routing = RowRouting(table: table.name, keyColumn: keyNames[0], filterSQL: filterSQL, filterArguments: arguments,
+                                          filter: try query.filter.flatMap { try routingFilter($0, table)?.filter },
+                                          orderColumns: orderColumns, isWindowed: query.limit != nil, selectSQL: select)
+        }
+        return compiled
+    }
+
+    /// A Ripple filter that every row `filter` selects matches, for the replica's filter index,
+    /// and whether it selects exactly those rows: comparisons, `in` and NULL tests are exact;
+    /// `like` (a GLOB, which Ripple's filters do not have) matches every row. `nil`: every row.
+    private static func routingFilter(_ filter: FilterDescription, _ table: SyncedTableSchema) throws -> (filter: Filter?, exact: Bool)? {
+        switch filter {
+        case .compare(let name, let op, let value):
+            let column = try self.column(name, in: table)
+            let comparison: ComparisonOperator = switch op {
+            case .equal: .equal
+            case .notEqual: .notEqual
+            case .less: .less
+            case .lessOrEqual: .lessOrEqual
+            case .greater: .greater
+            case .greaterOrEqual: .greaterOrEqual
+            }
+            return (.comparison(Column(orderedColumnName(column)), comparison, try comparedValue(value, for: column)), true)
+        case .isNull(let name):
+            return (.isNull(Column(try column(name, in: table).name)), true)
+        case .isNotNull(let name):
+            return (.not(.isNull(Column(try column(name, in: table).name))), true)
+        case .isIn(let name, let values):
+            let column = try self.column(name, in: table)
+            return (.in(Column(orderedColumnName(column)), try values.map { try comparedValue($0, for: column) }), true)
+        case .like:
+            return nil
+        case .and(let terms):
+            let parts = try terms.map { try routingFilter($0, table) }
+            let known = parts.compactMap { $0?.filter }
+            let exact = parts.allSatisfy { $0?.exact == true }
+            return known.isEmpty ? (exact ? (.and([]), true) : nil) : (.and(known), exact)
+        case .or(let terms):
+            let parts = try terms.map { try routingFilter($0, table) }
+            guard parts.allSatisfy({ $0 != nil }) else { return nil }
+            return (.or(parts.compactMap { $0?.filter }), parts.allSatisfy { $0?.exact == true })
+        case .not(let term):
+            // The negation of an approximation is not an approximation of the negation.
+            guard let inner = try routingFilter(term, table), inner.exact, let filter = inner.filter else { return nil }
+            return (.not(filter), true)
+        }
     }
 
     private static func condition(_ filter: FilterDescription, _ table: SyncedTableSchema, _ arguments: inout [SQLValue]) throws -> String {
@@ -167,9 +235,13 @@ public enum QueryCompiler {
         [PostgresTypes.OID.text, PostgresTypes.OID.varchar, PostgresTypes.OID.name].contains(oid)
     }
 
-    /// What a column compares and orders by: itself, or its order key (see ``OrderKeys``).
+    /// What a column compares and orders by, quoted: itself, or its order key (see ``OrderKeys``).
     private static func orderedName(_ column: SyncedTableSchema.Column) -> String {
-        SQLIdentifier.quoted(OrderKeys.applies(to: column.typeOID) ? OrderKeys.column(for: column.name) : column.name)
+        SQLIdentifier.quoted(orderedColumnName(column))
+    }
+
+    private static func orderedColumnName(_ column: SyncedTableSchema.Column) -> String {
+        OrderKeys.applies(to: column.typeOID) ? OrderKeys.column(for: column.name) : column.name
     }
 
     /// A query's value as the column compares: its order key, or its replica value.

@@ -186,7 +186,11 @@ public final class SubscriptionHub: Sendable {
         }
         if isNew {
             let table = schema.name
-            let live = store.liveQuery(sql: compiled.sql, arguments: compiled.arguments, identity: compiled.identity)
+            // Routed: a commit concerns the query only when it changes a row of its result or
+            // one its filter selects, and a few changed rows are read alone and put in place.
+            let live = compiled.routing.map { routing in
+                store.liveQuery(sql: compiled.sql, arguments: compiled.arguments, identity: compiled.identity, routing: routing)
+            } ?? store.liveQuery(sql: compiled.sql, arguments: compiled.arguments, identity: compiled.identity)
             let subscription = live.subscribe(on: .immediate, onError: { [weak self, entry] _ in
                 // The replica's SQL and its error stay on the server.
                 self?.end(entry, reason: "the subscription to \(table) ended: its columns changed, or it was dropped; subscribe again")
