@@ -83,7 +83,7 @@ extension RecordQuery {
 }
 
 extension SyncClient {
-    /// Subscribes under `id` to a typed query (see ``RecordQuery/syncDescription()``): its rows
+    /// Subscribes under `id` to a typed query (see `RecordQuery.syncDescription()`): its rows
     /// are kept in the local store, where `query`'s collection reads them.
     ///
     /// - Throws: ``SyncClientError`` when the query cannot be described, or the client already
