@@ -340,22 +340,32 @@ public actor ReplicaFeed {
         }
     }
 
-    /// Follows Postgres until the task is cancelled: prepares, catches up, then watches the
-    /// flushed end of the WAL (`pg_current_wal_flush_lsn()`, a cheap read: decoding sees only
-    /// flushed WAL) every `pollInterval` and catches up whenever it moved.
+    /// Follows Postgres until the task is cancelled: prepares, then ``follow(pollInterval:read:)``.
     ///
     /// - Throws: what ``prepare()`` or ``catchUp(confirm:)`` throws (Postgres gone, a value that
     ///   does not fit its type); `CancellationError` when cancelled.
     public func run(pollInterval: Duration = .milliseconds(5)) async throws {
         try await prepare()
-        var seen = ""
+        try await follow(pollInterval: pollInterval)
+    }
+
+    /// Catches up, then watches the flushed end of the WAL (`pg_current_wal_flush_lsn()`, a
+    /// cheap read: decoding sees only flushed WAL) every `pollInterval` and catches up whenever
+    /// it moved, until the task is cancelled. `read` hears each position the replica has read
+    /// through (after a catch-up, and at each look that found nothing new).
+    ///
+    /// - Throws: what ``catchUp(confirm:)`` throws; `CancellationError` when cancelled.
+    public func follow(pollInterval: Duration = .milliseconds(5), read: @Sendable (PGOutput.LSN) -> Void = { _ in }) async throws {
+        var seen = PGOutput.LSN(0)
         while true {
             try Task.checkCancellation()
-            let flushed = try await rows("SELECT pg_current_wal_flush_lsn()::text").first?.first ?? ""
+            let flushed = try await flushedPosition()
             if flushed != seen {
                 try await catchUp()
                 seen = flushed
+                read(flushed)
             } else {
+                read(flushed)
                 try await Task.sleep(for: pollInterval)
             }
         }

@@ -141,30 +141,25 @@ public final class SyncServer: Sendable {
         }
     }
 
-    /// Follows Postgres: catches up whenever the flushed end of its WAL moved. When Postgres
-    /// fails or goes away, the node says so on `/health` and tries again, waiting longer each
-    /// time (up to 5 s): the feed replays from its slot, so nothing is skipped or applied twice.
+    /// Follows Postgres (``ReplicaFeed/follow(pollInterval:read:)``). When Postgres fails or goes
+    /// away, the node says so on `/health` and tries again, waiting longer each time (up to
+    /// 5 s): the feed replays from its slot, so nothing is skipped or applied twice.
     private func follow() async throws {
-        var seen = PGOutput.LSN(0)
-        var delay = Duration.milliseconds(50)
+        let delay = Locked(Duration.milliseconds(50))
         while true {
-            try Task.checkCancellation()
             do {
-                let flushed = try await feed.flushedPosition()
-                if flushed != seen {
-                    try await feed.catchUp()
-                    seen = flushed
-                    feedStatus.withLock { ($0.readThrough, $0.caughtUpAt, $0.failure) = (flushed, .now, nil) }
-                } else {
-                    feedStatus.withLock { ($0.caughtUpAt, $0.failure) = (.now, nil) }
-                    try await Task.sleep(for: configuration.pollInterval)
+                try await feed.follow(pollInterval: configuration.pollInterval) { [feedStatus] position in
+                    feedStatus.withLock { ($0.readThrough, $0.caughtUpAt, $0.failure) = (position, .now, nil) }
+                    delay.withLock { $0 = .milliseconds(50) }
                 }
-                delay = .milliseconds(50)
             } catch where !Task.isCancelled {
+                let wait = delay.withLock { value -> Duration in
+                    defer { value = min(value * 2, .seconds(5)) }
+                    return value
+                }
                 feedStatus.withLock { $0.failure = "\(error)" }
-                logger.warning("the feed failed; trying again in \(delay): \(error)")
-                try await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(5))
+                logger.warning("the feed failed; trying again in \(wait): \(error)")
+                try await Task.sleep(for: wait)
             }
         }
     }
