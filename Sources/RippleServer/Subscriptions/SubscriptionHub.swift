@@ -59,11 +59,7 @@ public final class SubscriptionHub: Sendable {
         let compiled: CompiledQuery
         let table: String
         let basis: String
-        let columns: [String]
-        let types: [String]
-        let key: [Int]
-        /// Which columns are `bool` (their 0 and 1 travel as `false` and `true`).
-        let isBool: [Bool]
+        let shape: WireShape
         var subscribers: [Int: Subscriber] = [:]
         var rows: [[WireValue]] = []
         var version: Int64 = 0
@@ -77,15 +73,12 @@ public final class SubscriptionHub: Sendable {
             self.compiled = compiled
             self.table = schema.name
             self.basis = basis
-            columns = compiled.columns
-            let typeOIDs = Dictionary(schema.columns.map { ($0.name, $0.typeOID) }, uniquingKeysWith: { first, _ in first })
-            types = compiled.columns.map { PostgresTypes.wireName(of: typeOIDs[$0] ?? 0) }
-            isBool = compiled.columns.map { typeOIDs[$0] == PostgresTypes.OID.bool }
-            let keyNames = schema.key.map { schema.columns[$0].name }
-            key = keyNames.compactMap { compiled.columns.firstIndex(of: $0) }
+            shape = WireShape(compiled, schema)
         }
 
-        var snapshot: WireSnapshot { WireSnapshot(basis: basis, columns: columns, types: types, key: key, rows: rows) }
+        var snapshot: WireSnapshot {
+            WireSnapshot(basis: basis, columns: shape.columns, types: shape.types, key: shape.key, rows: rows)
+        }
 
         func encodedSnapshot() -> [UInt8] {
             if let snapshotJSON { return snapshotJSON }
@@ -95,10 +88,29 @@ public final class SubscriptionHub: Sendable {
             return out.bytes
         }
 
-        func identity(_ row: [WireValue]) -> [WireValue] { key.map { row[$0] } }
+        func identity(_ row: [WireValue]) -> [WireValue] { shape.key.map { row[$0] } }
+    }
 
-        /// A replica row as the wire has it.
-        func wireRow(_ row: Row) -> [WireValue] {
+    /// A compiled query's result as the wire has it: the columns sent, their types, the key's
+    /// positions, and how a replica row becomes a wire row.
+    struct WireShape: Sendable {
+        let columns: [String]
+        let types: [String]
+        let key: [Int]
+        /// Which columns are `bool` (their 0 and 1 travel as `false` and `true`).
+        let isBool: [Bool]
+
+        init(_ compiled: CompiledQuery, _ schema: SyncedTableSchema) {
+            columns = compiled.columns
+            let typeOIDs = Dictionary(schema.columns.map { ($0.name, $0.typeOID) }, uniquingKeysWith: { first, _ in first })
+            types = compiled.columns.map { PostgresTypes.wireName(of: typeOIDs[$0] ?? 0) }
+            isBool = compiled.columns.map { typeOIDs[$0] == PostgresTypes.OID.bool }
+            let keyNames = schema.key.map { schema.columns[$0].name }
+            key = keyNames.compactMap { compiled.columns.firstIndex(of: $0) }
+        }
+
+        /// A replica row as the wire has it (the SQL's later columns stay on the server).
+        func row(_ row: Row) -> [WireValue] {
             zip(row.values.prefix(columns.count), isBool).map { value, isBool in
                 if isBool, case .integer(let integer) = value { return .bool(integer != 0) }
                 return SubscriptionHub.wireValue(value)
@@ -210,8 +222,8 @@ public final class SubscriptionHub: Sendable {
     public func rows(of compiled: CompiledQuery, schema: SyncedTableSchema, at version: Int64) throws -> [[WireValue]] {
         let steps = try store.history(table: schema.name, sql: compiled.sql, arguments: compiled.arguments,
                                       identity: compiled.identity, from: version, to: version)
-        let entry = Shared(compiled: compiled, basis: "", schema: schema)
-        return (steps.first?.snapshot ?? []).map(entry.wireRow)
+        let shape = WireShape(compiled, schema)
+        return (steps.first?.snapshot ?? []).map(shape.row)
     }
 
     private static func firstEvent(of entry: Shared, resumingFrom old: [[WireValue]]?) -> SubscriptionEvent {
@@ -277,7 +289,7 @@ public final class SubscriptionHub: Sendable {
     /// Converts the event's rows to the wire once, encodes the change once, and hands it to
     /// every subscriber.
     private static func receive(_ event: LiveQueryEvent<Row>, into entry: Shared) {
-        let rows = event.snapshot.map(entry.wireRow)
+        let rows = event.snapshot.map(entry.shape.row)
         entry.lock.withLock {
             let old = entry.rows
             let hadResult = entry.hasResult
