@@ -40,10 +40,12 @@ enum LocalRows {
     static func release(_ subscription: String, in db: Database) throws {
         let held = try db.fetchAll("SELECT table_name, row_key FROM ripple_sync_holds WHERE subscription = ?", [subscription])
         try db.execute("DELETE FROM ripple_sync_holds WHERE subscription = ?", [subscription])
+        var keys: [String: TableKey] = [:]
         for row in held {
             let table = try row.value("table_name", as: String.self)
             let key = try row.value("row_key", as: String.self)
-            try deleteIfUnheld(table: table, key: key, in: db)
+            if keys[table] == nil { keys[table] = try TableKey(of: table, in: db) }
+            try deleteIfUnheld(key, of: keys[table]!, in: db)
         }
     }
 
@@ -65,10 +67,12 @@ enum LocalRows {
             Set(change.old.map(keyText))
         }
         // Rows this subscription no longer holds: gone when no other subscription holds them.
+        var tableKey: TableKey?
         for key in oldSet where !newSet.contains(key) {
             try db.execute("DELETE FROM ripple_sync_holds WHERE table_name = ? AND row_key = ? AND subscription = ?",
                            [change.table, key, change.subscription])
-            try deleteIfUnheld(table: change.table, key: key, in: db)
+            if tableKey == nil { tableKey = try TableKey(of: change.table, in: db) }
+            try deleteIfUnheld(key, of: tableKey!, in: db)
         }
         for key in newSet where !oldSet.contains(key) {
             try db.execute("INSERT OR IGNORE INTO ripple_sync_holds VALUES (?, ?, ?)", [change.table, key, change.subscription])
@@ -93,23 +97,36 @@ enum LocalRows {
         }
     }
 
-    private static func deleteIfUnheld(table: String, key: String, in db: Database) throws {
-        guard try db.fetchValue("SELECT 1 FROM ripple_sync_holds WHERE table_name = ? AND row_key = ? LIMIT 1",
-                                [table, key], as: Int.self) == nil else { return }
-        let layout = try db.fetchAll("SELECT name, type FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", [table])
-        let values = try JSONDecoder().decode([WireValue].self, from: Data(key.utf8))
-        guard layout.count == values.count else { throw SyncClientError("the key \(key) does not fit table \(table)") }
-        var condition: [String] = []
-        var arguments: [SQLValue] = []
-        for (column, value) in zip(layout, values) {
-            let name = try column.value("name", as: String.self)
-            let declared = try column.value("type", as: String.self)
-            condition.append("\(SQLIdentifier.quoted(name)) = ?")
-            // The column's declared type names the wire type it was made for (see WireTypes).
-            let type = switch declared { case "INTEGER": "int8"; case "REAL": "float8"; case "BLOB": "bytea"; default: "text" }
-            arguments.append(try WireTypes.localValue(value, type: type))
+    /// A local table's key, read once for the rows one change deletes: the DELETE by key, and
+    /// the wire type each key column was made for (its declared type names it; see WireTypes).
+    private struct TableKey {
+        let table: String
+        let delete: String
+        let types: [String]
+
+        init(of table: String, in db: Database) throws {
+            let layout = try db.fetchAll("SELECT name, type FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", [table])
+            let names = try layout.map { try $0.value("name", as: String.self) }
+            self.table = table
+            delete = "DELETE FROM \(SQLIdentifier.quoted(table)) WHERE "
+                + names.map { "\(SQLIdentifier.quoted($0)) = ?" }.joined(separator: " AND ")
+            types = try layout.map { column in
+                switch try column.value("type", as: String.self) {
+                case "INTEGER": "int8"
+                case "REAL": "float8"
+                case "BLOB": "bytea"
+                default: "text"
+                }
+            }
         }
-        try db.execute("DELETE FROM \(SQLIdentifier.quoted(table)) WHERE \(condition.joined(separator: " AND "))", arguments)
+    }
+
+    private static func deleteIfUnheld(_ key: String, of table: TableKey, in db: Database) throws {
+        guard try db.fetchValue("SELECT 1 FROM ripple_sync_holds WHERE table_name = ? AND row_key = ? LIMIT 1",
+                                [table.table, key], as: Int.self) == nil else { return }
+        let values = try JSONDecoder().decode([WireValue].self, from: Data(key.utf8))
+        guard table.types.count == values.count else { throw SyncClientError("the key \(key) does not fit table \(table.table)") }
+        try db.execute(table.delete, try zip(values, table.types).map { value, type in try WireTypes.localValue(value, type: type) })
     }
 
     /// Creates the synced table, or adds the columns a subscription brings that it lacks.
