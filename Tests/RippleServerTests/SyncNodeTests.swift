@@ -106,7 +106,7 @@ struct SyncNodeTests {
         _ = try await reader.hello(try node.token("u"))
         try await reader.send(.subscribe(id: "all", query: query, resume: nil))
         var rows = ClientRows()
-        while rows.columns.isEmpty { _ = try rows.take(try #require(try await reader.nextSkippingHeartbeats()), id: "all") }
+        try await rows.readFirstResult(from: reader, id: "all")
         // 40 transactions of 300 kB each: far more than the stalled socket's buffers and bound.
         for n in 1...40 {
             try postgres.psql("INSERT INTO notes VALUES (\(n), repeat('x', 300000))")
@@ -204,7 +204,7 @@ extension SyncNodeTests {
             let socket = try await TestSocket(url: node.url)
             _ = try await socket.hello(try node.token("u"))
             try await socket.send(.subscribe(id: "notes", query: query, resume: nil))
-            while rows.columns.isEmpty { _ = try rows.take(try #require(try await socket.nextSkippingHeartbeats()), id: "notes") }
+            try await rows.readFirstResult(from: socket, id: "notes")
             socket.close()
             await node.stop()
         }
@@ -252,7 +252,7 @@ extension SyncNodeTests {
                                          resume: nil))
         var rows = ClientRows()
         let expected = "SELECT id, body FROM notes ORDER BY id"
-        while rows.columns.isEmpty { _ = try rows.take(try #require(try await socket.nextSkippingHeartbeats()), id: "notes") }
+        try await rows.readFirstResult(from: socket, id: "notes")
         try postgres.psql("INSERT INTO notes VALUES (2, 'two')")
         try postgres.restart(immediate: true)
         try postgres.psql("INSERT INTO notes VALUES (3, 'three'); UPDATE notes SET body = 'uno' WHERE id = 1")

@@ -86,7 +86,7 @@ struct SyncProtocolTests {
             let socket = try await TestSocket(url: node.url)
             _ = try await socket.hello(try node.token("alice"))
             try await socket.send(.subscribe(id: "open", query: Self.aliceOpen, resume: nil))
-            while open.columns.isEmpty { _ = try open.take(try #require(try await socket.nextSkippingHeartbeats()), id: "open") }
+            try await open.readFirstResult(from: socket, id: "open")
             socket.close()
         }
         // While away: many commits, a few touching the window.
@@ -144,7 +144,7 @@ struct SyncProtocolTests {
         try await bystander.send(.subscribe(id: "all", query: QueryDescription(table: "todos", order: [OrderDescription(column: "id")]),
                                             resume: nil))
         var bystanderRows = ClientRows()
-        while bystanderRows.columns.isEmpty { _ = try bystanderRows.take(try #require(try await bystander.nextSkippingHeartbeats()), id: "all") }
+        try await bystanderRows.readFirstResult(from: bystander, id: "all")
 
         let socket = try await TestSocket(url: node.url)
         defer { socket.close() }
@@ -192,7 +192,7 @@ struct SyncProtocolTests {
         try await socket.send(.unsubscribe(id: "c"))
         try await socket.send(.subscribe(id: "open", query: Self.aliceOpen, resume: nil))
         var open = ClientRows()
-        while open.columns.isEmpty { _ = try open.take(try #require(try await socket.nextSkippingHeartbeats()), id: "open") }
+        try await open.readFirstResult(from: socket, id: "open")
         #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
         #expect(try postgres.psql("SELECT count(*) FROM todos").trimmingCharacters(in: .whitespacesAndNewlines) == "40")
         // The bystander saw none of it, and still follows writes.
@@ -217,7 +217,7 @@ struct SyncProtocolTests {
         _ = try await socket.hello(try node.token("alice"))
         var open = ClientRows()
         try await socket.send(.subscribe(id: "open", query: Self.aliceOpen, resume: nil))
-        while open.columns.isEmpty { _ = try open.take(try #require(try await socket.nextSkippingHeartbeats()), id: "open") }
+        try await open.readFirstResult(from: socket, id: "open")
         // A position far ahead of the node: the resume waits for it.
         try await socket.send(.subscribe(id: "later", query: Self.aliceOpen, resume: ResumePoint(basis: open.basis, lsn: "FF/0")))
         try await socket.send(.ping)
@@ -243,7 +243,7 @@ struct SyncProtocolTests {
         _ = try await socket.hello(try node.token("alice"))
         try await socket.send(.subscribe(id: "open", query: Self.aliceOpen, resume: nil))
         var open = ClientRows()
-        while open.columns.isEmpty { _ = try open.take(try #require(try await socket.nextSkippingHeartbeats()), id: "open") }
+        try await open.readFirstResult(from: socket, id: "open")
         try postgres.psql("ALTER TABLE todos ADD COLUMN note text NOT NULL DEFAULT 'n'")
         var ended: String?
         while ended == nil, let message = try await socket.nextSkippingHeartbeats() {
@@ -252,7 +252,7 @@ struct SyncProtocolTests {
         #expect(ended?.contains("todos") == true && ended?.contains("SELECT") == false, "\(ended ?? "")")
         try await socket.send(.subscribe(id: "open", query: Self.aliceOpen, resume: nil))
         open = ClientRows()
-        while open.columns.isEmpty { _ = try open.take(try #require(try await socket.nextSkippingHeartbeats()), id: "open") }
+        try await open.readFirstResult(from: socket, id: "open")
         #expect(open.columns.last == "note")
     }
 

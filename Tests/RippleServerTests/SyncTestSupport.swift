@@ -170,6 +170,16 @@ struct ClientRows {
     var basis = ""
     var lsn = ""
 
+    /// Reads `socket`'s frames until subscription `id`'s first result is in.
+    mutating func readFirstResult(from socket: TestSocket, id: String) async throws {
+        while columns.isEmpty {
+            guard let message = try await socket.nextSkippingHeartbeats() else {
+                throw SyncClientTestError("the socket closed before \(id)'s first result")
+            }
+            _ = try take(message, id: id)
+        }
+    }
+
     mutating func take(_ message: ServerMessage, id: String) throws -> Bool {
         switch message {
         case .changes(let lsn, let snapshots, let changesets):
