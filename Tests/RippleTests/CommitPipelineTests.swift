@@ -224,6 +224,26 @@ import Testing
         #expect(subscriber.failures.isEmpty)
     }
 
+    /// A live query's event names the origin and tag of the commit it read at: one of its own
+    /// store (known in memory) and one of another store on the file (read from the change log).
+    @Test func eventsNameTheOriginAndTagOfTheCommitTheyReadAt() throws {
+        let store = try Store(path: path, configuration: Self.unwatched)
+        let other = try Store(path: path, configuration: Self.unwatched)
+        try makeItems(store)
+        let seen = Locked<[(CommitOrigin?, String?)]>([])
+        let subscription = items(of: store).subscribe(on: .immediate, onError: { Issue.record($0) }) { event in
+            seen.withLock { $0.append((event.origin, event.tag)) }
+        }
+        defer { subscription.cancel() }
+        try store.write(tag: "edit") { db in try db.execute("INSERT INTO items(id, title) VALUES (1, 'a')") }
+        try other.write(tag: "import") { db in try db.execute("INSERT INTO items(id, title) VALUES (2, 'b')") }
+        try store.noticeExternalWrites()
+        try store.writeWithoutTransaction(tag: "tidy") { db in try db.execute("UPDATE items SET title = 'c' WHERE id = 2") }
+        let events = seen.withLock { $0 }.dropFirst()   // the initial event
+        #expect(events.map(\.0) == [.write, .write, .maintenance])
+        #expect(events.map(\.1) == ["edit", "import", "tidy"])
+    }
+
     /// The file watch notices a shell's write first and delivers it, slowly; a test that calls
     /// `noticeExternalWrites()` to be deterministic must not get back before that event was
     /// delivered (before, it found nothing new and returned at once).

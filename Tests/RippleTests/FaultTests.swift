@@ -268,6 +268,33 @@ import Testing
         return other
     }
 
+    /// The commit's file check looks at the directory alone while its stamp is the one of the
+    /// last time every file was found in place (one `stat` instead of three): a `-wal` file
+    /// deleted, or another file renamed over the database file, once that stamp is trusted still
+    /// fails the next write.
+    @Test(arguments: ["delete the -wal file", "rename a file over the database"])
+    func aLossIsCaughtWhileTheDirectoryIsTrusted(_ loss: String) throws {
+        let path = directory.path("trusted-\(loss.count).sqlite")
+        let store = try Store(path: path)
+        let todos = try store.collection("todos", of: Todo.self)
+        try todos.insert(Todo.make(1))
+        // The stamp is trusted once the directory's last change is old enough (see
+        // DirectoryStamp.isSettled): wait for that condition, then commit once more.
+        let folder = (path as NSString).deletingLastPathComponent
+        while DirectoryStamp(path: folder)?.isSettled != true { usleep(2_000) }
+        try todos.insert(Todo.make(2))
+        #expect(store.openedFiles?.trustsDirectories == true)
+        if loss.hasPrefix("delete") {
+            #expect(unlink(path + "-wal") == 0)
+        } else {
+            let other = directory.path("other-\(loss.count).sqlite")
+            try Store(path: other).write { db in try db.execute("CREATE TABLE other(x)") }
+            #expect(rename(other, path) == 0)
+        }
+        let error = #expect(throws: StoreError.self) { try todos.insert(Todo.make(3)) }
+        #expect(error?.kind == .fileMoved)
+    }
+
     /// The `-wal` file deleted under a running store (a user's `rm`, a cleaning tool): the
     /// commits since the last checkpoint, which only that file held, were lost once the store
     /// closed while another connection had the file open — and the store went on reporting

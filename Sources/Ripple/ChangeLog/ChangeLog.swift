@@ -727,21 +727,64 @@ struct ReadVersion: Sendable {
     /// `PRAGMA schema_version` in the same read.
     let schemaVersion: Int64
 
-    /// Reads them in `db`'s read transaction (one statement).
-    init(_ db: Database) throws {
+    /// Reads them in `db`'s read transaction: one statement on `ripple_meta`, and a second one on
+    /// `ripple_versions` for the origin and tag unless `recent` knows them (a version this
+    /// process's store committed lately: the common case, which then reads no page of that
+    /// table).
+    init(_ db: Database, recent: RecentOrigins? = nil) throws {
         let meta = try db.cachedStatement("""
-            SELECT m.value, (SELECT value FROM ripple_meta WHERE key = 'oldest_version'), v.origin, v.tag,
+            SELECT m.value, (SELECT value FROM ripple_meta WHERE key = 'oldest_version'),
                    (SELECT schema_version FROM pragma_schema_version)
-            FROM ripple_meta AS m LEFT JOIN ripple_versions AS v ON v.version = m.value WHERE m.key = 'version'
+            FROM ripple_meta AS m WHERE m.key = 'version'
             """)
         defer { meta.reset() }
         guard try meta.step() else {
             (version, oldest, origin, tag, schemaVersion) = (0, 0, nil, nil, 0)
             return
         }
-        schemaVersion = meta.integer(at: 4)
-        (version, oldest) = (meta.integer(at: 0), meta.integer(at: 1))
-        origin = meta.isNull(at: 2) ? nil : CommitOrigin(rawValue: meta.text(at: 2))
-        tag = meta.isNull(at: 3) ? nil : meta.text(at: 3)
+        (version, oldest, schemaVersion) = (meta.integer(at: 0), meta.integer(at: 1), meta.integer(at: 2))
+        if let known = recent?.origin(of: version) {
+            (origin, tag) = known
+            return
+        }
+        let row = try db.cachedStatement("SELECT origin, tag FROM ripple_versions WHERE version = ?")
+        defer { row.reset() }
+        try row.bindInteger(version, at: 1)
+        if try row.step() {
+            origin = row.isNull(at: 0) ? nil : CommitOrigin(rawValue: row.text(at: 0))
+            tag = row.isNull(at: 1) ? nil : row.text(at: 1)
+        } else {
+            (origin, tag) = (nil, nil)
+        }
+    }
+}
+
+/// The origins and tags of the newest commits a store routed (a few), so that a live query
+/// reading at one of those versions takes them from memory instead of the change log. Filled by
+/// ``ObservationCenter/route(_:_:)`` right after each commit; a version not here is read from
+/// `ripple_versions` (commits of other stores and processes, or older ones).
+final class RecentOrigins: Sendable {
+    private struct Entry {
+        var version: Int64
+        var origin: CommitOrigin
+        var tag: String?
+    }
+
+    /// How many commits are kept.
+    static let capacity = 16
+    private let entries = Locked([Entry?](repeating: nil, count: RecentOrigins.capacity))
+
+    /// Remembers that `version` was committed with `origin` and `tag`.
+    func record(_ version: Int64, origin: CommitOrigin, tag: String?) {
+        entries.withLock { $0[Int(version % Int64(Self.capacity))] = Entry(version: version, origin: origin, tag: tag) }
+    }
+
+    /// The origin and tag of `version`, or `nil` when it is not among the kept ones.
+    func origin(of version: Int64) -> (CommitOrigin?, String?)? {
+        guard version > 0 else { return nil }
+        return entries.withLock { entries in
+            guard let entry = entries[Int(version % Int64(Self.capacity))], entry.version == version else { return nil }
+            return (entry.origin, entry.tag)
+        }
     }
 }

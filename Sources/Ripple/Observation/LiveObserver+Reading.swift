@@ -9,7 +9,7 @@ extension LiveObserver {
         store.observation.diagnostics.withLock { $0.refreshes += 1 }
         // The version this read sees, and where the change log starts (read by the batch once
         // for all its refreshes).
-        let seen = try seen ?? ReadVersion(db)
+        let seen = try seen ?? ReadVersion(db, recent: store.observation.recentOrigins)
         let (version, oldest) = (seen.version, seen.oldest)
         // What the store told this observer of the commits up to this version (taken either way:
         // what this read covers is done with).

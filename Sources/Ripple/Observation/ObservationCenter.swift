@@ -85,6 +85,8 @@ final class ObservationCenter: Sendable {
     let sharedReads = SharedReads()
     /// What the tests of invalidation count (see ``ObservationDiagnostics``).
     let diagnostics = Locked(ObservationDiagnostics())
+    /// The origins and tags of the newest commits routed (see ``RecentOrigins``).
+    let recentOrigins = RecentOrigins()
 
     init(pollInterval: TimeInterval?, watchedFile: String?) {
         self.pollInterval = pollInterval
@@ -225,6 +227,7 @@ final class ObservationCenter: Sendable {
     /// the version was routed to it. Call it under the writer's lock, right after the commit, so
     /// that commits are routed in version order.
     func route(_ summary: CommitSummary, _ matches: FilterMatches) -> Routing {
+        if summary.version > 0, let origin = summary.origin { recentOrigins.record(summary.version, origin: origin, tag: summary.tag) }
         let targets = state.withLock { state -> [any ObservationTarget] in
             let told = state.router.route(summary, matches)
             return told.compactMap { id in

@@ -63,7 +63,7 @@ final class RefreshBatch: @unchecked Sendable {   // @unchecked: filled by one t
                 // would have failed each.
                 let seen: ReadVersion
                 do {
-                    seen = try ReadVersion(db)
+                    seen = try ReadVersion(db, recent: store.observation.recentOrigins)
                 } catch {
                     for refresh in chunk { refresh.fail(error) }
                     return

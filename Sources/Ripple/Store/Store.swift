@@ -94,6 +94,8 @@ public final class Store: Sendable {
     let registryKey: String?
     /// Whether the live queries were told that the file is gone.
     let fileLoss = Locked(false)
+    /// When (`DispatchTime` nanoseconds) a check last found the store's files in place; 0: never.
+    let fileVerifiedAt = Locked<UInt64>(0)
 
     /// Opens (creating if needed) the database file at `path` and brings its schema up to date.
     ///
@@ -148,7 +150,7 @@ public final class Store: Sendable {
             throw StoreError(.unusableFile, "\(location ?? ":memory:") is not a usable SQLite database", underlying: error)
         }
         self.openedFiles = location.flatMap { location in
-            openedDatabase.map { StoreFiles(database: $0, sqlitePath: writer.filePath ?? location) }
+            openedDatabase.map { StoreFiles(database: $0, path: location, sqlitePath: writer.filePath ?? location) }
         }
         self.observation = ObservationCenter(pollInterval: location == nil ? nil : configuration.externalWritePollInterval,
                                              watchedFile: configuration.watchesFile ? location : nil)

@@ -15,6 +15,43 @@ struct FileIdentity: Hashable, Sendable {
     }
 }
 
+/// A directory's identity and the time its entries last changed (its `st_ctime`, to the
+/// nanosecond): creating, deleting or renaming a file in it changes that time, and moving the
+/// directory itself changes what its path leads to.
+struct DirectoryStamp: Equatable, Sendable {
+    let device: UInt64
+    let inode: UInt64
+    let changed: timespec
+
+    /// The stamp of the directory at `path` now, or `nil` when there is none.
+    init?(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        #if canImport(Darwin)
+        changed = info.st_ctimespec
+        #else
+        changed = info.st_ctim
+        #endif
+    }
+
+    /// Whether the last change is old enough that any later one gets a later time. The kernel
+    /// stamps changes with a clock that ticks every few milliseconds (behind the real time by
+    /// up to a tick), so a change in the tick of the last one could leave the time as it was;
+    /// a tenth of a second is many ticks.
+    var isSettled: Bool {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let age = (Int(now.tv_sec) - Int(changed.tv_sec)) * 1_000_000_000 + (Int(now.tv_nsec) - Int(changed.tv_nsec))
+        return age > 100_000_000
+    }
+
+    static func == (a: Self, b: Self) -> Bool {
+        a.device == b.device && a.inode == b.inode && a.changed.tv_sec == b.changed.tv_sec && a.changed.tv_nsec == b.changed.tv_nsec
+    }
+}
+
 /// The files of a store in WAL mode as it opened them: the database file, the write-ahead log
 /// beside it (the `-wal` file, which holds the commits not yet copied into the database file)
 /// and the log's index (the `-shm` file, through which every connection to the file shares the
@@ -40,26 +77,54 @@ struct StoreFiles: Sendable {
     /// is not checked.
     let log: FileIdentity?
     let index: FileIdentity?
+    /// The directories that hold the files: that of the path the store was opened at, and that
+    /// of the path SQLite resolved (the same one unless a symbolic link leads elsewhere).
+    let directories: [String]
+    /// The directories' stamps when the files were last all found in place, kept only when
+    /// those stamps were settled (see ``lost(at:)``).
+    private let verified = Locked<[DirectoryStamp?]?>(nil)
 
-    /// The files of the database file `database`, which SQLite opened as `sqlitePath` (its
-    /// `-wal` and `-shm` files are beside that one), as they are now.
-    init(database: FileIdentity, sqlitePath: String) {
+    /// The files of the database file `database`, opened at `path`, which SQLite opened as
+    /// `sqlitePath` (its `-wal` and `-shm` files are beside that one), as they are now.
+    init(database: FileIdentity, path: String, sqlitePath: String) {
         self.database = database
         logPath = sqlitePath + "-wal"
         indexPath = sqlitePath + "-shm"
         log = FileIdentity(path: logPath)
         index = FileIdentity(path: indexPath)
+        let folders = [path, sqlitePath].map { ($0 as NSString).deletingLastPathComponent }.map { $0.isEmpty ? "." : $0 }
+        directories = folders[0] == folders[1] ? [folders[0]] : folders
     }
 
     /// The first of the files that is no longer at its path (deleted, renamed or replaced
     /// since the store opened it), the database file at `path` first; `nil` when all are there.
     ///
-    /// - Complexity: a `stat` of each file (about a microsecond each).
+    /// A file deleted, renamed or replaced changes its directory's stamp (``DirectoryStamp``):
+    /// while the directories' stamps are those of the last time every file was found in place,
+    /// the files are not looked at one by one. The stamps are taken before the files are, so
+    /// that a change made during the look changes them for the next one.
+    ///
+    /// - Complexity: a `stat` of the directory (about a microsecond); of each file as well when
+    ///   an entry of the directory changed since the last look.
+    /// Whether the last look found every file in place under directory stamps it trusts (the
+    /// next look, with the same stamps, looks at no file).
+    var trustsDirectories: Bool { verified.withLock { $0 != nil } }
+
     func lost(at path: String) -> Role? {
-        if FileIdentity(path: path) != database { return .database }
-        if let log, FileIdentity(path: logPath) != log { return .log }
-        if let index, FileIdentity(path: indexPath) != index { return .index }
-        return nil
+        let stamps = directories.map(DirectoryStamp.init(path:))
+        if verified.withLock({ $0 == stamps }) { return nil }
+        let lost: Role? = if FileIdentity(path: path) != database {
+            .database
+        } else if let log, FileIdentity(path: logPath) != log {
+            .log
+        } else if let index, FileIdentity(path: indexPath) != index {
+            .index
+        } else {
+            nil
+        }
+        let trusted = lost == nil && stamps.allSatisfy { $0?.isSettled == true }
+        verified.withLock { $0 = trusted ? stamps : nil }
+        return lost
     }
 }
 
@@ -135,7 +200,11 @@ extension Store {
     /// store's handle on the log still reaches copied into the database file (see
     /// ``salvageLostLog()``).
     func checkFile() throws(StoreError) {
-        guard let path, let openedFiles, let lost = openedFiles.lost(at: path) else { return }
+        guard let path, let openedFiles else { return }
+        guard let lost = openedFiles.lost(at: path) else {
+            fileVerifiedAt.withLock { $0 = DispatchTime.now().uptimeNanoseconds }
+            return
+        }
         // Once: every live query re-reads, and its read fails with the error below (a live query
         // subscribed later fails on its first read).
         if fileLoss.withLock({ noticed in defer { noticed = true }; return !noticed }) {
@@ -150,16 +219,28 @@ extension Store {
         }
     }
 
-    /// ``checkFile()`` for a read, at a third of its cost: only the database file is looked at
-    /// (one `stat`) until a loss has been noticed. A read commits nothing, and one made after the
-    /// `-wal` or `-shm` file was lost still reads what was committed, through the handles the
-    /// reader has; the next commit, look for other writers or wake of the file watch notices
-    /// the loss, and from then on reads fail too.
+    /// ``checkFile()`` for a read, at a third of its cost or less: only the database file is
+    /// looked at (one `stat`) until a loss has been noticed, and not even that when a check
+    /// found every file in place less than ``readCheckReuse`` ago (a live query's refresh right
+    /// after the commit that started it reuses the commit's check). A read commits nothing, and
+    /// one made after the `-wal` or `-shm` file was lost still reads what was committed, through
+    /// the handles the reader has; the next commit, look for other writers or wake of the file
+    /// watch notices the loss, and from then on reads fail too. (A commit never reuses a check:
+    /// it is the last moment to refuse a write that would be lost.)
     func checkFileBeforeRead() throws(StoreError) {
         if fileLoss.withLock({ $0 }) { return try checkFile() }
-        guard let path, let openedFile, FileIdentity(path: path) != openedFile else { return }
+        let now = DispatchTime.now().uptimeNanoseconds
+        if now &- fileVerifiedAt.withLock({ $0 }) < Self.readCheckReuse { return }
+        guard let path, let openedFile else { return }
+        guard FileIdentity(path: path) != openedFile else {
+            fileVerifiedAt.withLock { $0 = max($0, now) }
+            return
+        }
         try checkFile()
     }
+
+    /// How long a check that found the files in place spares reads theirs, in nanoseconds.
+    static var readCheckReuse: UInt64 { 1_000_000 }
 
     static func fileMovedError(_ path: String) -> StoreError {
         StoreError(.fileMoved, "the database file \(path) was deleted, moved or replaced while the store had it open: "
