@@ -46,6 +46,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     /// The newest commit routed to it (its own lock, taken under the store's routing lock and
     /// under `condition`, and never holding another).
     private let routedVersion = Locked<Int64>(0)
+    /// Whether writes wait for its deliveries (an immediate handler; see ``awaitDelivery(of:)``).
+    private let isAwaitable: Bool
     /// A refresh waits for the end of a store call on the thread that asked for it (guarded by
     /// `condition`): nobody else may wait for it.
     private var refreshDeferred = false
@@ -80,6 +82,7 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         self.sources = sources
         self.delivery = delivery
         self.sink = sink
+        isAwaitable = if case .immediate = delivery, case .handler = sink { true } else { false }
         self.makeEvent = makeEvent
         self.snapshots = Array(repeating: nil, count: sources.count)
         self.keyIndexes = Array(repeating: nil, count: sources.count)
@@ -144,11 +147,14 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     }
 
     func routed(_ version: Int64) {
+        // Only an immediate handler is waited for (see awaitDelivery): the others skip the lock,
+        // which routing would otherwise take for every observer a commit concerns.
+        guard isAwaitable else { return }
         routedVersion.withLock { $0 = max($0, version) }
     }
 
     func awaitDelivery(of version: Int64) {
-        guard case .immediate = delivery, case .handler = sink else { return }
+        guard isAwaitable else { return }
         condition.lock()
         defer { condition.unlock() }
         // Waits for the commits routed to it, up to `version`, while it is not finished, its
