@@ -66,16 +66,30 @@ enum LocalRows {
         } else {
             Set(change.old.map(keyText))
         }
-        // Rows this subscription no longer holds: gone when no other subscription holds them.
-        var tableKey: TableKey?
-        for key in oldSet where !newSet.contains(key) {
-            try db.execute("DELETE FROM ripple_sync_holds WHERE table_name = ? AND row_key = ? AND subscription = ?",
-                           [change.table, key, change.subscription])
-            if tableKey == nil { tableKey = try TableKey(of: change.table, in: db) }
-            try deleteIfUnheld(key, of: tableKey!, in: db)
+        // The holds change in bulk, each list bound as one JSON array that SQLite walks
+        // (json_each), in key order (the index grows at its end): one statement per list, not
+        // one per row.
+        let left = oldSet.subtracting(newSet).sorted()
+        let entered = newSet.subtracting(oldSet).sorted()
+        if !left.isEmpty {
+            let list = jsonArray(left)
+            try db.execute("""
+                DELETE FROM ripple_sync_holds WHERE table_name = ? AND subscription = ?
+                    AND row_key IN (SELECT value FROM json_each(?))
+                """, [change.table, change.subscription, list])
+            // Rows this subscription no longer holds: gone when no other subscription holds them.
+            let unheld = try db.fetchAll("""
+                SELECT value FROM json_each(?) AS k
+                WHERE NOT EXISTS (SELECT 1 FROM ripple_sync_holds WHERE table_name = ? AND row_key = k.value)
+                """, [list, change.table]).map { try $0.value("value", as: String.self) }
+            if !unheld.isEmpty {
+                let tableKey = try TableKey(of: change.table, in: db)
+                for key in unheld { try delete(key, of: tableKey, in: db) }
+            }
         }
-        for key in newSet where !oldSet.contains(key) {
-            try db.execute("INSERT OR IGNORE INTO ripple_sync_holds VALUES (?, ?, ?)", [change.table, key, change.subscription])
+        if !entered.isEmpty {
+            try db.execute("INSERT OR IGNORE INTO ripple_sync_holds SELECT ?, value, ? FROM json_each(?)",
+                           [change.table, change.subscription, jsonArray(entered)])
         }
         // Written rows: inserted, or updated where a value differs (an unchanged row is not
         // touched, so the app's live queries do not see it change).
@@ -90,10 +104,24 @@ enum LocalRows {
             let differs = others.map { "\(names[$0]) IS NOT excluded.\(names[$0])" }.joined(separator: " OR ")
             sql += " ON CONFLICT (\(keys)) DO UPDATE SET \(set) WHERE \(differs)"
         }
-        for index in change.written ?? Array(change.new.indices) {
-            let row = change.new[index]
-            let values = try zip(row, change.types).map { value, type in try WireTypes.localValue(value, type: type) }
-            try db.execute(sql, values)
+        // One statement, its values bound one by one (no list of arguments per row).
+        let kinds = change.types.map(WireTypes.Kind.init)
+        let statement = try db.cachedStatement(sql)
+        defer { statement.reset() }
+        func write(_ row: [WireValue]) throws {
+            guard row.count == kinds.count else {
+                throw SyncClientError("a row of \(change.table) has \(row.count) values for \(kinds.count) columns")
+            }
+            for (column, value) in row.enumerated() {
+                try statement.bind(try WireTypes.localValue(value, kind: kinds[column]), at: Int32(column + 1))
+            }
+            while try statement.step() {}
+            statement.reset()
+        }
+        if let written = change.written {
+            for index in written { try write(change.new[index]) }
+        } else {
+            for row in change.new { try write(row) }
         }
     }
 
@@ -124,9 +152,27 @@ enum LocalRows {
     private static func deleteIfUnheld(_ key: String, of table: TableKey, in db: Database) throws {
         guard try db.fetchValue("SELECT 1 FROM ripple_sync_holds WHERE table_name = ? AND row_key = ? LIMIT 1",
                                 [table.table, key], as: Int.self) == nil else { return }
-        let values = try JSONDecoder().decode([WireValue].self, from: Data(key.utf8))
+        try delete(key, of: table, in: db)
+    }
+
+    /// Deletes the row whose key is `key` (its key values as a JSON array) from `table`.
+    private static func delete(_ key: String, of table: TableKey, in db: Database) throws {
+        var text = key
+        let values: [WireValue]
+        do {
+            values = try text.withUTF8 { bytes throws(SyncFrameError) in try FrameReader.values(in: bytes) }
+        } catch {
+            throw SyncClientError("the held key \(key) is not a list of values: \(error)")
+        }
         guard table.types.count == values.count else { throw SyncClientError("the key \(key) does not fit table \(table.table)") }
         try db.execute(table.delete, try zip(values, table.types).map { value, type in try WireTypes.localValue(value, type: type) })
+    }
+
+    /// `list` as a JSON array of strings.
+    private static func jsonArray(_ list: [String]) -> String {
+        var out = JSONBytes()
+        out.strings(list)
+        return String(decoding: out.bytes, as: UTF8.self)
     }
 
     /// Creates the synced table, or adds the columns a subscription brings that it lacks.

@@ -21,30 +21,49 @@ enum WireTypes {
         }
     }
 
+    /// A wire type as the local store keeps it, resolved once per column.
+    enum Kind {
+        case integer, bool, float, bytea, other
+
+        init(_ type: String) {
+            self = switch type {
+            case "int2", "int4", "int8": .integer
+            case "bool": .bool
+            case "float4", "float8": .float
+            case "bytea": .bytea
+            default: .other
+            }
+        }
+    }
+
     /// The local value of a wire value of `type`.
     ///
     /// - Throws: ``SyncClientError`` when the value does not fit its type (the server and the
     ///   client disagree: the subscription is resubscribed).
     static func localValue(_ value: WireValue, type: String) throws -> SQLValue {
-        switch (type, value) {
+        try localValue(value, kind: Kind(type))
+    }
+
+    /// ``localValue(_:type:)`` for a type already resolved.
+    static func localValue(_ value: WireValue, kind: Kind) throws -> SQLValue {
+        switch (kind, value) {
         case (_, .null): return .null
-        case ("int2", .integer(let integer)), ("int4", .integer(let integer)), ("int8", .integer(let integer)):
-            return .integer(integer)
-        case ("int8", .text(let text)):
+        case (.integer, .integer(let integer)): return .integer(integer)
+        case (.integer, .text(let text)):
             guard let integer = Int64(text) else { throw SyncClientError("\(text) is not an int8") }
             return .integer(integer)
-        case ("bool", .bool(let bool)): return .integer(bool ? 1 : 0)
-        case ("bool", .integer(let integer)): return .integer(integer == 0 ? 0 : 1)
-        case ("float4", .real(let real)), ("float8", .real(let real)): return .real(real)
-        case ("float4", .integer(let integer)), ("float8", .integer(let integer)): return .real(Double(integer))
-        case ("float4", .text(let text)), ("float8", .text(let text)):
+        case (.bool, .bool(let bool)): return .integer(bool ? 1 : 0)
+        case (.bool, .integer(let integer)): return .integer(integer == 0 ? 0 : 1)
+        case (.float, .real(let real)): return .real(real)
+        case (.float, .integer(let integer)): return .real(Double(integer))
+        case (.float, .text(let text)):
             switch text {
             case "NaN": return .text("NaN")
             case "Infinity": return .real(.infinity)
             case "-Infinity": return .real(-.infinity)
             default: throw SyncClientError("\(text) is not a float")
             }
-        case ("bytea", .text(let text)): return .blob(try bytes(ofHex: text))
+        case (.bytea, .text(let text)): return .blob(try bytes(ofHex: text))
         case (_, .text(let text)): return .text(text)
         case (_, .integer(let integer)): return .integer(integer)
         case (_, .real(let real)): return .real(real)

@@ -12,8 +12,8 @@ import RippleSyncClient
 /// `ripple`: from `subscribe` until the client tells that the frame is in its store, the node
 /// already running (its own initial copy is not counted). Then, to say where the time goes, a
 /// raw socket times the same subscription until its frame arrived (`part` "server_frame": the
-/// node's query, encoding and sending), and the frame's decoding with the protocol's `Codable`
-/// types (`part` "client_decode"); the rest of `ripple` is the client receiving the frame and
+/// node's query, encoding and sending), and the frame's decoding with the client's reader,
+/// `ServerMessage(json:)` (`part` "client_decode"); the rest of `ripple` is the client receiving the frame and
 /// writing its store.
 struct SyncInitialSync {
     let rows: Int
@@ -136,7 +136,7 @@ struct SyncInitialSync {
     }
 
     /// The same subscription on a raw socket: the time until its frame arrived, and the time
-    /// the protocol's types take to decode it.
+    /// the client's reader (`ServerMessage(json:)`) takes to decode it.
     private func rawFrame(node: SyncNode) async throws -> (SyncSocket.Frame, Duration, Duration) {
         // The client's socket is gone and with it the shared live query: this one starts afresh.
         try await Task.sleep(for: .milliseconds(300))

@@ -20,7 +20,7 @@ final class SyncSocket: @unchecked Sendable {   // `writer` and `task` are guard
         var wireBytes: Int { bytes + (bytes < 126 ? 2 : bytes < 65_536 ? 4 : 10) }
         var isChanges: Bool { text.hasPrefix(#"{"type":"changes""#) }
 
-        func message() throws -> ServerMessage { try JSONDecoder().decode(ServerMessage.self, from: Data(text.utf8)) }
+        func message() throws -> ServerMessage { try ServerMessage(json: text.utf8) }
     }
 
     let frames = SyncMailbox<Frame>()
