@@ -15,7 +15,7 @@ import RippleTesting
 ///   `pg_logical_slot_peek_binary_changes` on its own slot sees it) and a NOTIFY round trip
 ///   (`notify`: NOTIFY on one connection until LISTEN on another hears it); and, to say where
 ///   the time goes, the node's own way to the changes without applying them (`poll-peek`: its
-///   2 ms poll of the flushed WAL position, then the peek). Each commit waits for the previous
+///   poll of the flushed WAL position, every `pollInterval`, then the peek). Each commit waits for the previous
 ///   one's delivery, then 2–12 ms more (so that none shares a poll or a peek).
 /// * S3: commits/s the node delivers with every commit (pgbench, 4 clients, 10,000 UPDATEs)
 ///   changing the one row of one of 100 subscriptions, then of 10,000: 100 sockets in both cases

@@ -2,6 +2,7 @@ import Foundation
 import PostgresNIO
 import Ripple
 import RippleSync
+import RippleServer
 import RippleSyncClient
 import RippleTesting
 
@@ -40,8 +41,8 @@ struct SyncLatencyResults {
             lines.target("ripple/peek-floor p50_ratio <= 3", ratio, met: ratio <= Self.targetFloorRatio)
             if ratio > Self.targetFloorRatio, let poll = latencies["poll-peek"]?.percentile(0.5) {
                 func us(_ value: Double) -> String { JSONValue.number(value).json + " µs" }
-                Report.note("S2: of ripple's p50 \(us(p50)), the node's way to the changes alone (poll-peek: a poll every 2 ms, "
-                            + "text forms, peek, advance, peek) takes \(us(poll)) where a bare peek loop takes "
+                Report.note("S2: of ripple's p50 \(us(p50)), the node's way to the changes alone (poll-peek: a poll every \(SyncServerConfiguration.defaultPollInterval), "
+                            + "peek, advance, peek) takes \(us(poll)) where a bare peek loop takes "
                             + "\(us(floor.percentile(0.5))); the other \(us(p50 - poll)) go to applying the commit to the replica, "
                             + "re-evaluating the subscription and sending its frame")
             }
@@ -196,9 +197,9 @@ extension SyncWindowWorkloads {
     }
 
     /// The node's own way to the changes, without applying them (where S2's time goes): its
-    /// feed's loop — `pg_current_wal_flush_lsn()` every 2 ms (`SyncServerConfiguration`'s
-    /// `pollInterval`) until it moves, then the session's text forms set and a peek, an advance
-    /// past what it returned, and a peek again until empty.
+    /// feed's loop — `pg_current_wal_flush_lsn()` every `SyncServerConfiguration`'s default
+    /// `pollInterval` until it moves, then a peek (the session's text forms set once), an
+    /// advance past what it returned, and a peek again until empty.
     private func pollPeek(cluster: SyncCluster, writer: PostgresConnection,
                           ids: [Int64]) async throws -> (SyncLatencies, SyncLatencies) {
         SyncProgress.phase = "S2: poll-peek"
@@ -206,6 +207,11 @@ extension SyncWindowWorkloads {
         try await reader.execute("SELECT 1 FROM pg_create_logical_replication_slot('ripple_bench_poll', 'pgoutput')")
         let arrivals = SyncMailbox<ContinuousClock.Instant>()
         let running = SyncLocked(true)
+        // The session's text forms, once (as the node's feed sets them once per connection).
+        try await reader.execute("""
+            SELECT set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO, MDY', false),
+                   set_config('bytea_output', 'hex', false), set_config('extra_float_digits', '1', false)
+            """)
         let loop = Task {
             defer { arrivals.finish() }
             var seen = ""
@@ -214,14 +220,10 @@ extension SyncWindowWorkloads {
                 for try await text in try await reader.query("SELECT pg_current_wal_flush_lsn()::text", logger: quietLogger)
                     .decode(String.self) { flushed = text }
                 guard flushed != seen else {
-                    try await Task.sleep(for: .milliseconds(2))
+                    try await Task.sleep(for: SyncServerConfiguration.defaultPollInterval)
                     continue
                 }
                 while true {
-                    try await reader.execute("""
-                        SELECT set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO, MDY', false),
-                               set_config('bytea_output', 'hex', false), set_config('extra_float_digits', '1', false)
-                        """)
                     var last: String?
                     let rows = try await reader.query("""
                         SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes('ripple_bench_poll', NULL, 10000,

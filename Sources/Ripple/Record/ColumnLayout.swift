@@ -25,7 +25,8 @@ final class ColumnLayout: Sendable {
 package enum SQLIdentifier {
     /// `name` in double quotes, embedded quotes doubled: `my "table"` → `"my ""table"""`.
     package static func quoted(_ name: String) -> String {
-        "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        guard name.utf8.contains(UInt8(ascii: "\"")) else { return "\"" + name + "\"" }
+        return "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
     /// Throws ``StoreError/Kind/invalidQuery`` when `name` is not usable as an identifier: empty,

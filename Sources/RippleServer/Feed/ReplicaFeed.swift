@@ -60,13 +60,41 @@ public actor ReplicaFeed {
 
     /// A replica table: its Postgres columns (name and type OID) in order, and its key's positions.
     struct Table {
-        var name: String
-        var columns: [(name: String, type: UInt32)]
-        var key: [Int]
+        let name: String
+        let columns: [(name: String, type: UInt32)]
+        let key: [Int]
+        /// The columns with order keys (see ``OrderKeys``), by position.
+        let ordered: [Int]
+        /// Inserts a row (its columns, then the order keys of ``ordered``), or updates the
+        /// row with its key in place (its live queries see an update, and can read that row
+        /// alone), not deleted and inserted again.
+        let upsertSQL: String
+        /// Deletes the row with a key.
+        let deleteSQL: String
+        /// `WHERE` of the row with a key, for an update of some columns.
+        let keyCondition: String
+
+        init(name: String, columns: [(name: String, type: UInt32)], key: [Int]) {
+            self.name = name
+            self.columns = columns
+            self.key = key
+            ordered = columns.indices.filter { OrderKeys.applies(to: columns[$0].type) }
+            let names = columns.map { SQLIdentifier.quoted($0.name) } + ordered.map { SQLIdentifier.quoted(OrderKeys.column(for: columns[$0].name)) }
+            let keyNames = key.map { SQLIdentifier.quoted(columns[$0].name) }
+            let others = names.filter { !keyNames.contains($0) }
+            let conflict = others.isEmpty ? "DO NOTHING" : "DO UPDATE SET " + others.map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
+            let marks = Array(repeating: "?", count: names.count).joined(separator: ", ")
+            upsertSQL = "INSERT INTO \(SQLIdentifier.quoted(name)) (\(names.joined(separator: ", "))) VALUES (\(marks)) "
+                + "ON CONFLICT (\(keyNames.joined(separator: ", "))) \(conflict)"
+            keyCondition = keyNames.map { "\($0) = ?" }.joined(separator: " AND ")
+            deleteSQL = "DELETE FROM \(SQLIdentifier.quoted(name)) WHERE \(keyCondition)"
+        }
     }
 
     /// The synced tables, by name.
     private var tables: [String: Table] = [:]
+    /// The client's connections whose session has the text forms (``textForms``) set.
+    private let textFormsSet = Locked<Set<PostgresConnection.ID>>([])
     /// The relations pgoutput described, by OID.
     private var relations: [UInt32: PGOutput.Relation] = [:]
     /// The end LSN of the last transaction the replica holds.
@@ -399,9 +427,13 @@ public actor ReplicaFeed {
     /// The next batch of whole transactions from the slot (the slot does not move).
     public func peek() async throws -> [PGOutput.Message] {
         let (slot, size, publication, logger) = (configuration.slot, configuration.batchSize, configuration.publication, logger)
-        return try await client.withConnection { connection in
-            // Values are written in the session's text forms: the same ones as the copy's.
-            try await connection.query(Self.textForms, logger: logger)
+        return try await client.withConnection { [textFormsSet] connection in
+            // Values are written in the session's text forms: the same ones as the copy's, set
+            // once per connection (they are session settings; a round trip fewer per peek).
+            if textFormsSet.withLock({ !$0.contains(connection.id) }) {
+                try await connection.query(Self.textForms, logger: logger)
+                textFormsSet.withLock { _ = $0.insert(connection.id) }
+            }
             var messages: [PGOutput.Message] = []
             let sequence = try await connection.query("""
                 SELECT data FROM pg_logical_slot_peek_binary_changes(\(slot)::name, NULL, \(size)::int,
@@ -538,26 +570,21 @@ public actor ReplicaFeed {
         return table
     }
 
-    /// Inserts the row, or replaces the row with its key (a replay onto the copy).
+    /// Inserts the row, or updates the row with its key in place (a replay onto the copy).
     private static func upsert(_ table: Table, _ values: [PGOutput.Value], in db: Database) throws {
-        var names = table.columns.map { SQLIdentifier.quoted($0.name) }
-        var arguments = try zip(table.columns, values).map { column, value -> any SQLValueConvertible in
-            try sqlValue(value, of: column.type)
+        guard values.count == table.columns.count else {
+            throw FeedError("a row of \(table.name) has \(values.count) values for \(table.columns.count) columns")
         }
-        for (column, value) in zip(table.columns, values) where OrderKeys.applies(to: column.type) {
-            names.append(SQLIdentifier.quoted(OrderKeys.column(for: column.name)))
-            arguments.append(try orderKey(value, of: column.type))
+        let statement = try db.cachedStatement(table.upsertSQL)
+        defer { statement.reset() }
+        for (position, column) in table.columns.enumerated() {
+            try statement.bind(try sqlValue(values[position], of: column.type), at: Int32(position + 1))
         }
-        let marks = Array(repeating: "?", count: names.count).joined(separator: ", ")
-        // An existing row is updated in place (its live queries see an update, and can read
-        // that row alone), not deleted and inserted again.
-        let key = Set(table.key.map { SQLIdentifier.quoted(table.columns[$0].name) })
-        let others = names.filter { !key.contains($0) }
-        let conflict = others.isEmpty ? "DO NOTHING" : "DO UPDATE SET " + others.map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
-        try db.execute("""
-            INSERT INTO \(SQLIdentifier.quoted(table.name)) (\(names.joined(separator: ", "))) VALUES (\(marks)) \
-            ON CONFLICT (\(table.key.map { SQLIdentifier.quoted(table.columns[$0].name) }.joined(separator: ", "))) \(conflict)
-            """, arguments)
+        for (offset, position) in table.ordered.enumerated() {
+            try statement.bind(try orderKey(values[position], of: table.columns[position].type),
+                               at: Int32(table.columns.count + offset + 1))
+        }
+        while try statement.step() {}
     }
 
     /// The order key of a value (see ``OrderKeys``).
@@ -583,16 +610,14 @@ public actor ReplicaFeed {
                 arguments.append(try orderKey(values[index], of: column.type))
             }
         }
-        let condition = table.key.map { "\(SQLIdentifier.quoted(table.columns[$0].name)) = ?" }.joined(separator: " AND ")
         for position in table.key { arguments.append(try sqlValue(values[position], of: table.columns[position].type)) }
-        try db.execute("UPDATE \(SQLIdentifier.quoted(table.name)) SET \(assignments.joined(separator: ", ")) WHERE \(condition)", arguments)
+        try db.execute("UPDATE \(SQLIdentifier.quoted(table.name)) SET \(assignments.joined(separator: ", ")) WHERE \(table.keyCondition)", arguments)
     }
 
     /// Deletes the row of the key in `values` (the key's columns; the others are ignored).
     private static func delete(_ table: Table, _ values: [PGOutput.Value], in db: Database) throws {
-        let condition = table.key.map { "\(SQLIdentifier.quoted(table.columns[$0].name)) = ?" }.joined(separator: " AND ")
         let arguments = try table.key.map { try sqlValue(values[$0], of: table.columns[$0].type) as any SQLValueConvertible }
-        try db.execute("DELETE FROM \(SQLIdentifier.quoted(table.name)) WHERE \(condition)", arguments)
+        try db.execute(table.deleteSQL, arguments)
     }
 
     private static func sqlValue(_ value: PGOutput.Value, of type: UInt32) throws -> SQLValue {

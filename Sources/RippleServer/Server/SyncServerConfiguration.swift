@@ -47,8 +47,13 @@ public struct SyncServerConfiguration: Sendable {
     /// How many replica versions the change log keeps for resumes (older positions get a
     /// snapshot).
     public var retainedVersions = 100_000
-    /// How often the feed looks whether Postgres flushed more WAL.
-    public var pollInterval: Duration = .milliseconds(2)
+    /// How often the feed looks whether Postgres flushed more WAL (one trivial query,
+    /// `pg_current_wal_flush_lsn()`, each time): half of it is the mean wait before a commit is
+    /// seen. The default, ``defaultPollInterval``, costs Postgres about a thousand such queries a
+    /// second while idle; a longer one trades latency for less of that.
+    public var pollInterval: Duration = Self.defaultPollInterval
+    /// The default ``pollInterval``: 1 ms.
+    public static let defaultPollInterval: Duration = .milliseconds(1)
 
     public init(postgres: PostgresClient.Configuration, tables: [String], rules: SyncRules, secret: [UInt8],
                 replicaPath: String) {

@@ -289,7 +289,21 @@ public final class SubscriptionHub: Sendable {
     /// Converts the event's rows to the wire once, encodes the change once, and hands it to
     /// every subscriber.
     private static func receive(_ event: LiveQueryEvent<Row>, into entry: Shared) {
-        let rows = event.snapshot.map(entry.shape.row)
+        // Only the rows the commit inserted or updated are converted; the others are the wire
+        // rows the entry already has (events of one live query come one at a time, and only
+        // they change the entry's rows). O(rows) references, not O(rows) conversions.
+        let previous = entry.lock.withLock { entry.hasResult ? entry.rows : nil }
+        let changeset = event.changeset
+        let rows: [[WireValue]]
+        if let previous, changeset.oldCount == previous.count, changeset.newCount == event.snapshot.count {
+            let updated = Set(changeset.updates.map(\.new))
+            rows = event.snapshot.indices.map { index in
+                if !updated.contains(index), let old = changeset.oldIndex(forNew: index) { return previous[old] }
+                return entry.shape.row(event.snapshot[index])
+            }
+        } else {
+            rows = event.snapshot.map(entry.shape.row)
+        }
         entry.lock.withLock {
             let old = entry.rows
             let hadResult = entry.hasResult
