@@ -119,11 +119,15 @@ public struct WireChangeset: Codable, Hashable, Sendable {
         inserts = changeset.inserts.map { Insert(index: $0, row: new[$0]) }
         moves = changeset.moves.map { Move(old: $0.old, new: $0.new) }
         updates = changeset.updates.map { pair in
-            var columns: [Int: WireValue] = [:]
-            let (before, after) = (old[pair.old], new[pair.new])
-            for index in after.indices where index >= before.count || before[index] != after[index] { columns[index] = after[index] }
-            return Update(old: pair.old, new: pair.new, columns: columns)
+            Update(old: pair.old, new: pair.new, columns: Self.changedColumns(from: old[pair.old], to: new[pair.new]))
         }
+    }
+
+    /// The columns of `after` that differ from `before`, by position, with their new values.
+    public static func changedColumns(from before: [WireValue], to after: [WireValue]) -> [Int: WireValue] {
+        var columns: [Int: WireValue] = [:]
+        for index in after.indices where index >= before.count || before[index] != after[index] { columns[index] = after[index] }
+        return columns
     }
 
     /// Whether nothing changes.

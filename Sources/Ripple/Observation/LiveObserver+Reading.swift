@@ -55,14 +55,16 @@ extension LiveObserver {
         let previous = deliveredVersion
         for index in sources.indices {
             var member: LiveQueryEvent<Element>?
-            if let old = snapshots[index] {
+            if snapshots[index] != nil {
                 switch impacts[index] {
                 case .none:
+                    let old = snapshots[index]!
                     member = LiveQueryEvent(version: version, previousVersion: previous, snapshot: old.elements,
                                             changeset: .unchanged(count: old.elements.count), updatedColumns: [],
                                             origin: seen.origin, tag: seen.tag)
                 case .updated(let keys):
-                    if let patched = try patch(index, old, keys: keys, in: db) {
+                    // (No copy of the result is held here: patching may change it in place.)
+                    if let patched = try patch(index, keys: keys, in: db) {
                         member = LiveQueryEvent(version: version, previousVersion: previous, snapshot: patched.elements,
                                                 changeset: patched.changeset, updatedColumns: patched.columns,
                                                 origin: seen.origin, tag: seen.tag)
@@ -149,7 +151,7 @@ extension LiveObserver {
         /// They cannot: the result stands.
         case none
         /// Only the rows with these keys changed: they are read again and replaced, removed or
-        /// placed in the result (see ``patch(_:_:keys:in:)``).
+        /// placed in the result (see ``patch(_:keys:in:)``).
         case updated(Set<RowKey>)
         /// Re-run the query.
         case everything

@@ -91,7 +91,8 @@ enum OrderKeys {
         case "infinity": return [3]
         default: break
         }
-        var rest = Substring(text.replacingOccurrences(of: "T", with: " "))
+        // (Postgres writes a space; a client's literal may use the ISO `T`.)
+        var rest = text.utf8.contains(UInt8(ascii: "T")) ? Substring(text.replacingOccurrences(of: "T", with: " ")) : Substring(text)
         var beforeChrist = false
         if rest.hasSuffix(" BC") {
             beforeChrist = true

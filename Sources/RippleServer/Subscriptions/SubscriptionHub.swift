@@ -289,11 +289,29 @@ public final class SubscriptionHub: Sendable {
     /// Converts the event's rows to the wire once, encodes the change once, and hands it to
     /// every subscriber.
     private static func receive(_ event: LiveQueryEvent<Row>, into entry: Shared) {
-        // Only the rows the commit inserted or updated are converted; the others are the wire
-        // rows the entry already has (events of one live query come one at a time, and only
-        // they change the entry's rows). O(rows) references, not O(rows) conversions.
-        let previous = entry.lock.withLock { entry.hasResult ? entry.rows : nil }
         let changeset = event.changeset
+        let onlyUpdates = changeset.deletes.isEmpty && changeset.inserts.isEmpty && changeset.moves.isEmpty
+        // A commit that only updated rows (the common case): those rows alone are converted and
+        // put in place, in the entry's rows (no copy of the result per commit).
+        let updatedInPlace = entry.lock.withLock { () -> Bool in
+            guard entry.hasResult, onlyUpdates, changeset.oldCount == entry.rows.count,
+                  changeset.newCount == event.snapshot.count else { return false }
+            var updates: [WireChangeset.Update] = []
+            for pair in changeset.updates {
+                let after = entry.shape.row(event.snapshot[pair.new])
+                updates.append(.init(old: pair.old, new: pair.new, columns: WireChangeset.changedColumns(from: entry.rows[pair.old], to: after)))
+                entry.rows[pair.new] = after
+            }
+            (entry.version, entry.snapshotJSON) = (event.version, nil)
+            let delivered = self.event(WireChangeset(updates: updates), of: entry)
+            for subscriber in entry.subscribers.values { subscriber.handler(delivered) }
+            return true
+        }
+        if updatedInPlace { return }
+        // Otherwise the new rows, converted outside the lock: a row the commit neither inserted
+        // nor updated is the entry's wire row already (events of one live query come one at a
+        // time, and only they change the entry's rows).
+        let previous = entry.lock.withLock { entry.hasResult ? entry.rows : nil }
         let rows: [[WireValue]]
         if let previous, changeset.oldCount == previous.count, changeset.newCount == event.snapshot.count {
             let updated = Set(changeset.updates.map(\.new))
@@ -315,7 +333,7 @@ public final class SubscriptionHub: Sendable {
                 }
                 return
             }
-            let delivered = self.event(WireChangeset(event.changeset, from: old, to: rows), of: entry)
+            let delivered = self.event(WireChangeset(changeset, from: old, to: rows), of: entry)
             for subscriber in entry.subscribers.values { subscriber.handler(delivered) }
         }
     }
