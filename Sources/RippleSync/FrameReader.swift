@@ -71,13 +71,14 @@ package struct FrameReader {
 extension FrameReader {
     /// The message types, by their `type`.
     private enum MessageType: String {
-        case welcome, changes, heartbeat, pong, error
+        case welcome, changes, heartbeat, pong, error, pushed
 
         /// Whether a message of this type has `field` (every other key is skipped).
         func has(_ field: Field) -> Bool {
             switch (self, field) {
             case (.welcome, .protocol), (.welcome, .user), (.welcome, .lsn), (.welcome, .heartbeatMilliseconds),
-                 (.welcome, .maxSubscriptions), (.welcome, .maxMessageBytes): true
+                 (.welcome, .maxSubscriptions), (.welcome, .maxMessageBytes), (.welcome, .client), (.welcome, .lastMutation): true
+            case (.pushed, .results): true
             case (.changes, .lsn), (.changes, .snapshots), (.changes, .changesets): true
             case (.heartbeat, .lsn), (.pong, .lsn): true
             case (.error, .code), (.error, .message), (.error, .id): true
@@ -100,6 +101,9 @@ extension FrameReader {
         var heartbeatMilliseconds: Int?
         var maxSubscriptions: Int?
         var maxMessageBytes: Int?
+        var client: String?
+        var lastMutation: Int64?
+        var results: [MutationResult]?
     }
 
     /// Reads the message object; `type` may stand anywhere in it.
@@ -146,7 +150,10 @@ extension FrameReader {
                 protocol: try required(fields.protocol, "protocol"), user: try required(fields.user, "user"),
                 lsn: try required(fields.lsn, "lsn"), heartbeatMilliseconds: try required(fields.heartbeatMilliseconds, "heartbeat_ms"),
                 maxSubscriptions: try required(fields.maxSubscriptions, "max_subscriptions"),
-                maxMessageBytes: try required(fields.maxMessageBytes, "max_message_bytes")))
+                maxMessageBytes: try required(fields.maxMessageBytes, "max_message_bytes"),
+                client: fields.client, lastMutation: fields.lastMutation))
+        case .pushed:
+            return .pushed(results: try required(fields.results, "results"))
         case .changes:
             return .changes(lsn: try required(fields.lsn, "lsn"), snapshots: fields.snapshots, changesets: fields.changesets)
         case .heartbeat:
@@ -183,8 +190,44 @@ extension FrameReader {
         case .heartbeatMilliseconds: fields.heartbeatMilliseconds = try readInteger(for: "`heartbeat_ms`")
         case .maxSubscriptions: fields.maxSubscriptions = try readInteger(for: "`max_subscriptions`")
         case .maxMessageBytes: fields.maxMessageBytes = try readInteger(for: "`max_message_bytes`")
+        case .client: fields.client = readNull() ? nil : try readString(for: "`client`")
+        case .lastMutation: fields.lastMutation = readNull() ? nil : Int64(try readInteger(for: "`last_mutation`"))
+        case .results:
+            fields.results = try readArray(of: "`results`") { (reader: inout FrameReader) throws(SyncFrameError) in
+                try reader.readMutationResult()
+            }
         default: try skipValue(depth: 2)
         }
+    }
+
+    /// Reads a ``MutationResult`` object.
+    private mutating func readMutationResult() throws(SyncFrameError) -> MutationResult {
+        let start = position
+        guard byte == UInt8(ascii: "{") else { throw expected("a mutation result (an object)") }
+        position += 1
+        var seen = Fields()
+        var id: Int?, status: MutationResult.Status?, code: String?, constraint: String?, message: String?
+        var first = true
+        while try nextMember(&first, of: "a mutation result") {
+            let field = try readFieldName()
+            guard seen.insert(field) else { try skipValue(depth: 4); continue }
+            switch field {
+            case .id: id = try readInteger(for: "a result's `id`")
+            case .status:
+                let offset = position
+                let name = try readString(for: "a result's `status`")
+                guard let known = MutationResult.Status(rawValue: name) else {
+                    throw SyncFrameError(offset: offset, reason: "unknown mutation status \(quoted(name))")
+                }
+                status = known
+            case .code: code = readNull() ? nil : try readString(for: "a result's `code`")
+            case .constraint: constraint = readNull() ? nil : try readString(for: "a result's `constraint`")
+            case .message: message = readNull() ? nil : try readString(for: "a result's `message`")
+            default: try skipValue(depth: 4)
+            }
+        }
+        guard let id, let status else { throw SyncFrameError(offset: start, reason: "a mutation result has no `id` or `status`") }
+        return MutationResult(id: Int64(id), status: status, code: code, constraint: constraint, message: message)
     }
 
     /// Reads a ``WireSnapshot`` object.
@@ -325,6 +368,7 @@ extension FrameReader {
         case `protocol`, user, heartbeatMilliseconds, maxSubscriptions, maxMessageBytes
         case basis, columns, types, key, rows
         case deletes, inserts, moves, updates
+        case client, lastMutation, results, status, constraint
         case other
 
         init(name: String) {
@@ -350,6 +394,11 @@ extension FrameReader {
             case "inserts": self = .inserts
             case "moves": self = .moves
             case "updates": self = .updates
+            case "client": self = .client
+            case "last_mutation": self = .lastMutation
+            case "results": self = .results
+            case "status": self = .status
+            case "constraint": self = .constraint
             default: self = .other
             }
         }

@@ -24,8 +24,10 @@ public struct ResumePoint: Codable, Hashable, Sendable {
 
 /// A message a client sends.
 public enum ClientMessage: Hashable, Sendable {
-    /// Opens the conversation: the protocol the client speaks and its signed token.
-    case hello(protocol: Int, token: String)
+    /// Opens the conversation: the protocol the client speaks, its signed token, and the client
+    /// id the server gave this device before (`nil` on its first connection): the server answers
+    /// with the id to use (the same one, or a new one when it does not know it for this user).
+    case hello(protocol: Int, token: String, client: String? = nil)
     /// Subscribes to a query under an id the client chose (unique on the socket); `resume`: where
     /// the client's copy of this same subscription stands, to be brought up to date by one
     /// changeset instead of a snapshot when the server can.
@@ -34,10 +36,13 @@ public enum ClientMessage: Hashable, Sendable {
     case unsubscribe(id: String)
     /// Asks for a `pong` (with the position the socket is at).
     case ping
+    /// Mutations to apply, in the order of their ids (see ``Mutation``); the server answers with
+    /// `pushed`.
+    case push(mutations: [Mutation])
 }
 
 extension ClientMessage: Codable {
-    enum CodingKeys: String, CodingKey { case type, `protocol`, token, id, query, resume }
+    enum CodingKeys: String, CodingKey { case type, `protocol`, token, client, id, query, resume, mutations }
 
     /// Reads a message from its JSON object (`{"type": "subscribe", …}`).
     ///
@@ -48,7 +53,8 @@ extension ClientMessage: Codable {
         switch type {
         case "hello":
             self = .hello(protocol: try container.decode(Int.self, forKey: .protocol),
-                          token: try container.decode(String.self, forKey: .token))
+                          token: try container.decode(String.self, forKey: .token),
+                          client: try container.decodeIfPresent(String.self, forKey: .client))
         case "subscribe":
             self = .subscribe(id: try container.decode(String.self, forKey: .id),
                               query: try container.decode(QueryDescription.self, forKey: .query),
@@ -57,6 +63,8 @@ extension ClientMessage: Codable {
             self = .unsubscribe(id: try container.decode(String.self, forKey: .id))
         case "ping":
             self = .ping
+        case "push":
+            self = .push(mutations: try container.decode([Mutation].self, forKey: .mutations))
         default:
             throw DecodingError.dataCorruptedError(forKey: .type, in: container, debugDescription: "unknown message type \(type)")
         }
@@ -66,10 +74,11 @@ extension ClientMessage: Codable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         switch self {
-        case .hello(let version, let token):
+        case .hello(let version, let token, let client):
             try container.encode("hello", forKey: .type)
             try container.encode(version, forKey: .protocol)
             try container.encode(token, forKey: .token)
+            try container.encodeIfPresent(client, forKey: .client)
         case .subscribe(let id, let query, let resume):
             try container.encode("subscribe", forKey: .type)
             try container.encode(id, forKey: .id)
@@ -80,6 +89,9 @@ extension ClientMessage: Codable {
             try container.encode(id, forKey: .id)
         case .ping:
             try container.encode("ping", forKey: .type)
+        case .push(let mutations):
+            try container.encode("push", forKey: .type)
+            try container.encode(mutations, forKey: .mutations)
         }
     }
 }
@@ -121,6 +133,8 @@ public enum ServerMessage: Hashable, Sendable {
     /// Something was refused or ended; `id` names the subscription it concerns, if one does.
     /// A socket stays open after an error unless the code says otherwise (see ``SyncErrorCode``).
     case error(code: SyncErrorCode, message: String, id: String?)
+    /// The answer to `push`: what became of each mutation, in order.
+    case pushed(results: [MutationResult])
 
     /// The fields of `welcome`.
     public struct Welcome: Codable, Hashable, Sendable {
@@ -136,17 +150,23 @@ public enum ServerMessage: Hashable, Sendable {
         public var maxSubscriptions: Int
         /// The longest message, in bytes, the client may send (`max_message_bytes`).
         public var maxMessageBytes: Int
+        /// The client id to send mutations under (`client`; `nil` when the server takes no writes).
+        public var client: String?
+        /// The id of the last mutation of that client the server applied or rejected
+        /// (`last_mutation`; 0 for a new client id).
+        public var lastMutation: Int64?
 
         /// A welcome with these fields.
         public init(protocol: Int, user: String, lsn: String, heartbeatMilliseconds: Int, maxSubscriptions: Int,
-                    maxMessageBytes: Int) {
+                    maxMessageBytes: Int, client: String? = nil, lastMutation: Int64? = nil) {
             (self.protocol, self.user, self.lsn, self.heartbeatMilliseconds) = (`protocol`, user, lsn, heartbeatMilliseconds)
             (self.maxSubscriptions, self.maxMessageBytes) = (maxSubscriptions, maxMessageBytes)
+            (self.client, self.lastMutation) = (client, lastMutation)
         }
 
         enum CodingKeys: String, CodingKey {
             case `protocol`, user, lsn, heartbeatMilliseconds = "heartbeat_ms", maxSubscriptions = "max_subscriptions"
-            case maxMessageBytes = "max_message_bytes"
+            case maxMessageBytes = "max_message_bytes", client, lastMutation = "last_mutation"
         }
     }
 }
@@ -190,12 +210,14 @@ public enum SyncErrorCode: String, Codable, Hashable, Sendable, CaseIterable {
     case retryLater = "retry_later"
     /// The subscription ended: its table was dropped, or its query no longer fits its table.
     case subscriptionEnded = "subscription_ended"
+    /// A `push` the server cannot take now (no client id on this socket: reconnect).
+    case unavailable
     /// The server failed; the message says how. Codes this library does not know read as this.
     case internalError = "internal"
 }
 
 extension ServerMessage: Decodable {
-    enum CodingKeys: String, CodingKey { case type, lsn, snapshots, changesets, code, message, id }
+    enum CodingKeys: String, CodingKey { case type, lsn, snapshots, changesets, code, message, id, results }
 
     /// Reads a frame the server sent. An error code this library does not know reads as
     /// ``SyncErrorCode/internalError``.
@@ -217,6 +239,7 @@ extension ServerMessage: Decodable {
             self = .error(code: SyncErrorCode(rawValue: code) ?? .internalError,
                           message: try container.decode(String.self, forKey: .message),
                           id: try container.decodeIfPresent(String.self, forKey: .id))
+        case "pushed": self = .pushed(results: try container.decode([MutationResult].self, forKey: .results))
         default:
             throw DecodingError.dataCorruptedError(forKey: .type, in: container, debugDescription: "unknown message type \(type)")
         }
@@ -235,6 +258,8 @@ extension ServerMessage {
             out.raw(#","heartbeat_ms":"#); out.integer(Int64(welcome.heartbeatMilliseconds))
             out.raw(#","max_subscriptions":"#); out.integer(Int64(welcome.maxSubscriptions))
             out.raw(#","max_message_bytes":"#); out.integer(Int64(welcome.maxMessageBytes))
+            if let client = welcome.client { out.raw(#","client":"#); out.string(client) }
+            if let last = welcome.lastMutation { out.raw(#","last_mutation":"#); out.integer(last) }
             out.raw("}")
         case .changes(let lsn, let snapshots, let changesets):
             out.raw(#"{"type":"changes","lsn":"#); out.string(lsn)
@@ -264,6 +289,18 @@ extension ServerMessage {
             out.raw(#","message":"#); out.string(message)
             if let id { out.raw(#","id":"#); out.string(id) }
             out.raw("}")
+        case .pushed(let results):
+            out.raw(#"{"type":"pushed","results":["#)
+            for (offset, result) in results.enumerated() {
+                if offset > 0 { out.raw(",") }
+                out.raw(#"{"id":"#); out.integer(result.id)
+                out.raw(#","status":"#); out.string(result.status.rawValue)
+                if let code = result.code { out.raw(#","code":"#); out.string(code) }
+                if let constraint = result.constraint { out.raw(#","constraint":"#); out.string(constraint) }
+                if let message = result.message { out.raw(#","message":"#); out.string(message) }
+                out.raw("}")
+            }
+            out.raw("]}")
         }
         return out.bytes
     }

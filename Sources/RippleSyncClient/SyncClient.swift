@@ -206,6 +206,9 @@ public actor SyncClient {
             eventSink.yield(.connected(user: welcome.user, lsn: welcome.lsn))
         case .changes(let lsn, let snapshots, let changesets):
             await apply(lsn: lsn, snapshots: snapshots, changesets: changesets)
+        case .pushed:
+            // (The client does not push yet: its outbox is the next step of writes.)
+            break
         case .heartbeat(let lsn), .pong(let lsn):
             for (id, subscription) in subscriptions where subscription.live { subscriptions[id]?.result?.lsn = lsn }
             eventSink.yield(.caughtUp(lsn: lsn))

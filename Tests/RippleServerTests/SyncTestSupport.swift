@@ -145,11 +145,21 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
         }
     }
 
-    /// Sends `hello` and returns the welcome.
-    func hello(_ token: String) async throws -> ServerMessage.Welcome {
-        try await send(.hello(protocol: 1, token: token))
+    /// Sends `hello` (with the client id the device claims, if any) and returns the welcome.
+    func hello(_ token: String, client: String? = nil) async throws -> ServerMessage.Welcome {
+        try await send(.hello(protocol: 1, token: token, client: client))
         guard case .welcome(let welcome)? = try await nextSkippingHeartbeats() else { throw SyncClientTestError("no welcome") }
         return welcome
+    }
+
+    /// Pushes `mutations` and returns the results of the `pushed` answer.
+    func push(_ mutations: [Mutation]) async throws -> [MutationResult] {
+        try await send(.push(mutations: mutations))
+        while let message = try await next() {
+            if case .pushed(let results) = message { return results }
+            if case .error(let code, let text, _) = message { throw SyncClientTestError("\(code.rawValue): \(text)") }
+        }
+        throw SyncClientTestError("no pushed")
     }
 
     func close() {

@@ -431,10 +431,19 @@ enum RandomMessages {
     }
 
     static func message(_ random: inout SeededGenerator) -> ServerMessage {
-        switch Int.random(in: 0..<10, using: &random) {
+        switch Int.random(in: 0..<11, using: &random) {
         case 0:
             return .welcome(.init(protocol: int(&random), user: string(&random), lsn: string(&random), heartbeatMilliseconds: int(&random),
-                                  maxSubscriptions: int(&random), maxMessageBytes: int(&random)))
+                                  maxSubscriptions: int(&random), maxMessageBytes: int(&random),
+                                  client: Bool.random(using: &random) ? string(&random) : nil,
+                                  lastMutation: Bool.random(using: &random) ? Int64(int(&random)) : nil))
+        case 4:
+            return .pushed(results: (0..<Int.random(in: 0...3, using: &random)).map { _ in
+                MutationResult(id: Int64(int(&random)), status: Bool.random(using: &random) ? .applied : .rejected,
+                               code: Bool.random(using: &random) ? string(&random) : nil,
+                               constraint: Bool.random(using: &random) ? string(&random) : nil,
+                               message: Bool.random(using: &random) ? string(&random) : nil)
+            })
         case 1: return .heartbeat(lsn: string(&random))
         case 2: return .pong(lsn: string(&random))
         case 3:
@@ -621,6 +630,16 @@ struct Scrambler {
                        ("lsn", string(welcome.lsn)), ("heartbeat_ms", integerField(welcome.heartbeatMilliseconds)),
                        ("max_subscriptions", integerField(welcome.maxSubscriptions)),
                        ("max_message_bytes", integerField(welcome.maxMessageBytes))]
+                + optional("client", welcome.client.map { string($0) })
+                + optional("last_mutation", welcome.lastMutation.map { integerField(Int($0)) })
+        case .pushed(let results):
+            let elements = results.map { result in
+                object([("id", integerField(Int(result.id))), ("status", string(result.status.rawValue))]
+                       + optional("code", result.code.map { string($0) })
+                       + optional("constraint", result.constraint.map { string($0) })
+                       + optional("message", result.message.map { string($0) }), unknown: true)
+            }
+            members = [("type", string("pushed")), ("results", array(elements))]
         case .changes(let lsn, let snapshots, let changesets):
             members = [("type", string("changes")), ("lsn", string(lsn))]
                 + byID("snapshots", snapshots.map { ($0.key, snapshot($0.value)) })

@@ -32,6 +32,14 @@ import Testing
         ("server.pong", .pong(lsn: "0/0")),
         ("server.error", .error(code: .invalidQuery, message: "no column password in todos", id: "open")),
         ("server.error-socket", .error(code: .slowConsumer, message: "reconnect and resume", id: nil)),
+        ("server.welcome-writes", .welcome(.init(protocol: 1, user: "alice", lsn: "0/150A6F8", heartbeatMilliseconds: 5000,
+                                                 maxSubscriptions: 100, maxMessageBytes: 262_144,
+                                                 client: "9b1f4c2e-53a4-4c3e-9c1d-2f6a7e8b9c0d", lastMutation: 41))),
+        ("server.pushed", .pushed(results: [
+            MutationResult(id: 42, status: .applied),
+            MutationResult(id: 43, status: .rejected, code: "23505", constraint: "todos_title_key",
+                           message: "a row with the same unique values exists (constraint todos_title_key)"),
+        ])),
     ]
 
     static let clientMessages: [(String, ClientMessage)] = [
@@ -45,6 +53,13 @@ import Testing
             resume: ResumePoint(basis: basis, lsn: "16/B374D848"))),
         ("client.unsubscribe", .unsubscribe(id: "open")),
         ("client.ping", .ping),
+        ("client.hello-client", .hello(protocol: 1, token: "v1.eyJleHAiOjE3OTU4NTU3ODUsInN1YiI6ImFsaWNlIn0.sig",
+                                       client: "9b1f4c2e-53a4-4c3e-9c1d-2f6a7e8b9c0d")),
+        ("client.push", .push(mutations: [
+            Mutation(id: 42, ops: [MutationOp(.put, table: "todos", values: ["id": .integer(7), "title": .text("milk"), "done": .bool(false)]),
+                                   MutationOp(.patch, table: "todos", values: ["id": .integer(3), "done": .bool(true)]),
+                                   MutationOp(.delete, table: "todos", values: ["id": .integer(5)])]),
+        ])),
     ]
 
     @Test func serverMessagesWriteTheirGoldenLinesAndReadBack() throws {

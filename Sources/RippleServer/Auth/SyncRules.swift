@@ -16,16 +16,37 @@ import RippleSync
 /// ```
 ///
 /// A table the file does not name is not readable.
+///
+/// A table is writable by clients only when its rules have a `write` rule: `true` (anyone may
+/// write any row), or a filter that the row must pass as it was before a client's operation and
+/// as it is after (see ``MutationWriter``):
+///
+/// ```json
+/// {"tables": {
+///     "todos": {"read": {"column": "owner", "op": "=", "value": {"user": true}},
+///               "write": {"column": "owner", "op": "=", "value": {"user": true}}}
+/// }}
+/// ```
 public struct SyncRules: Decodable, Sendable {
     public var tables: [String: TableRules]
 
     public struct TableRules: Decodable, Sendable {
         /// `nil`: everyone reads every row.
         public var read: RuleFilter?
+        /// `nil`: clients may not write the table.
+        public var write: WriteRule?
 
-        enum CodingKeys: String, CodingKey { case read }
+        /// Who may write a table's rows.
+        public enum WriteRule: Sendable {
+            /// Anyone, any row.
+            case everyone
+            /// Rows that pass the filter, before and after each operation.
+            case rows(RuleFilter)
+        }
 
-        public init(read: RuleFilter?) { self.read = read }
+        enum CodingKeys: String, CodingKey { case read, write }
+
+        public init(read: RuleFilter?, write: WriteRule? = nil) { (self.read, self.write) = (read, write) }
 
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -33,6 +54,13 @@ public struct SyncRules: Decodable, Sendable {
                 read = nil
             } else {
                 read = try container.decode(RuleFilter.self, forKey: .read)
+            }
+            if !container.contains(.write) || (try? container.decode(Bool.self, forKey: .write)) == false {
+                write = nil
+            } else if (try? container.decode(Bool.self, forKey: .write)) == true {
+                write = .everyone
+            } else {
+                write = .rows(try container.decode(RuleFilter.self, forKey: .write))
             }
         }
     }
@@ -47,6 +75,17 @@ public struct SyncRules: Decodable, Sendable {
             self = try JSONDecoder().decode(SyncRules.self, from: json)
         } catch let error as DecodingError {
             throw RulesError("the rules file is not valid: \(error)")
+        }
+    }
+
+    /// The filter a row of `table` must pass for `user` to write it (`nil`: any row).
+    ///
+    /// - Throws: ``RulesError`` when the rules let no one write the table.
+    public func writeRule(of table: String, for user: String) throws -> FilterDescription? {
+        switch tables[table]?.write {
+        case nil: throw RulesError("the rules let no one write table \(table)")
+        case .everyone?: return nil
+        case .rows(let rule)?: return rule.filter(for: user)
         }
     }
 

@@ -24,6 +24,8 @@ public final class SyncServer: Sendable {
     public let store: Store
     let client: PostgresClient
     let feed: ReplicaFeed
+    /// Applies clients' mutations to Postgres.
+    let writer: MutationWriter
     let timeline: ReplicaTimeline
     let logger: Logger
     let metrics = SyncMetrics()
@@ -63,6 +65,7 @@ public final class SyncServer: Sendable {
         var postgresLogger = self.logger
         postgresLogger.logLevel = max(postgresLogger.logLevel, .error)
         client = PostgresClient(configuration: configuration.postgres, backgroundLogger: postgresLogger)
+        writer = MutationWriter(client: client, rules: configuration.rules, resolvers: configuration.resolvers, logger: self.logger)
         timeline = ReplicaTimeline(capacity: configuration.retainedVersions)
         resumeGate = ResumeGate(perSecond: Double(configuration.resumesPerSecond), maxWaiting: configuration.maxWaitingResumes)
         var feedConfiguration = FeedConfiguration(tables: configuration.tables)
@@ -122,6 +125,7 @@ public final class SyncServer: Sendable {
     /// Prepares the feed and the hub, and catches up once.
     private func start() async throws {
         try await feed.prepare()
+        try await writer.prepare()
         try timeline.load(from: store)
         try await feed.catchUp()
         let cluster = try await feed.clusterIdentity()

@@ -8,8 +8,12 @@ public struct SyncServerConfiguration: Sendable {
     public var postgres: PostgresClient.Configuration
     /// The synced tables of its `public` schema (each needs a primary key).
     public var tables: [String]
-    /// Who may read what (see ``SyncRules``).
+    /// Who may read and write what (see ``SyncRules``).
     public var rules: SyncRules
+    /// Per synced table, a resolver that decides what clients' operations do (see
+    /// ``MutationResolver``); a table without one takes patches column by column, the last to
+    /// arrive winning.
+    public var resolvers: [String: MutationResolver] = [:]
     /// The secret tokens are signed with (at least 32 bytes; see ``SyncToken``).
     public var secret: [UInt8]
     /// The replica's SQLite file (this node's own; see ``ReplicaFeed``).

@@ -17,6 +17,8 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     private let server: SyncServer
     private let lock = NSLock()
     private var phase = Phase.greeting
+    /// The client id the socket's mutations go under (after hello).
+    private var clientID: String?
     /// The frames: subscriptions' generations, what waits per version, the outbound queue.
     private var frames: SocketFrames
     /// The hub's token of each subscription (ended when the socket unsubscribes or closes).
@@ -147,8 +149,8 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
                         id: nil))
             return
         }
-        guard ["hello", "subscribe", "unsubscribe", "ping"].contains(type) else {
-            send(.error(code: .unknownMessage, message: "there is no message \"\(type)\" (hello, subscribe, unsubscribe, ping)",
+        guard ["hello", "subscribe", "unsubscribe", "ping", "push"].contains(type) else {
+            send(.error(code: .unknownMessage, message: "there is no message \"\(type)\" (hello, subscribe, unsubscribe, ping, push)",
                         id: nil))
             return
         }
@@ -171,10 +173,11 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
             }
         }
         switch message {
-        case .hello(let version, let token): hello(protocol: version, token: token)
+        case .hello(let version, let token, let client): await hello(protocol: version, token: token, client: client)
         case .subscribe(let id, let query, let resume): await subscribe(id: id, query: query, resume: resume)
         case .unsubscribe(let id): unsubscribe(id: id)
         case .ping: send(.pong(lsn: lock.withLock { frames.lastPosition }.description))
+        case .push(let mutations): await push(mutations)
         }
     }
 
@@ -209,7 +212,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
         }
     }
 
-    private func hello(protocol version: Int, token: String) {
+    private func hello(protocol version: Int, token: String, client claimed: String?) async {
         guard case .greeting = lock.withLock({ phase }) else {
             send(.error(code: .outOfOrder, message: "hello was already received", id: nil))
             return
@@ -229,16 +232,35 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
             closeAfter(.error(code: .unauthorized, message: "the token is not valid: \(error)", id: nil))
             return
         }
+        // The client id its mutations go under (writes wait for it; reads do not need it).
+        var client: (id: String, lastMutation: Int64)?
+        do {
+            client = try await server.writer.client(claimed: claimed, user: claims.user)
+        } catch {
+            server.logger.warning("no client id for a socket of \(claims.user): \(String(reflecting: error))")
+        }
         let position = server.timeline.completed.position
         lock.withLock {
             phase = .open(user: claims.user, expires: claims.expires)
+            clientID = client?.id
             frames.start(at: position)
         }
         send(.welcome(.init(protocol: SyncProtocol.version, user: claims.user, lsn: position.description,
                             heartbeatMilliseconds: Int(configuration.heartbeatInterval.components.seconds * 1000
                                                        + configuration.heartbeatInterval.components.attoseconds / 1_000_000_000_000_000),
                             maxSubscriptions: configuration.maxSubscriptionsPerSocket,
-                            maxMessageBytes: configuration.maxMessageBytes)))
+                            maxMessageBytes: configuration.maxMessageBytes, client: client?.id, lastMutation: client?.lastMutation)))
+    }
+
+    /// Applies the mutations in order and answers with their results (the socket's next
+    /// messages wait: mutations of one client are applied in the order they came).
+    private func push(_ mutations: [Mutation]) async {
+        guard case .open(let user, _) = lock.withLock({ phase }), let clientID = lock.withLock({ clientID }) else {
+            send(.error(code: .unavailable, message: "this socket has no client id (the server could not reach Postgres at hello): "
+                        + "reconnect to push", id: nil))
+            return
+        }
+        send(.pushed(results: await server.writer.apply(mutations, client: clientID, user: user)))
     }
 
     private func subscribe(id: String, query: QueryDescription, resume: ResumePoint?) async {

@@ -1,0 +1,380 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Ripple
+import RippleSync
+
+/// What a per-table resolver decides for an operation (see ``MutationResolver``).
+public enum Resolution: Sendable {
+    /// Apply this operation (the incoming one, or one the resolver made: a merge).
+    case apply(MutationOp)
+    /// Reject the whole mutation, with a reason the client receives.
+    case reject(String)
+}
+
+/// Decides, on the server, what an incoming operation on one table does, given the row as it
+/// stands in Postgres (read `FOR UPDATE`, so it cannot change meanwhile; `nil`: no row with that
+/// key; values in their text form) and the user. Without one, a `patch` writes its columns over
+/// the row's (per-column last writer wins, by arrival at the server).
+public typealias MutationResolver = @Sendable (_ op: MutationOp, _ current: [String: WireValue]?, _ user: String) throws -> Resolution
+
+/// Applies clients' mutations to Postgres, each exactly once, as SYNC.md's "Writes" decides:
+///
+/// * Client ids are minted by the server per (user, device) and kept in `ripple_sync_clients`
+///   with the last mutation applied; a mutation's first statement moves that counter from
+///   `id - 1` to `id`, so the same mutation arriving twice (a retry, two sockets of one client on
+///   two nodes) takes effect once: the second finds the counter moved and gets the first's result.
+/// * Each mutation runs in its own transaction with `synchronous_commit = on`, and its result
+///   (applied, or rejected with a reason) is a row of `ripple_sync_results` committed with it.
+/// * Every operation reads its row `FOR UPDATE`; the table's write rule must hold for the row as
+///   it was (unless new) and as it is after (unless deleted); a `patch` of a row that is gone is
+///   rejected. A rejected mutation changes nothing but the counter and its result.
+/// * Transient failures (serialization, deadlock, a connection or a server going away) are tried
+///   again; permanent ones (a constraint, a permission, a value that does not fit) reject that
+///   mutation only, with its SQLSTATE and constraint, never Postgres's `DETAIL` (which can show
+///   other users' values).
+public final class MutationWriter: Sendable {
+    private let client: PostgresClient
+    private let rules: SyncRules
+    private let resolvers: [String: MutationResolver]
+    private let logger: Logger
+    /// The writable tables as Postgres described them, by name.
+    private let described = Locked<[String: WritableTable]>([:])
+
+    /// How many times a mutation that fails for a transient reason is tried.
+    static let attempts = 5
+
+    public init(client: PostgresClient, rules: SyncRules, resolvers: [String: MutationResolver] = [:],
+                logger: Logger = Logger(label: "ripple.sync.writes")) {
+        (self.client, self.rules, self.resolvers, self.logger) = (client, rules, resolvers, logger)
+    }
+
+    /// Creates the server's own tables when missing.
+    public func prepare() async throws {
+        try await client.query("""
+            CREATE TABLE IF NOT EXISTS ripple_sync_clients (
+                client_id uuid PRIMARY KEY DEFAULT gen_random_uuid(), user_id text NOT NULL,
+                last_mutation_id int8 NOT NULL DEFAULT 0, created_at timestamptz NOT NULL DEFAULT now())
+            """, logger: logger)
+        try await client.query("""
+            CREATE TABLE IF NOT EXISTS ripple_sync_results (
+                client_id uuid NOT NULL REFERENCES ripple_sync_clients ON DELETE CASCADE, mutation_id int8 NOT NULL,
+                status text NOT NULL, code text, constraint_name text, message text,
+                applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (client_id, mutation_id))
+            """, logger: logger)
+    }
+
+    /// The client id for `user` on a device that claims `claimed` (the id the server gave it
+    /// before), and the last mutation applied under it. An id the server does not know, or one
+    /// of another user, gets a new id (so does a device restored from a backup once it notices:
+    /// see the protocol page).
+    public func client(claimed: String?, user: String) async throws -> (id: String, lastMutation: Int64) {
+        if let claimed, UUID(uuidString: claimed) != nil {
+            let rows = try await texts("""
+                SELECT client_id::text, last_mutation_id::text FROM ripple_sync_clients
+                WHERE client_id = \(claimed)::uuid AND user_id = \(user)
+                """)
+            if let row = rows.first, let last = Int64(row[1] ?? "") { return (row[0] ?? claimed, last) }
+        }
+        let rows = try await texts("INSERT INTO ripple_sync_clients (user_id) VALUES (\(user)) RETURNING client_id::text")
+        guard let id = rows.first?[0] else { throw SyncServerError("Postgres minted no client id") }
+        return (id, 0)
+    }
+
+    /// Applies `mutations` of `clientID` (belonging to `user`) in order; returns each one's result.
+    public func apply(_ mutations: [Mutation], client clientID: String, user: String) async -> [MutationResult] {
+        var results: [MutationResult] = []
+        for mutation in mutations { results.append(await apply(mutation, client: clientID, user: user)) }
+        return results
+    }
+
+    private func apply(_ mutation: Mutation, client clientID: String, user: String) async -> MutationResult {
+        var wait = Duration.milliseconds(20)
+        for attempt in 1...Self.attempts {
+            do {
+                return try await applyOnce(mutation, client: clientID, user: user)
+            } catch let rejection as Rejection {
+                return await reject(mutation, client: clientID, rejection)
+            } catch {
+                let rejection = Rejection(error)
+                if rejection.isTransient && attempt < Self.attempts {
+                    logger.info("mutation \(mutation.id) of client \(clientID): \(rejection.code), trying again")
+                    try? await Task.sleep(for: wait)
+                    wait *= 2
+                    continue
+                }
+                return await reject(mutation, client: clientID, rejection)
+            }
+        }
+        return MutationResult(id: mutation.id, status: .rejected, code: "internal", message: "not applied")
+    }
+
+    /// One transaction: the counter, the operations, the result. Throws ``Rejection`` for a
+    /// mutation that cannot apply, Postgres's error otherwise (the transaction rolled back).
+    private func applyOnce(_ mutation: Mutation, client clientID: String, user: String) async throws -> MutationResult {
+        try await client.withConnection { connection in
+            try await connection.query("BEGIN", logger: self.logger)
+            do {
+                try await connection.query("SET LOCAL synchronous_commit = on", logger: self.logger)
+                guard try await self.moveCounter(on: connection, client: clientID, user: user, to: mutation.id) else {
+                    try await connection.query("ROLLBACK", logger: self.logger)
+                    return try await self.earlierResult(of: mutation, client: clientID, user: user)
+                }
+                for op in mutation.ops { try await self.apply(op, on: connection, user: user) }
+                try await connection.query("""
+                    INSERT INTO ripple_sync_results (client_id, mutation_id, status)
+                    VALUES (\(clientID)::uuid, \(mutation.id), 'applied')
+                    """, logger: self.logger)
+                try await connection.query("COMMIT", logger: self.logger)
+                return MutationResult(id: mutation.id, status: .applied)
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                throw error
+            }
+        }
+    }
+
+    /// Moves the client's counter from `id - 1` to `id`; `false` when it was elsewhere.
+    private func moveCounter(on connection: PostgresConnection, client clientID: String, user: String, to id: Int64) async throws -> Bool {
+        var moved = false
+        for try await _ in try await connection.query("""
+            UPDATE ripple_sync_clients SET last_mutation_id = \(id)
+            WHERE client_id = \(clientID)::uuid AND user_id = \(user) AND last_mutation_id = \(id - 1) RETURNING 1
+            """, logger: logger) { moved = true }
+        return moved
+    }
+
+    /// The result of a mutation whose id the counter already passed (applied or rejected
+    /// before: its stored result), or an out-of-order rejection (an id beyond the next one, or a
+    /// client id not this user's), which is not stored.
+    private func earlierResult(of mutation: Mutation, client clientID: String, user: String) async throws -> MutationResult {
+        let rows = try await texts("""
+            SELECT c.last_mutation_id::text, r.status, r.code, r.constraint_name, r.message
+            FROM ripple_sync_clients AS c
+            LEFT JOIN ripple_sync_results AS r ON r.client_id = c.client_id AND r.mutation_id = \(mutation.id)
+            WHERE c.client_id = \(clientID)::uuid AND c.user_id = \(user)
+            """)
+        guard let row = rows.first, let last = Int64(row[0] ?? "") else {
+            return MutationResult(id: mutation.id, status: .rejected, code: "out_of_order", message: "the client id is not this user's")
+        }
+        guard mutation.id <= last else {
+            return MutationResult(id: mutation.id, status: .rejected, code: "out_of_order",
+                                  message: "mutation \(mutation.id) came before mutation \(last + 1), which the server has not received")
+        }
+        let status = row[1].flatMap(MutationResult.Status.init(rawValue:)) ?? .applied
+        return MutationResult(id: mutation.id, status: status, code: row[2], constraint: row[3], message: row[4])
+    }
+
+    /// Rejects `mutation`: its counter moves and its result is stored, nothing else changes
+    /// (the transaction it failed in rolled back). Another socket that applied it meanwhile
+    /// wins: its result is answered.
+    private func reject(_ mutation: Mutation, client clientID: String, _ rejection: Rejection) async -> MutationResult {
+        let result = MutationResult(id: mutation.id, status: .rejected, code: rejection.code, constraint: rejection.constraint,
+                                    message: rejection.message)
+        do {
+            return try await client.withConnection { connection in
+                try await connection.query("BEGIN", logger: self.logger)
+                do {
+                    let user = try await self.user(of: clientID, on: connection)
+                    guard let user, try await self.moveCounter(on: connection, client: clientID, user: user, to: mutation.id) else {
+                        try await connection.query("ROLLBACK", logger: self.logger)
+                        return try await self.earlierResult(of: mutation, client: clientID, user: user ?? "")
+                    }
+                    try await connection.query("""
+                        INSERT INTO ripple_sync_results (client_id, mutation_id, status, code, constraint_name, message)
+                        VALUES (\(clientID)::uuid, \(mutation.id), 'rejected', \(result.code), \(result.constraint), \(result.message))
+                        """, logger: self.logger)
+                    try await connection.query("COMMIT", logger: self.logger)
+                    return result
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                    throw error
+                }
+            }
+        } catch {
+            logger.warning("mutation \(mutation.id) of client \(clientID): its rejection could not be stored: \(String(reflecting: error))")
+            return MutationResult(id: mutation.id, status: .rejected, code: "internal",
+                                  message: "the server could not store the mutation's result; send it again")
+        }
+    }
+
+    private func user(of clientID: String, on connection: PostgresConnection) async throws -> String? {
+        for try await user in try await connection.query("SELECT user_id FROM ripple_sync_clients WHERE client_id = \(clientID)::uuid",
+                                                          logger: logger).decode(String.self) {
+            return user
+        }
+        return nil
+    }
+
+    // MARK: Operations
+
+    /// Applies one operation inside the mutation's transaction.
+    private func apply(_ incoming: MutationOp, on connection: PostgresConnection, user: String) async throws {
+        let table = try await writable(incoming.table, user: user)
+        try validate(incoming, of: table)
+        let rule = try rules.writeRule(of: table.name, for: user)
+        // The row as it stands, locked, and whether the user may write it.
+        var read = PostgresStatement()
+        read.sql = "SELECT "
+        if let rule { try read.append(rule, of: table) } else { read.sql += "TRUE" }
+        for name in table.columns { read.sql += ", \(SQLIdentifier.quoted(name))::text" }
+        read.sql += " FROM \(table.quoted) WHERE "
+        read.appendKey(of: table, incoming.values)
+        read.sql += " FOR UPDATE"
+        var current: [String: WireValue]?
+        var allowed = true
+        for try await row in try await connection.query(read.query, logger: logger) {
+            var values: [String: WireValue] = [:]
+            var cells = row.makeIterator()
+            allowed = (try cells.next()?.decode(Bool?.self)) == true
+            for name in table.columns { values[name] = try cells.next()?.decode(String?.self).map(WireValue.text) ?? .null }
+            current = values
+        }
+        if current != nil && !allowed {
+            throw Rejection(code: "write_rule", message: "the rules do not let this user change that row of \(table.name)")
+        }
+        var op = incoming
+        if let resolver = resolvers[table.name] {
+            switch try resolver(incoming, current, user) {
+            case .apply(let resolved):
+                guard resolved.table == table.name else { throw Rejection(code: "resolver", message: "the resolver of \(table.name) wrote another table") }
+                try validate(resolved, of: table)
+                op = resolved
+            case .reject(let reason):
+                throw Rejection(code: "resolver", message: reason)
+            }
+        }
+        var write = PostgresStatement()
+        switch op.kind {
+        case .put:
+            let names = table.columns
+            write.sql = "INSERT INTO \(table.quoted) (\(names.map(SQLIdentifier.quoted).joined(separator: ", "))) VALUES ("
+            for (offset, name) in names.enumerated() {
+                if offset > 0 { write.sql += ", " }
+                write.bind(op.values[name] ?? .null, as: table.types[name])
+            }
+            write.sql += ") ON CONFLICT (\(table.key.map(SQLIdentifier.quoted).joined(separator: ", "))) DO "
+            let others = names.filter { !table.key.contains($0) }
+            write.sql += others.isEmpty ? "NOTHING"
+                : "UPDATE SET " + others.map { "\(SQLIdentifier.quoted($0)) = EXCLUDED.\(SQLIdentifier.quoted($0))" }.joined(separator: ", ")
+        case .patch:
+            guard current != nil else {
+                throw Rejection(code: "row_gone", message: "the row of \(table.name) this mutation changes no longer exists")
+            }
+            let changed = op.values.keys.filter { !table.key.contains($0) }.sorted()
+            guard !changed.isEmpty else { return }
+            write.sql = "UPDATE \(table.quoted) SET "
+            for (offset, name) in changed.enumerated() {
+                if offset > 0 { write.sql += ", " }
+                write.sql += "\(SQLIdentifier.quoted(name)) = "
+                write.bind(op.values[name] ?? .null, as: table.types[name])
+            }
+            write.sql += " WHERE "
+            write.appendKey(of: table, op.values)
+        case .delete:
+            guard current != nil else { return }
+            write.sql = "DELETE FROM \(table.quoted) WHERE "
+            write.appendKey(of: table, op.values)
+        }
+        try await connection.query(write.query, logger: logger)
+        // The row as the operation left it must be one the user may write.
+        guard let rule, op.kind != .delete else { return }
+        var check = PostgresStatement()
+        check.sql = "SELECT "
+        try check.append(rule, of: table)
+        check.sql += " FROM \(table.quoted) WHERE "
+        check.appendKey(of: table, op.values)
+        for try await allowedAfter in try await connection.query(check.query, logger: logger).decode(Bool?.self) where allowedAfter != true {
+            throw Rejection(code: "write_rule", message: "the rules do not let this user write that row of \(table.name)")
+        }
+    }
+
+    /// An operation's shape against its table: known columns, the whole key, every column for
+    /// a `put`.
+    private func validate(_ op: MutationOp, of table: WritableTable) throws {
+        if let unknown = op.values.keys.first(where: { table.types[$0] == nil }) {
+            throw Rejection(code: "bad_mutation", message: "table \(table.name) has no column \(unknown)")
+        }
+        if let missing = table.key.first(where: { op.values[$0] == nil || op.values[$0] == .null }) {
+            throw Rejection(code: "bad_mutation", message: "the operation on \(table.name) has no value for its key column \(missing)")
+        }
+        if op.kind == .put, let missing = table.columns.first(where: { op.values[$0] == nil }) {
+            throw Rejection(code: "bad_mutation", message: "a put on \(table.name) must give every column; \(missing) is missing")
+        }
+    }
+
+    /// The table `name` as writes see it, when the rules let `user` write it.
+    private func writable(_ name: String, user: String) async throws -> WritableTable {
+        guard !name.lowercased().hasPrefix("ripple_"), rules.tables[name]?.write != nil else {
+            throw Rejection(code: "write_rule", message: "the rules let no one write table \(name)")
+        }
+        if let table = described.withLock({ $0[name] }) { return table }
+        let columns = try await texts("""
+            SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute
+            WHERE attrelid = \(SQLIdentifier.quoted(name))::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum
+            """)
+        let key = try await texts("""
+            SELECT a.attname::text FROM pg_index AS i
+            JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey::int2[])
+            WHERE i.indrelid = \(SQLIdentifier.quoted(name))::regclass AND i.indisprimary
+            ORDER BY array_position(i.indkey::int2[], a.attnum)
+            """).compactMap { $0[0] }
+        guard !key.isEmpty else { throw Rejection(code: "bad_mutation", message: "table \(name) has no primary key") }
+        let table = WritableTable(name: name, columns: columns.compactMap { $0[0] },
+                                  types: Dictionary(columns.compactMap { row in row[0].map { ($0, row[1] ?? "text") } }, uniquingKeysWith: { a, _ in a }),
+                                  key: key)
+        described.withLock { $0[name] = table }
+        return table
+    }
+
+    /// Forgets the tables' descriptions (after a schema change).
+    public func forgetTables() { described.withLock { $0 = [:] } }
+
+    private func texts(_ query: PostgresQuery) async throws -> [[String?]] {
+        var rows: [[String?]] = []
+        for try await row in try await client.query(query, logger: logger) {
+            rows.append(try row.map { try $0.decode(String?.self) })
+        }
+        return rows
+    }
+}
+
+/// Why a mutation is rejected: a Postgres SQLSTATE (with the constraint it named) or one of
+/// Ripple's codes, and a message without other rows' values.
+struct Rejection: Error {
+    let code: String
+    var constraint: String? = nil
+    let message: String
+    var isTransient = false
+
+    init(code: String, constraint: String? = nil, message: String) {
+        (self.code, self.constraint, self.message) = (code, constraint, message)
+    }
+
+    /// The rejection an error of Postgres (or of the connection) stands for.
+    init(_ error: any Error) {
+        guard let error = error as? PSQLError else {
+            (code, message, isTransient) = ("internal", "the server failed: \(type(of: error))", true)
+            return
+        }
+        guard let state = error.serverInfo?[.sqlState] else {
+            // No answer from Postgres: the connection failed or closed.
+            (code, message, isTransient) = ("08000", "the connection to Postgres failed", true)
+            return
+        }
+        code = state
+        constraint = error.serverInfo?[.constraintName]
+        isTransient = state == "40001" || state == "40P01" || state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53")
+        let what = switch state {
+        case "23505": "a row with the same unique values exists"
+        case "23503": "a referenced row is missing, or the row is still referenced"
+        case "23502": "a column that cannot be null was null"
+        case "23514": "a check constraint refused the row"
+        case "42501": "Postgres refused the permission"
+        case _ where state.hasPrefix("22"): "a value does not fit its column"
+        case _ where state.hasPrefix("23"): "a constraint refused the row"
+        default: "Postgres refused the mutation"
+        }
+        message = constraint.map { "\(what) (constraint \($0))" } ?? what
+    }
+}

@@ -1,0 +1,99 @@
+import PostgresNIO
+import Ripple
+import RippleSync
+
+/// A synced table as writes see it on Postgres: its columns with their types as Postgres
+/// names them (`bigint`, `numeric(10,2)`, `timestamp with time zone`…), and its primary key.
+struct WritableTable: Sendable {
+    let name: String
+    /// Column names, in the table's order.
+    let columns: [String]
+    /// Each column's type, as `format_type` writes it (what `CAST(… AS type)` takes).
+    let types: [String: String]
+    /// The primary key's columns, in key order.
+    let key: [String]
+
+    /// `name`, quoted as a Postgres identifier.
+    var quoted: String { SQLIdentifier.quoted(name) }
+}
+
+/// SQL text with its `$n` parameters, built piece by piece: every value is bound (as text, cast
+/// to its column's type by Postgres), none is spliced into the text.
+struct PostgresStatement {
+    var sql = ""
+    var bindings = PostgresBindings()
+    private var count = 0
+
+    /// Appends `$n` bound to `value` in its text form, cast to `type` (`nil`: left as text).
+    mutating func bind(_ value: WireValue, as type: String?) {
+        count += 1
+        bindings.append(Self.text(of: value))
+        sql += type.map { "CAST($\(count) AS \($0))" } ?? "$\(count)"
+    }
+
+    var query: PostgresQuery { PostgresQuery(unsafeSQL: sql, binds: bindings) }
+
+    /// A wire value in the text form Postgres's input functions read (`nil`: SQL NULL).
+    static func text(of value: WireValue) -> String? {
+        switch value {
+        case .null: nil
+        case .bool(let bool): bool ? "true" : "false"
+        case .integer(let integer): String(integer)
+        case .real(let real): real.isNaN ? "NaN" : real.isInfinite ? (real > 0 ? "Infinity" : "-Infinity") : "\(real)"
+        case .text(let text): text
+        }
+    }
+
+    /// Appends `filter` as a boolean expression over `table`'s columns, with Postgres's own
+    /// meaning (its comparisons, NULL logic and LIKE).
+    ///
+    /// - Throws: ``QueryError`` naming a column the table does not have.
+    mutating func append(_ filter: FilterDescription, of table: WritableTable) throws {
+        func column(_ name: String) throws -> String {
+            guard table.types[name] != nil else { throw QueryError("table \(table.name) has no column \(name)") }
+            return SQLIdentifier.quoted(name)
+        }
+        switch filter {
+        case .compare(let name, let op, let value):
+            sql += "\(try column(name)) \(op == .notEqual ? "<>" : op.rawValue) "
+            bind(value, as: table.types[name])
+        case .isNull(let name):
+            sql += "\(try column(name)) IS NULL"
+        case .isNotNull(let name):
+            sql += "\(try column(name)) IS NOT NULL"
+        case .isIn(let name, let values):
+            guard !values.isEmpty else { sql += "FALSE"; return }
+            sql += "\(try column(name)) IN ("
+            for (offset, value) in values.enumerated() {
+                if offset > 0 { sql += ", " }
+                bind(value, as: table.types[name])
+            }
+            sql += ")"
+        case .like(let name, let pattern):
+            sql += "\(try column(name))::text LIKE "
+            bind(.text(pattern), as: nil)
+        case .and(let terms), .or(let terms):
+            let isAnd = if case .and = filter { true } else { false }
+            guard !terms.isEmpty else { sql += isAnd ? "TRUE" : "FALSE"; return }
+            sql += "("
+            for (offset, term) in terms.enumerated() {
+                if offset > 0 { sql += isAnd ? " AND " : " OR " }
+                try append(term, of: table)
+            }
+            sql += ")"
+        case .not(let term):
+            sql += "NOT ("
+            try append(term, of: table)
+            sql += ")"
+        }
+    }
+
+    /// Appends `WHERE`'s condition for the row whose key `values` hold.
+    mutating func appendKey(of table: WritableTable, _ values: [String: WireValue]) {
+        for (offset, name) in table.key.enumerated() {
+            if offset > 0 { sql += " AND " }
+            sql += "\(SQLIdentifier.quoted(name)) = "
+            bind(values[name] ?? .null, as: table.types[name])
+        }
+    }
+}
