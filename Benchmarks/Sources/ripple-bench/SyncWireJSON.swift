@@ -24,15 +24,21 @@ enum SyncWireJSON {
         return out
     }
 
+    /// A changeset as the server writes it: its empty lists left out.
     static func changesetObject(_ changeset: WireChangeset) -> String {
-        var out = #"{"deletes":"# + list(changeset.deletes.map(String.init))
-        out += #","inserts":"# + list(changeset.inserts.map { "[\($0.index)," + row($0.row) + "]" })
-        out += #","moves":"# + list(changeset.moves.map { "[\($0.old),\($0.new)]" })
-        out += #","updates":"# + list(changeset.updates.map { update in
-            let columns = update.columns.sorted { $0.key < $1.key }.map { string(String($0.key)) + ":" + value($0.value) }
-            return "[\(update.old),\(update.new),{" + columns.joined(separator: ",") + "}]"
-        }) + "}"
-        return out
+        var members: [String] = []
+        if !changeset.deletes.isEmpty { members.append(#""deletes":"# + list(changeset.deletes.map(String.init))) }
+        if !changeset.inserts.isEmpty {
+            members.append(#""inserts":"# + list(changeset.inserts.map { "[\($0.index)," + row($0.row) + "]" }))
+        }
+        if !changeset.moves.isEmpty { members.append(#""moves":"# + list(changeset.moves.map { "[\($0.old),\($0.new)]" })) }
+        if !changeset.updates.isEmpty {
+            members.append(#""updates":"# + list(changeset.updates.map { update in
+                let columns = update.columns.sorted { $0.key < $1.key }.map { string(String($0.key)) + ":" + value($0.value) }
+                return "[\(update.old),\(update.new),{" + columns.joined(separator: ",") + "}]"
+            }))
+        }
+        return "{" + members.joined(separator: ",") + "}"
     }
 
     static func row(_ values: [WireValue]) -> String { list(values.map(value)) }
