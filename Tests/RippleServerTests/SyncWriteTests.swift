@@ -32,134 +32,141 @@ import Testing
             """)
     }
 
-    func start(_ postgres: ThrowawayPostgres, _ directory: TemporaryDirectory,
-               adjust: (inout SyncServerConfiguration) -> Void = { _ in }) async throws -> TestNode {
+    /// A throwaway Postgres with the tables above and a node following them, for `body`;
+    /// both stopped after it.
+    func withNode(adjust: (inout SyncServerConfiguration) -> Void = { _ in },
+                  _ body: (ThrowawayPostgres, TestNode) async throws -> Void) async throws {
+        let postgres = try ThrowawayPostgres()
+        defer { try? postgres.stop() }
         try Self.prepare(postgres)
-        return try await TestNode.start(postgres, tables: ["notes", "counters", "readonly"], rules: Self.rules, directory: directory,
-                                        adjust: adjust)
+        let directory = try TemporaryDirectory()
+        let node = try await TestNode.start(postgres, tables: ["notes", "counters", "readonly"], rules: Self.rules,
+                                            directory: directory, adjust: adjust)
+        do {
+            try await body(postgres, node)
+        } catch {
+            await node.stop()
+            throw error
+        }
+        await node.stop()
+    }
+
+    /// A socket that said hello as `user` (claiming `client`), and its welcome.
+    func socket(_ node: TestNode, _ user: String, client: String? = nil) async throws -> (TestSocket, ServerMessage.Welcome) {
+        let socket = try await TestSocket(url: node.url)
+        do {
+            return (socket, try await socket.hello(try node.token(user), client: client))
+        } catch {
+            socket.close()
+            throw error
+        }
     }
 
     @Test func mutationsApplyInOrderAndARetryTakesEffectOnce() async throws {
-        let postgres = try ThrowawayPostgres()
-        defer { try? postgres.stop() }
-        let directory = try TemporaryDirectory()
-        let node = try await start(postgres, directory)
-        defer { Task { await node.stop() } }
-        let socket = try await TestSocket(url: node.url)
-        defer { socket.close() }
-        let welcome = try await socket.hello(try node.token("alice"))
-        let client = try #require(welcome.client)
-        #expect(welcome.lastMutation == 0)
-        let mutations = [
-            Mutation(id: 1, ops: [MutationOp(.put, table: "notes", values: ["id": .integer(3), "owner": .text("alice"),
-                                                                            "title": .text("eggs"), "body": .null, "done": .bool(false)])]),
-            Mutation(id: 2, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "done": .bool(true)]),
-                                  MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(11)])]),
-            Mutation(id: 3, ops: [MutationOp(.delete, table: "notes", values: ["id": .integer(3)])]),
-        ]
-        let results = try await socket.push(mutations)
-        #expect(results == mutations.map { MutationResult(id: $0.id, status: .applied) })
-        #expect(try postgres.rows("SELECT id, title, done FROM notes ORDER BY id") == ["1|milk|t", "2|bread|f"])
-        #expect(try postgres.rows("SELECT total, applied FROM counters") == ["11|1"])
-        // The same mutations again (a retry after a lost answer): the same results, applied once.
-        #expect(try await socket.push(mutations) == results)
-        #expect(try postgres.rows("SELECT total, applied FROM counters") == ["11|1"])
-        // A mutation beyond the next one is refused and not applied.
-        let gap = try await socket.push([Mutation(id: 5, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(99)])])])
-        #expect(gap.first?.code == "out_of_order")
-        #expect(try postgres.rows("SELECT total FROM counters") == ["11"])
-        // The device reconnecting with its id goes on from where it was.
-        let again = try await TestSocket(url: node.url)
-        defer { again.close() }
-        let resumed = try await again.hello(try node.token("alice"), client: client)
-        #expect(resumed.client == client)
-        #expect(resumed.lastMutation == 3)
-        // Another user cannot take that id: a new one is minted.
-        let other = try await TestSocket(url: node.url)
-        defer { other.close() }
-        let bob = try await other.hello(try node.token("bob"), client: client)
-        #expect(bob.client != client)
-        #expect(bob.lastMutation == 0)
-        // Results are durable rows of Postgres.
-        #expect(try postgres.rows("SELECT mutation_id, status FROM ripple_sync_results WHERE client_id = '\(client)' ORDER BY 1")
-                == ["1|applied", "2|applied", "3|applied"])
+        try await withNode { postgres, node in
+            let (socket, welcome) = try await self.socket(node, "alice")
+            defer { socket.close() }
+            let client = try #require(welcome.client)
+            #expect(welcome.lastMutation == 0)
+            let mutations = [
+                Mutation(id: 1, ops: [MutationOp(.put, table: "notes", values: ["id": .integer(3), "owner": .text("alice"),
+                                                                                "title": .text("eggs"), "body": .null, "done": .bool(false)])]),
+                Mutation(id: 2, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "done": .bool(true)]),
+                                      MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(11)])]),
+                Mutation(id: 3, ops: [MutationOp(.delete, table: "notes", values: ["id": .integer(3)])]),
+            ]
+            let results = try await socket.push(mutations)
+            #expect(results == mutations.map { MutationResult(id: $0.id, status: .applied) })
+            #expect(try postgres.rows("SELECT id, title, done FROM notes ORDER BY id") == ["1|milk|t", "2|bread|f"])
+            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["11|1"])
+            // The same mutations again (a retry after a lost answer): the same results, applied once.
+            #expect(try await socket.push(mutations) == results)
+            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["11|1"])
+            // A mutation beyond the next one is refused and not applied.
+            let gap = try await socket.push([Mutation(id: 5, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(99)])])])
+            #expect(gap.first?.code == "out_of_order")
+            #expect(try postgres.rows("SELECT total FROM counters") == ["11"])
+            // The device reconnecting with its id goes on from where it was.
+            let (again, resumed) = try await self.socket(node, "alice", client: client)
+            defer { again.close() }
+            #expect(resumed.client == client)
+            #expect(resumed.lastMutation == 3)
+            // Another user cannot take that id: a new one is minted.
+            let (other, bob) = try await self.socket(node, "bob", client: client)
+            defer { other.close() }
+            #expect(bob.client != client)
+            #expect(bob.lastMutation == 0)
+            // Results are durable rows of Postgres.
+            #expect(try postgres.rows("SELECT mutation_id, status FROM ripple_sync_results WHERE client_id = '\(client)' ORDER BY 1")
+                    == ["1|applied", "2|applied", "3|applied"])
+        }
     }
 
     @Test func twoSocketsOfOneClientApplyAMutationOnce() async throws {
-        let postgres = try ThrowawayPostgres()
-        defer { try? postgres.stop() }
-        let directory = try TemporaryDirectory()
-        let node = try await start(postgres, directory)
-        defer { Task { await node.stop() } }
-        let first = try await TestSocket(url: node.url)
-        let second = try await TestSocket(url: node.url)
-        defer { first.close(); second.close() }
-        let client = try #require(try await first.hello(try node.token("alice")).client)
-        _ = try await second.hello(try node.token("alice"), client: client)
-        let mutations = (1...20).map { id in
-            Mutation(id: Int64(id), ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(Int64(100 + id))])])
+        try await withNode { postgres, node in
+            let (first, welcome) = try await self.socket(node, "alice")
+            defer { first.close() }
+            let client = try #require(welcome.client)
+            let (second, _) = try await self.socket(node, "alice", client: client)
+            defer { second.close() }
+            let mutations = (1...20).map { id in
+                Mutation(id: Int64(id), ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(Int64(100 + id))])])
+            }
+            async let a = first.push(mutations)
+            async let b = second.push(mutations)
+            let (fromFirst, fromSecond) = try await (a, b)
+            #expect(fromFirst.allSatisfy { $0.status == .applied })
+            #expect(fromSecond.allSatisfy { $0.status == .applied })
+            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["120|20"])
         }
-        async let a = first.push(mutations)
-        async let b = second.push(mutations)
-        let (fromFirst, fromSecond) = try await (a, b)
-        #expect(fromFirst.allSatisfy { $0.status == .applied })
-        #expect(fromSecond.allSatisfy { $0.status == .applied })
-        #expect(try postgres.rows("SELECT total, applied FROM counters") == ["120|20"])
     }
 
     @Test func rejectedMutationsSayWhyAndChangeNothing() async throws {
-        let postgres = try ThrowawayPostgres()
-        defer { try? postgres.stop() }
-        let directory = try TemporaryDirectory()
-        let node = try await start(postgres, directory)
-        defer { Task { await node.stop() } }
-        let socket = try await TestSocket(url: node.url)
-        defer { socket.close() }
-        _ = try await socket.hello(try node.token("alice"))
-        let results = try await socket.push([
-            // A unique constraint: its SQLSTATE and name, not the other row's values.
-            Mutation(id: 1, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(12)]),
-                                  MutationOp(.patch, table: "notes", values: ["id": .integer(1), "title": .text("bread")])]),
-            // A check constraint.
-            Mutation(id: 2, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(-1)])]),
-            // Another user's row (the write rule before), and a row moved to another user (after).
-            Mutation(id: 3, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(2), "title": .text("mine now")])]),
-            Mutation(id: 4, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "owner": .text("bob")])]),
-            // A row that is gone; a table the rules keep read-only; the server's own tables.
-            Mutation(id: 5, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(99), "done": .bool(true)])]),
-            Mutation(id: 6, ops: [MutationOp(.delete, table: "readonly", values: ["id": .integer(1)])]),
-            Mutation(id: 7, ops: [MutationOp(.patch, table: "ripple_sync_clients", values: ["user_id": .text("alice")])]),
-            // A value that does not fit; an unknown column.
-            Mutation(id: 8, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .text("lots")])]),
-            Mutation(id: 9, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "password": .text("x")])]),
-            // Still applied after all that.
-            Mutation(id: 10, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("three litres")])]),
-        ])
-        #expect(results.map(\.status) == Array(repeating: .rejected, count: 9) + [.applied])
-        #expect(results[0].code == "23505")
-        #expect(results[0].constraint == "notes_title_key")
-        #expect(results[0].message?.contains("bread") == false)
-        #expect(results[1].code == "23514")
-        #expect(results[1].constraint == "counters_total_check")
-        #expect(results[2].code == "write_rule")
-        #expect(results[3].code == "write_rule")
-        #expect(results[4].code == "row_gone")
-        #expect(results[5].code == "write_rule")
-        #expect(results[6].code == "write_rule")
-        #expect(results[7].code == "22P02")
-        #expect(results[8].code == "bad_mutation")
-        // Nothing of the rejected ones reached Postgres (not even mutation 1's first operation).
-        #expect(try postgres.rows("SELECT total, applied FROM counters") == ["10|0"])
-        #expect(try postgres.rows("SELECT id, owner, title, body FROM notes ORDER BY id") == ["1|alice|milk|three litres", "2|bob|bread|"])
-        #expect(try postgres.rows("SELECT count(*) FROM readonly") == ["1"])
+        try await withNode { postgres, node in
+            let (socket, _) = try await self.socket(node, "alice")
+            defer { socket.close() }
+            let results = try await socket.push([
+                // A unique constraint: its SQLSTATE and name, not the other row's values.
+                Mutation(id: 1, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(12)]),
+                                      MutationOp(.patch, table: "notes", values: ["id": .integer(1), "title": .text("bread")])]),
+                // A check constraint.
+                Mutation(id: 2, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(-1)])]),
+                // Another user's row (the write rule before), and a row moved to another user (after).
+                Mutation(id: 3, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(2), "title": .text("mine now")])]),
+                Mutation(id: 4, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "owner": .text("bob")])]),
+                // A row that is gone; a table the rules keep read-only; the server's own tables.
+                Mutation(id: 5, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(99), "done": .bool(true)])]),
+                Mutation(id: 6, ops: [MutationOp(.delete, table: "readonly", values: ["id": .integer(1)])]),
+                Mutation(id: 7, ops: [MutationOp(.patch, table: "ripple_sync_clients", values: ["user_id": .text("alice")])]),
+                // A value that does not fit; an unknown column.
+                Mutation(id: 8, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .text("lots")])]),
+                Mutation(id: 9, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "password": .text("x")])]),
+                // Still applied after all that.
+                Mutation(id: 10, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("three litres")])]),
+            ])
+            #expect(results.map(\.status) == Array(repeating: .rejected, count: 9) + [.applied])
+            #expect(results[0].code == "23505")
+            #expect(results[0].constraint == "notes_title_key")
+            #expect(results[0].message?.contains("bread") == false)
+            #expect(results[1].code == "23514")
+            #expect(results[1].constraint == "counters_total_check")
+            #expect(results[2].code == "write_rule")
+            #expect(results[3].code == "write_rule")
+            #expect(results[4].code == "row_gone")
+            #expect(results[5].code == "write_rule")
+            #expect(results[6].code == "write_rule")
+            #expect(results[7].code == "22P02")
+            #expect(results[8].code == "bad_mutation")
+            // Nothing of the rejected ones reached Postgres (not even mutation 1's first operation).
+            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["10|0"])
+            #expect(try postgres.rows("SELECT id, owner, title, body FROM notes ORDER BY id") == ["1|alice|milk|three litres", "2|bob|bread|"])
+            #expect(try postgres.rows("SELECT count(*) FROM readonly") == ["1"])
+        }
     }
 
     @Test func concurrentPatchesOfDifferentColumnsBothSurviveAndAResolverCanMerge() async throws {
-        let postgres = try ThrowawayPostgres()
-        defer { try? postgres.stop() }
-        let directory = try TemporaryDirectory()
         // counters.tags: a resolver merges the incoming tags into the row's (a set union).
-        let node = try await start(postgres, directory) { configuration in
+        try await withNode(adjust: { configuration in
             configuration.resolvers["counters"] = { op, current, _ in
                 guard op.kind == .patch, case .text(let incoming)? = op.values["tags"], case .text(let existing)? = current?["tags"] else {
                     return .apply(op)
@@ -169,24 +176,23 @@ import Testing
                 merged.values["tags"] = .text(tags.sorted().joined(separator: ","))
                 return .apply(merged)
             }
+        }) { postgres, node in
+            let (phone, _) = try await self.socket(node, "alice")
+            defer { phone.close() }
+            let (laptop, _) = try await self.socket(node, "alice")
+            defer { laptop.close() }
+            // Offline edits of one note: the phone its title, the laptop its body; both survive.
+            _ = try await phone.push([Mutation(id: 1, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "title": .text("oat milk")])])])
+            _ = try await laptop.push([Mutation(id: 1, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("one litre")])])])
+            #expect(try postgres.rows("SELECT title, body FROM notes WHERE id = 1") == ["oat milk|one litre"])
+            // The same column: the later arrival wins.
+            _ = try await phone.push([Mutation(id: 2, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("phone")])])])
+            _ = try await laptop.push([Mutation(id: 2, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("laptop")])])])
+            #expect(try postgres.rows("SELECT body FROM notes WHERE id = 1") == ["laptop"])
+            // The resolver merges the tags both devices added.
+            _ = try await phone.push([Mutation(id: 3, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "tags": .text("b")])])])
+            _ = try await laptop.push([Mutation(id: 3, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "tags": .text("c")])])])
+            #expect(try postgres.rows("SELECT tags FROM counters") == ["a,b,c"])
         }
-        defer { Task { await node.stop() } }
-        let phone = try await TestSocket(url: node.url)
-        let laptop = try await TestSocket(url: node.url)
-        defer { phone.close(); laptop.close() }
-        _ = try await phone.hello(try node.token("alice"))
-        _ = try await laptop.hello(try node.token("alice"))
-        // Offline edits of one note: the phone its title, the laptop its body; both survive.
-        _ = try await phone.push([Mutation(id: 1, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "title": .text("oat milk")])])])
-        _ = try await laptop.push([Mutation(id: 1, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("one litre")])])])
-        #expect(try postgres.rows("SELECT title, body FROM notes WHERE id = 1") == ["oat milk|one litre"])
-        // The same column: the later arrival wins.
-        _ = try await phone.push([Mutation(id: 2, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("phone")])])])
-        _ = try await laptop.push([Mutation(id: 2, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("laptop")])])])
-        #expect(try postgres.rows("SELECT body FROM notes WHERE id = 1") == ["laptop"])
-        // The resolver merges the tags both devices added.
-        _ = try await phone.push([Mutation(id: 3, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "tags": .text("b")])])])
-        _ = try await laptop.push([Mutation(id: 3, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "tags": .text("c")])])])
-        #expect(try postgres.rows("SELECT tags FROM counters") == ["a,b,c"])
     }
 }
