@@ -24,9 +24,10 @@ public struct ResumePoint: Codable, Hashable, Sendable {
 
 /// A message a client sends.
 public enum ClientMessage: Hashable, Sendable {
-    /// Opens the conversation: the protocol the client speaks, its signed token, and the client
-    /// id the server gave this device before (`nil` on its first connection): the server answers
-    /// with the id to use (the same one, or a new one when it does not know it for this user).
+    /// Opens the conversation: the protocol the client speaks, its signed token, and, for a
+    /// client that will push mutations, the client id the server gave this device before (an
+    /// empty string on its first connection): the server answers with the id to use (the same
+    /// one, or a new one when it does not know it for this user). `nil`: the client only reads.
     case hello(protocol: Int, token: String, client: String? = nil)
     /// Subscribes to a query under an id the client chose (unique on the socket); `resume`: where
     /// the client's copy of this same subscription stands, to be brought up to date by one

@@ -51,8 +51,9 @@ import Testing
         await node.stop()
     }
 
-    /// A socket that said hello as `user` (claiming `client`), and its welcome.
-    func socket(_ node: TestNode, _ user: String, client: String? = nil) async throws -> (TestSocket, ServerMessage.Welcome) {
+    /// A socket that said hello as `user` meaning to write (claiming `client`; `""`: a new id),
+    /// and its welcome.
+    func socket(_ node: TestNode, _ user: String, client: String = "") async throws -> (TestSocket, ServerMessage.Welcome) {
         let socket = try await TestSocket(url: node.url)
         do {
             return (socket, try await socket.hello(try node.token(user), client: client))
@@ -99,6 +100,16 @@ import Testing
             // Results are durable rows of Postgres.
             #expect(try postgres.rows("SELECT mutation_id, status FROM ripple_sync_results WHERE client_id = '\(client)' ORDER BY 1")
                     == ["1|applied", "2|applied", "3|applied"])
+            // A socket that only reads gets no client id, cannot push, and adds no client row.
+            let clients = try postgres.rows("SELECT count(*) FROM ripple_sync_clients")
+            let reader = try await TestSocket(url: node.url)
+            defer { reader.close() }
+            #expect(try await reader.hello(try node.token("alice")).client == nil)
+            await #expect(throws: SyncClientTestError.self) {
+                _ = try await reader.push([Mutation(id: 1, ops: [MutationOp(.delete, table: "notes", values: ["id": .integer(1)])])])
+            }
+            #expect(try postgres.rows("SELECT count(*) FROM ripple_sync_clients") == clients)
+            #expect(try postgres.rows("SELECT count(*) FROM notes WHERE id = 1") == ["1"])
         }
     }
 

@@ -232,12 +232,15 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
             closeAfter(.error(code: .unauthorized, message: "the token is not valid: \(error)", id: nil))
             return
         }
-        // The client id its mutations go under (writes wait for it; reads do not need it).
+        // The client id its mutations go under, for a client that means to write (`client` in
+        // hello: its id, or empty for a new one); a reader gets none, and costs Postgres nothing.
         var client: (id: String, lastMutation: Int64)?
-        do {
-            client = try await server.writer.client(claimed: claimed, user: claims.user)
-        } catch {
-            server.logger.warning("no client id for a socket of \(claims.user): \(String(reflecting: error))")
+        if let claimed {
+            do {
+                client = try await server.writer.client(claimed: claimed.isEmpty ? nil : claimed, user: claims.user)
+            } catch {
+                server.logger.warning("no client id for a socket of \(claims.user): \(String(reflecting: error))")
+            }
         }
         let position = server.timeline.completed.position
         lock.withLock {
@@ -256,8 +259,8 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     /// messages wait: mutations of one client are applied in the order they came).
     private func push(_ mutations: [Mutation]) async {
         guard case .open(let user, _) = lock.withLock({ phase }), let clientID = lock.withLock({ clientID }) else {
-            send(.error(code: .unavailable, message: "this socket has no client id (the server could not reach Postgres at hello): "
-                        + "reconnect to push", id: nil))
+            send(.error(code: .unavailable, message: "this socket has no client id: say hello with \"client\" (your id, or \"\" for a "
+                        + "new one) to push; if you did, the server could not reach Postgres then: reconnect", id: nil))
             return
         }
         send(.pushed(results: await server.writer.apply(mutations, client: clientID, user: user)))
