@@ -132,6 +132,28 @@ import Testing
         }
     }
 
+    /// A long outbox (several batches of one transaction each, with rejections among them):
+    /// every mutation once, in order, each with its own result.
+    @Test func aLongPushAppliesEveryMutationOnceInBatches() async throws {
+        try await withNode { postgres, node in
+            let (socket, _) = try await self.socket(node, "alice")
+            defer { socket.close() }
+            // Every 7th mutation sets a negative total, which the check constraint rejects.
+            let mutations = (1...1_000).map { id in
+                Mutation(id: Int64(id), ops: [MutationOp(.patch, table: "counters",
+                                                         values: ["id": .integer(1), "total": .integer(id % 7 == 0 ? -1 : Int64(id))])])
+            }
+            let results = try await socket.push(mutations)
+            #expect(results.map(\.id) == mutations.map(\.id))
+            let rejected: [Int64] = results.filter { $0.status == .rejected }.map(\.id)
+            let refusedByTheCheck: [Int64] = mutations.map(\.id).filter { $0 % 7 == 0 }
+            #expect(rejected == refusedByTheCheck)
+            let appliedCount = 1_000 - 1_000 / 7
+            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["1000|\(appliedCount)"])
+            #expect(try postgres.rows("SELECT count(*), max(mutation_id) FROM ripple_sync_results") == ["1000|1000"])
+        }
+    }
+
     @Test func rejectedMutationsSayWhyAndChangeNothing() async throws {
         try await withNode { postgres, node in
             let (socket, _) = try await self.socket(node, "alice")

@@ -24,8 +24,9 @@ public typealias MutationResolver = @Sendable (_ op: MutationOp, _ current: [Str
 ///   with the last mutation applied; a mutation's first statement moves that counter from
 ///   `id - 1` to `id`, so the same mutation arriving twice (a retry, two sockets of one client on
 ///   two nodes) takes effect once: the second finds the counter moved and gets the first's result.
-/// * Each mutation runs in its own transaction with `synchronous_commit = on`, and its result
-///   (applied, or rejected with a reason) is a row of `ripple_sync_results` committed with it.
+/// * Mutations run in transactions of up to ``batchSize`` with `synchronous_commit = on`, each
+///   in a savepoint: a rejected one is undone alone. Its result (applied, or rejected with a
+///   reason) is a row of `ripple_sync_results` committed with it.
 /// * Every operation reads its row `FOR UPDATE`; the table's write rule must hold for the row as
 ///   it was (unless new) and as it is after (unless deleted); a `patch` of a row that is gone is
 ///   rejected. A rejected mutation changes nothing but the counter and its result.
@@ -81,11 +82,99 @@ public final class MutationWriter: Sendable {
         return (id, 0)
     }
 
+    /// Mutations applied in one Postgres transaction at most (each in a savepoint of its own,
+    /// with its own result): one commit, and one wait for the disk, per batch.
+    public static let batchSize = 100
+
     /// Applies `mutations` of `clientID` (belonging to `user`) in order; returns each one's result.
     public func apply(_ mutations: [Mutation], client clientID: String, user: String) async -> [MutationResult] {
         var results: [MutationResult] = []
-        for mutation in mutations { results.append(await apply(mutation, client: clientID, user: user)) }
+        var start = 0
+        while start < mutations.count {
+            let batch = Array(mutations[start..<min(start + Self.batchSize, mutations.count)])
+            if let applied = await applyBatch(batch, client: clientID, user: user) {
+                results += applied
+            } else {
+                // The batch kept failing for a passing reason: one mutation at a time, each tried
+                // again and, failing still, rejected alone.
+                for mutation in batch { results.append(await apply(mutation, client: clientID, user: user)) }
+            }
+            start += batch.count
+        }
         return results
+    }
+
+    /// `batch` in one transaction, each mutation in a savepoint: applied, or rejected there and
+    /// then (its operations undone, its counter and result stored). `nil` when a passing failure
+    /// (a serialization failure, a deadlock, a lost connection) persisted through the attempts:
+    /// nothing of the batch was committed.
+    private func applyBatch(_ batch: [Mutation], client clientID: String, user: String) async -> [MutationResult]? {
+        var wait = Duration.milliseconds(20)
+        for attempt in 1...Self.attempts {
+            do {
+                return try await client.withConnection { connection in
+                    try await connection.query("BEGIN", logger: self.logger)
+                    do {
+                        try await connection.query("SET LOCAL synchronous_commit = on", logger: self.logger)
+                        var results: [MutationResult] = []
+                        for mutation in batch {
+                            results.append(try await self.applyInSavepoint(mutation, on: connection, client: clientID, user: user))
+                        }
+                        try await connection.query("COMMIT", logger: self.logger)
+                        return results
+                    } catch {
+                        _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                        throw error
+                    }
+                }
+            } catch {
+                guard attempt < Self.attempts else { return nil }
+                logger.info("a batch of client \(clientID): \(Rejection(error).code), trying again")
+                try? await Task.sleep(for: wait)
+                wait *= 2
+            }
+        }
+        return nil
+    }
+
+    /// One mutation of a batch, in a savepoint. Throws only for a passing failure (the whole
+    /// batch is tried again).
+    private func applyInSavepoint(_ mutation: Mutation, on connection: PostgresConnection, client clientID: String,
+                                  user: String) async throws -> MutationResult {
+        try await connection.query("SAVEPOINT ripple_mutation", logger: logger)
+        guard try await moveCounter(on: connection, client: clientID, user: user, to: mutation.id) else {
+            try await connection.query("RELEASE SAVEPOINT ripple_mutation", logger: logger)
+            return try await earlierResult(of: mutation, client: clientID, user: user, on: connection)
+        }
+        do {
+            for op in mutation.ops { try await apply(op, on: connection, user: user) }
+            let result = MutationResult(id: mutation.id, status: .applied)
+            try await store(result, client: clientID, on: connection)
+            try await connection.query("RELEASE SAVEPOINT ripple_mutation", logger: logger)
+            return result
+        } catch {
+            let rejection = (error as? Rejection) ?? Rejection(error)
+            if rejection.isTransient { throw error }
+            // Its operations undone (and the counter with them), the counter moves again with
+            // the rejection stored.
+            try await connection.query("ROLLBACK TO SAVEPOINT ripple_mutation", logger: logger)
+            guard try await moveCounter(on: connection, client: clientID, user: user, to: mutation.id) else {
+                throw Rejection(code: "internal", message: "the client's counter moved under a held lock")
+            }
+            let result = MutationResult(id: mutation.id, status: .rejected, code: rejection.code, constraint: rejection.constraint,
+                                        message: rejection.message)
+            try await store(result, client: clientID, on: connection)
+            try await connection.query("RELEASE SAVEPOINT ripple_mutation", logger: logger)
+            return result
+        }
+    }
+
+    /// Stores a mutation's result (in the transaction that moved its counter).
+    private func store(_ result: MutationResult, client clientID: String, on connection: PostgresConnection) async throws {
+        try await connection.query("""
+            INSERT INTO ripple_sync_results (client_id, mutation_id, status, code, constraint_name, message)
+            VALUES (\(clientID)::uuid, \(result.id), \(result.status.rawValue), \(result.code), \(result.constraint), \(result.message))
+            """, logger: logger)
     }
 
     private func apply(_ mutation: Mutation, client clientID: String, user: String) async -> MutationResult {
@@ -121,12 +210,10 @@ public final class MutationWriter: Sendable {
                     return try await self.earlierResult(of: mutation, client: clientID, user: user)
                 }
                 for op in mutation.ops { try await self.apply(op, on: connection, user: user) }
-                try await connection.query("""
-                    INSERT INTO ripple_sync_results (client_id, mutation_id, status)
-                    VALUES (\(clientID)::uuid, \(mutation.id), 'applied')
-                    """, logger: self.logger)
+                let result = MutationResult(id: mutation.id, status: .applied)
+                try await self.store(result, client: clientID, on: connection)
                 try await connection.query("COMMIT", logger: self.logger)
-                return MutationResult(id: mutation.id, status: .applied)
+                return result
             } catch {
                 _ = try? await connection.query("ROLLBACK", logger: self.logger)
                 throw error
@@ -147,8 +234,9 @@ public final class MutationWriter: Sendable {
     /// The result of a mutation whose id the counter already passed (applied or rejected
     /// before: its stored result), or an out-of-order rejection (an id beyond the next one, or a
     /// client id not this user's), which is not stored.
-    private func earlierResult(of mutation: Mutation, client clientID: String, user: String) async throws -> MutationResult {
-        let rows = try await texts("""
+    private func earlierResult(of mutation: Mutation, client clientID: String, user: String,
+                               on connection: PostgresConnection? = nil) async throws -> MutationResult {
+        let rows = try await texts(on: connection, """
             SELECT c.last_mutation_id::text, r.status, r.code, r.constraint_name, r.message
             FROM ripple_sync_clients AS c
             LEFT JOIN ripple_sync_results AS r ON r.client_id = c.client_id AND r.mutation_id = \(mutation.id)
@@ -180,10 +268,7 @@ public final class MutationWriter: Sendable {
                         try await connection.query("ROLLBACK", logger: self.logger)
                         return try await self.earlierResult(of: mutation, client: clientID, user: user ?? "")
                     }
-                    try await connection.query("""
-                        INSERT INTO ripple_sync_results (client_id, mutation_id, status, code, constraint_name, message)
-                        VALUES (\(clientID)::uuid, \(mutation.id), 'rejected', \(result.code), \(result.constraint), \(result.message))
-                        """, logger: self.logger)
+                    try await self.store(result, client: clientID, on: connection)
                     try await connection.query("COMMIT", logger: self.logger)
                     return result
                 } catch {
@@ -330,9 +415,11 @@ public final class MutationWriter: Sendable {
     /// Forgets the tables' descriptions (after a schema change).
     public func forgetTables() { described.withLock { $0 = [:] } }
 
-    private func texts(_ query: PostgresQuery) async throws -> [[String?]] {
+    /// The rows of `query`, each column as text: on `connection`, or on one from the pool.
+    private func texts(on connection: PostgresConnection? = nil, _ query: PostgresQuery) async throws -> [[String?]] {
         var rows: [[String?]] = []
-        for try await row in try await client.query(query, logger: logger) {
+        let sequence = if let connection { try await connection.query(query, logger: logger) } else { try await client.query(query, logger: logger) }
+        for try await row in sequence {
             rows.append(try row.map { try $0.decode(String?.self) })
         }
         return rows
