@@ -320,7 +320,13 @@ public final class MutationWriter: Sendable {
         }
         var op = incoming
         if let resolver = resolvers[table.name] {
-            switch try resolver(incoming, current, user) {
+            let decision: Resolution
+            do {
+                decision = try resolver(incoming, current, user)
+            } catch {
+                throw Rejection(code: "resolver", message: "the resolver of \(table.name) failed: \(error)")
+            }
+            switch decision {
             case .apply(let resolved):
                 guard resolved.table == table.name else { throw Rejection(code: "resolver", message: "the resolver of \(table.name) wrote another table") }
                 try validate(resolved, of: table)
@@ -441,7 +447,8 @@ struct Rejection: Error {
     /// The rejection an error of Postgres (or of the connection) stands for.
     init(_ error: any Error) {
         guard let error = error as? PSQLError else {
-            (code, message, isTransient) = ("internal", "the server failed: \(type(of: error))", true)
+            // Not Postgres's (a bug, or a rule that names no column): trying again would not help.
+            (code, message) = ("internal", "the server failed: \(type(of: error))")
             return
         }
         guard let state = error.serverInfo?[.sqlState] else {
