@@ -92,12 +92,17 @@ public final class MutationWriter: Sendable {
         var start = 0
         while start < mutations.count {
             let batch = Array(mutations[start..<min(start + Self.batchSize, mutations.count)])
-            if let applied = await applyBatch(batch, client: clientID, user: user) {
+            if case .success(let applied) = await applyBatch(batch, client: clientID, user: user) {
                 results += applied
             } else {
                 // The batch kept failing for a passing reason: one mutation at a time, each tried
                 // again and, failing still, rejected alone.
-                for mutation in batch { results.append(await apply(mutation, client: clientID, user: user)) }
+                for mutation in batch {
+                    switch await applyBatch([mutation], client: clientID, user: user) {
+                    case .success(let applied): results += applied
+                    case .failure(let rejection): results.append(await reject(mutation, client: clientID, rejection))
+                    }
+                }
             }
             start += batch.count
         }
@@ -105,14 +110,15 @@ public final class MutationWriter: Sendable {
     }
 
     /// `batch` in one transaction, each mutation in a savepoint: applied, or rejected there and
-    /// then (its operations undone, its counter and result stored). `nil` when a passing failure
-    /// (a serialization failure, a deadlock, a lost connection) persisted through the attempts:
-    /// nothing of the batch was committed.
-    private func applyBatch(_ batch: [Mutation], client clientID: String, user: String) async -> [MutationResult]? {
+    /// then (its operations undone, its counter and result stored). Fails with the last passing
+    /// failure (a serialization failure, a deadlock, a lost connection) when one persisted through
+    /// the attempts: nothing of the batch was committed.
+    private func applyBatch(_ batch: [Mutation], client clientID: String, user: String) async -> Result<[MutationResult], Rejection> {
         var wait = Duration.milliseconds(20)
-        for attempt in 1...Self.attempts {
+        var attempt = 1
+        while true {
             do {
-                return try await client.withConnection { connection in
+                return .success(try await client.withConnection { connection in
                     try await connection.query("BEGIN", logger: self.logger)
                     do {
                         try await connection.query("SET LOCAL synchronous_commit = on", logger: self.logger)
@@ -126,15 +132,16 @@ public final class MutationWriter: Sendable {
                         _ = try? await connection.query("ROLLBACK", logger: self.logger)
                         throw error
                     }
-                }
+                })
             } catch {
-                guard attempt < Self.attempts else { return nil }
-                logger.info("a batch of client \(clientID): \(Rejection(error).code), trying again")
+                let rejection = (error as? Rejection) ?? Rejection(error)
+                guard attempt < Self.attempts else { return .failure(rejection) }
+                logger.info("a batch of client \(clientID): \(rejection.code), trying again")
                 try? await Task.sleep(for: wait)
                 wait *= 2
+                attempt += 1
             }
         }
-        return nil
     }
 
     /// One mutation of a batch, in a savepoint. Throws only for a passing failure (the whole
@@ -175,50 +182,6 @@ public final class MutationWriter: Sendable {
             INSERT INTO ripple_sync_results (client_id, mutation_id, status, code, constraint_name, message)
             VALUES (\(clientID)::uuid, \(result.id), \(result.status.rawValue), \(result.code), \(result.constraint), \(result.message))
             """, logger: logger)
-    }
-
-    private func apply(_ mutation: Mutation, client clientID: String, user: String) async -> MutationResult {
-        var wait = Duration.milliseconds(20)
-        for attempt in 1...Self.attempts {
-            do {
-                return try await applyOnce(mutation, client: clientID, user: user)
-            } catch let rejection as Rejection {
-                return await reject(mutation, client: clientID, rejection)
-            } catch {
-                let rejection = Rejection(error)
-                if rejection.isTransient && attempt < Self.attempts {
-                    logger.info("mutation \(mutation.id) of client \(clientID): \(rejection.code), trying again")
-                    try? await Task.sleep(for: wait)
-                    wait *= 2
-                    continue
-                }
-                return await reject(mutation, client: clientID, rejection)
-            }
-        }
-        return MutationResult(id: mutation.id, status: .rejected, code: "internal", message: "not applied")
-    }
-
-    /// One transaction: the counter, the operations, the result. Throws ``Rejection`` for a
-    /// mutation that cannot apply, Postgres's error otherwise (the transaction rolled back).
-    private func applyOnce(_ mutation: Mutation, client clientID: String, user: String) async throws -> MutationResult {
-        try await client.withConnection { connection in
-            try await connection.query("BEGIN", logger: self.logger)
-            do {
-                try await connection.query("SET LOCAL synchronous_commit = on", logger: self.logger)
-                guard try await self.moveCounter(on: connection, client: clientID, user: user, to: mutation.id) else {
-                    try await connection.query("ROLLBACK", logger: self.logger)
-                    return try await self.earlierResult(of: mutation, client: clientID, user: user)
-                }
-                for op in mutation.ops { try await self.apply(op, on: connection, user: user) }
-                let result = MutationResult(id: mutation.id, status: .applied)
-                try await self.store(result, client: clientID, on: connection)
-                try await connection.query("COMMIT", logger: self.logger)
-                return result
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: self.logger)
-                throw error
-            }
-        }
     }
 
     /// Moves the client's counter from `id - 1` to `id`; `false` when it was elsewhere.
