@@ -223,16 +223,8 @@ public actor ReplicaFeed {
 
     /// The columns and key of Postgres table `name`.
     private func describe(_ name: String) async throws -> Table {
-        let columns = try await rows("""
-            SELECT attname::text, atttypid::int8::text FROM pg_attribute
-            WHERE attrelid = \(SQLIdentifier.quoted(name))::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum
-            """)
-        let key = try await rows("""
-            SELECT a.attname::text FROM pg_index AS i
-            JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey::int2[])
-            WHERE i.indrelid = \(SQLIdentifier.quoted(name))::regclass AND i.indisprimary
-            ORDER BY array_position(i.indkey::int2[], a.attnum)
-            """).map { $0[0] }
+        let columns = try await rows(PostgresCatalog.columns(of: name))
+        let key = try await rows(PostgresCatalog.primaryKey(of: name)).map { $0[0] }
         let described = columns.map { (name: $0[0], type: UInt32($0[1]) ?? 0) }
         guard !key.isEmpty else { throw FeedError("table \(name) has no primary key: a synced table needs one") }
         return Table(name: name, columns: described, key: key.compactMap { column in described.firstIndex { $0.name == column } })

@@ -363,19 +363,11 @@ public final class MutationWriter: Sendable {
             throw Rejection(code: "write_rule", message: "the rules let no one write table \(name)")
         }
         if let table = described.withLock({ $0[name] }) { return table }
-        let columns = try await texts("""
-            SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute
-            WHERE attrelid = \(SQLIdentifier.quoted(name))::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum
-            """)
-        let key = try await texts("""
-            SELECT a.attname::text FROM pg_index AS i
-            JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey::int2[])
-            WHERE i.indrelid = \(SQLIdentifier.quoted(name))::regclass AND i.indisprimary
-            ORDER BY array_position(i.indkey::int2[], a.attnum)
-            """).compactMap { $0[0] }
+        let columns = try await texts(PostgresCatalog.columns(of: name))
+        let key = try await texts(PostgresCatalog.primaryKey(of: name)).compactMap { $0[0] }
         guard !key.isEmpty else { throw Rejection(code: "bad_mutation", message: "table \(name) has no primary key") }
         let table = WritableTable(name: name, columns: columns.compactMap { $0[0] },
-                                  types: Dictionary(columns.compactMap { row in row[0].map { ($0, row[1] ?? "text") } }, uniquingKeysWith: { a, _ in a }),
+                                  types: Dictionary(columns.compactMap { row in row[0].map { ($0, row[2] ?? "text") } }, uniquingKeysWith: { a, _ in a }),
                                   key: key)
         described.withLock { $0[name] = table }
         return table
