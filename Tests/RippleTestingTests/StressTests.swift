@@ -164,34 +164,50 @@ import Testing
     }
 
     @Test(.timeLimit(.minutes(1)), arguments: [1, 2, 3] as [UInt64])
-    func liveQueriesMatchTheModel(seed: UInt64) throws {
-        let report = try StressTest.run(configuration(seed: seed, seconds: 2))
+    func liveQueriesMatchTheModel(seed: UInt64) async throws {
+        let report = try await StressTest.run(configuration(seed: seed, seconds: 2))
         expectPassed(report)
         #expect(report.events > 0 && report.operations > 0)
     }
 
+    /// CI found the parallel suite on 2 cores failing `liveQueriesMatchTheModel`: another test
+    /// held one cooperative thread, the run held the other, and its `events()` subscribers never
+    /// ran. Here every cooperative thread but one is held for the whole run, as then.
     @Test(.timeLimit(.minutes(1)))
-    func aSingleThreadedRunMatchesTheModelAndReplaysTheSame() throws {
+    func aRunLeavesTheCooperativeThreadsToItsEventLoops() async throws {
+        let release = DispatchSemaphore(value: 0)
+        let held = (1..<max(2, ProcessInfo.processInfo.activeProcessorCount)).map { _ in
+            Task.detached { release.wait() }
+        }
+        defer { for _ in held { release.signal() } }
+        var configuration = configuration(seed: 2, seconds: 2)
+        configuration.maxSubscribers = 30
+        let report = try await StressTest.run(configuration)
+        expectPassed(report)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aSingleThreadedRunMatchesTheModelAndReplaysTheSame() async throws {
         var replay = configuration(seed: 4, seconds: 30)
         replay.singleThreaded = true
         replay.maxOperations = 600
-        let first = try StressTest.run(replay)
+        let first = try await StressTest.run(replay)
         expectPassed(first)
         // The same seed, the same run: every operation, event and finding again.
-        let second = try StressTest.run(replay)
+        let second = try await StressTest.run(replay)
         #expect(second.summaryLine == first.summaryLine)
         #expect(second.discrepanciesByKind == first.discrepanciesByKind)
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func twoProcessesMatchTheModel() throws {
+    func twoProcessesMatchTheModel() async throws {
         let executable = try #require(RippleExecutable.url(),
                                       "the `ripple` executable is not built: run `swift build --build-tests` first")
         var configuration = configuration(seed: 5, seconds: 2)
         configuration.processes = 2
         configuration.threads = 2
         configuration.childExecutable = executable.path
-        let report = try StressTest.run(configuration)
+        let report = try await StressTest.run(configuration)
         expectPassed(report)
         let line = #/stress: seed=5 ops=\d+ events=\d+ discrepancies=\d+ write_errors=\d+ busy_retried=\d+ peak_subscribers=\d+/#
         #expect(report.summaryLine.wholeMatch(of: line) != nil)

@@ -1,4 +1,4 @@
-/// How a stress run (``StressTest/run(_:)``) goes.
+/// How a stress run (`StressTest.run(_:)`) goes.
 public struct StressConfiguration: Sendable {
     /// The seed of everything random: data, queries, writes, subscriptions.
     public var seed: UInt64 = 1

@@ -9,9 +9,14 @@ import Ripple
 /// var configuration = StressConfiguration()
 /// configuration.seed = 3
 /// configuration.seconds = 2
-/// let report = try StressTest.run(configuration)
+/// let report = try await StressTest.run(configuration)
 /// #expect(report.passed, "\(report.details)")
 /// ```
+///
+/// From asynchronous code (a Swift Testing test, an `async` command) call the `async` form: the
+/// run blocks the thread it runs on for its whole length while its `events()` subscribers are
+/// tasks that need Swift's cooperative threads, of which there are as many as cores. The `async`
+/// form runs on a thread of its own and leaves those threads free.
 ///
 /// What is checked:
 /// * every event's snapshot equals the model's result of its query at the event's version
@@ -43,6 +48,24 @@ public enum StressTest {
         let report = try StressRun(configuration: configuration, directory: directory, database: database).run()
         if report.passed && ownsDirectory { try? files.removeItem(atPath: directory) }
         return report
+    }
+
+    /// Runs a stress test as `configuration` says, on a thread of its own, and reports what it
+    /// found.
+    ///
+    /// The synchronous `run(_:)` holds its calling thread until the run ends; called from a task,
+    /// that is one of Swift's cooperative threads, and when the others are busy too (a parallel
+    /// test suite on a small machine) the run's own `events()` subscribers cannot run and are
+    /// reported as having missed their events. This form waits without holding one.
+    ///
+    /// - Throws: what the synchronous `run(_:)` throws.
+    public static func run(_ configuration: StressConfiguration) async throws -> StressReport {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread { continuation.resume(with: Result { try run(configuration) }) }
+            thread.name = "ripple stress"
+            thread.stackSize = 8 << 20
+            thread.start()
+        }
     }
 }
 
