@@ -157,6 +157,42 @@ public final class ThrowawayPostgres: Sendable {
         try Self.run(binaries + "/pgbench", ["-h", "127.0.0.1", "-p", "\(port)", "-U", Self.user] + arguments + [database])
     }
 
+    // MARK: From asynchronous code
+
+    // Each of these runs a program and waits for it; from a task, that wait would hold one of
+    // Swift's cooperative threads (as many as cores), and a parallel test suite that holds them
+    // all starves every task of the process — a sync node's feed included — for as long as
+    // initdb or pg_ctl run. The `async` forms wait on a thread of their own instead.
+
+    /// Makes and starts a cluster (``init(settings:)``) without holding a cooperative thread.
+    public static func started(settings: [String: String] = [:]) async throws -> ThrowawayPostgres {
+        try await onOwnThread { try ThrowawayPostgres(settings: settings) }
+    }
+
+    /// ``start()``, without holding a cooperative thread.
+    public func start() async throws { try await Self.onOwnThread { try self.start() } }
+    /// ``kill()``, without holding a cooperative thread.
+    public func kill() async throws { try await Self.onOwnThread { try self.kill() } }
+    /// ``restart(immediate:)``, without holding a cooperative thread.
+    public func restart(immediate: Bool = false) async throws { try await Self.onOwnThread { try self.restart(immediate: immediate) } }
+    /// ``psql(_:database:)``, without holding a cooperative thread.
+    @discardableResult
+    public func psql(_ sql: String, database: String = "postgres") async throws -> String {
+        try await Self.onOwnThread { try self.psql(sql, database: database) }
+    }
+    /// ``pgbench(_:database:)``, without holding a cooperative thread.
+    @discardableResult
+    public func pgbench(_ arguments: [String], database: String = "postgres") async throws -> String {
+        try await Self.onOwnThread { try self.pgbench(arguments, database: database) }
+    }
+
+    /// Runs `work` on a new thread and waits for it without blocking the caller's thread.
+    private static func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try work() }) }.start()
+        }
+    }
+
     /// The log's last lines (for an error message).
     public func lastLogLines(_ count: Int = 20) -> String {
         guard let log = try? String(contentsOfFile: logFile, encoding: .utf8) else { return "(no log)" }
@@ -224,10 +260,11 @@ public final class ThrowawayPostgres: Sendable {
         let errorData = Box()
         let done = DispatchSemaphore(value: 0)
         let errorHandle = errors.fileHandleForReading
-        DispatchQueue.global().async {
+        // (On a thread of its own: a blocked read must not hold one of the shared workers.)
+        Thread {
             errorData.data = errorHandle.readDataToEndOfFile()
             done.signal()
-        }
+        }.start()
         let outputData = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         done.wait()

@@ -18,9 +18,9 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         say("ripple-server demo: starting a throwaway PostgreSQL (Debian's postgresql-15)…")
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try postgres.psql("""
+        try await postgres.psql("""
             CREATE TABLE todos (id bigint PRIMARY KEY, title text NOT NULL, owner text NOT NULL,
                                 done boolean NOT NULL DEFAULT false, rank integer NOT NULL);
             INSERT INTO todos SELECT n, 'todo ' || n, CASE WHEN n % 2 = 0 THEN 'alice' ELSE 'bob' END, n % 5 = 0, n
@@ -70,7 +70,7 @@ struct DemoCommand: AsyncParsableCommand {
                         while true {
                             try await Task.sleep(for: .milliseconds(Int64(writeEvery * 1000)))
                             let id = Int.random(in: 1...20)
-                            try postgres.psql("UPDATE todos SET rank = (random() * 40)::int, done = random() < 0.3 WHERE id = \(id)")
+                            try await postgres.psql("UPDATE todos SET rank = (random() * 40)::int, done = random() < 0.3 WHERE id = \(id)")
                         }
                     }
                 }

@@ -80,10 +80,10 @@ struct ReadRuleTests {
     }
 
     @Test func aRowOutsideAUsersRuleNeverReachesThatUser() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         let directory = try TemporaryDirectory()
-        try postgres.psql("""
+        try await postgres.psql("""
             CREATE TABLE todos(id int8 PRIMARY KEY, owner text NOT NULL, shared bool NOT NULL DEFAULT false, title text);
             INSERT INTO todos VALUES (1, 'alice', false, 'a1'), (2, 'bob', false, 'b1'), (3, 'bob', true, 'b2 shared');
             """)
@@ -112,7 +112,7 @@ struct ReadRuleTests {
                 "UPDATE todos SET owner = 'bob', title = 'moved' WHERE id = 1",  // out of alice's with a change
                 "DELETE FROM todos WHERE id = 5",
             ] {
-                try postgres.psql(change)
+                try await postgres.psql(change)
                 try await feed.catchUp()
             }
         }
@@ -120,7 +120,7 @@ struct ReadRuleTests {
             let allowed = { (row: Row) in row["owner"] == .text(user) || row["shared"] == .integer(1) }
             #expect(events.all.count >= 4, "\(user): \(events.all.count) events")
             #expect(events.all.allSatisfy { $0.allSatisfy(allowed) }, "\(user) received a row outside the rule")
-            let expected = try postgres.psql("""
+            let expected = try await postgres.psql("""
                 SELECT id FROM todos WHERE owner = '\(user)' OR shared ORDER BY title COLLATE "C", id
                 """).split(separator: "\n").map { Int64($0)! }
             #expect(events.all.last?.map { $0["id"] } == expected.map { SQLValue.integer($0) })

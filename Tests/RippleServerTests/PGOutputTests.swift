@@ -55,16 +55,16 @@ struct PGOutputAgainstPostgresTests {
         return bytes
     }
 
-    @Test func aTransactionArrivesWholeWithExactValues() throws {
-        let postgres = try ThrowawayPostgres()
+    @Test func aTransactionArrivesWholeWithExactValues() async throws {
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try postgres.psql("""
+        try await postgres.psql("""
             CREATE TABLE items(id bigint PRIMARY KEY, price numeric(10,2), ratio float8, title text, big text, note varchar(20));
             CREATE PUBLICATION synced FOR TABLE items;
             """)
         // A slot cannot be made in a transaction that wrote: a statement of its own.
-        try postgres.psql("SELECT pg_create_logical_replication_slot('feed', 'pgoutput')")
-        try postgres.psql("""
+        try await postgres.psql("SELECT pg_create_logical_replication_slot('feed', 'pgoutput')")
+        try await postgres.psql("""
             BEGIN;
             INSERT INTO items VALUES (9007199254740993, 1.50, 'NaN', 'a',
                 (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 3000) AS g), NULL);
@@ -75,7 +75,7 @@ struct PGOutputAgainstPostgresTests {
             SELECT pg_logical_emit_message(true, 'ripple_ddl', 'hello');
             COMMIT;
             """)
-        try postgres.psql("TRUNCATE items")
+        try await postgres.psql("TRUNCATE items")
         let messages = try peek(postgres)
         // The transaction (begin, relation, 5 changes, message, commit), then the TRUNCATE's
         // (begin, relation, truncate, commit).
@@ -97,7 +97,7 @@ struct PGOutputAgainstPostgresTests {
         #expect(first.relation == relation.oid)
         #expect(first.new[0...3] == [.text("9007199254740993"), .text("1.50"), .text("NaN"), .text("a")])
         // A value too large to keep in the row (stored out of line, TOASTed), sent whole here.
-        let big = try postgres.psql("SELECT string_agg(md5(g::text), '') FROM generate_series(1, 3000) AS g")
+        let big = try await postgres.psql("SELECT string_agg(md5(g::text), '') FROM generate_series(1, 3000) AS g")
         #expect(first.new[4] == .text(big.trimmingCharacters(in: .newlines)) && first.new[5] == .null)
         #expect(second.new[2] == .text("-Infinity"))
         // The big value was not changed: sent as unchanged (TOASTed), to be kept as it was.

@@ -150,11 +150,11 @@ struct QueryMeaningTests {
 
     @Test(arguments: [1, 2, 3] as [UInt64])
     func aCompiledQueryMeansWhatItMeansOnPostgres(seed: UInt64) async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         let directory = try TemporaryDirectory()
         var random = SeededGenerator(seed: seed)
-        try postgres.psql("SET timezone = 'UTC'; "
+        try await postgres.psql("SET timezone = 'UTC'; "
                           + "CREATE TABLE items(id int8 PRIMARY KEY, a int4, b text, c float8, d bool, n numeric, t timestamptz, dt date, "
                           + "ch char(4), j json)")
         var values: [String] = []
@@ -167,7 +167,7 @@ struct QueryMeaningTests {
                           + "\(literal(Self.times.randomElement(using: &random)!)), \(literal(Self.dates.randomElement(using: &random)!)), "
                           + "\(literal(Self.chars.randomElement(using: &random)!)), '{}')")
         }
-        try postgres.psql("INSERT INTO items VALUES " + values.joined(separator: ", "))
+        try await postgres.psql("INSERT INTO items VALUES " + values.joined(separator: ", "))
         let table = QueryCompilerTests.table
         let client = postgres.makeClient()
         let store = try Store(path: directory.path("replica.sqlite"))

@@ -14,10 +14,10 @@ struct ReplicaFeedTests {
     let postgres: ThrowawayPostgres
     let directory: TemporaryDirectory
 
-    init() throws {
-        postgres = try ThrowawayPostgres()
+    init() async throws {
+        postgres = try await ThrowawayPostgres.started()
         directory = try TemporaryDirectory()
-        try postgres.psql("""
+        try await postgres.psql("""
             CREATE TABLE items(id bigint PRIMARY KEY, title text, price numeric(10,2), ratio float8, done bool,
                                data bytea, tag uuid, meta jsonb, due date, at timestamptz, big text);
             INSERT INTO items(id, title, price) VALUES (1, 'first', 1.50), (2, 'second', 2.00);
@@ -79,7 +79,7 @@ struct ReplicaFeedTests {
             let live = store.liveQuery(sql: "SELECT id, title FROM items ORDER BY id", identity: "id")
             let subscription = live.subscribe(on: .immediate) { events.append($0) }
             defer { subscription.cancel() }
-            try postgres.psql("""
+            try await postgres.psql("""
                 BEGIN;
                 INSERT INTO items VALUES (3, 'third', 9999.99, 'NaN', true, '\\x00ff10', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
                     '{"b": 1, "a": [1, 2]}', '2026-11-27', '2026-11-27 06:32:03.123456+01',
@@ -87,9 +87,9 @@ struct ReplicaFeedTests {
                 UPDATE items SET title = 'one' WHERE id = 1;
                 COMMIT;
                 """)
-            try postgres.psql("UPDATE items SET ratio = '-Infinity', price = 'NaN' WHERE id = 3")   // big stays TOASTed
-            try postgres.psql("UPDATE items SET id = 4 WHERE id = 2")
-            try postgres.psql("DELETE FROM items WHERE id = 1")
+            try await postgres.psql("UPDATE items SET ratio = '-Infinity', price = 'NaN' WHERE id = 3")   // big stays TOASTed
+            try await postgres.psql("UPDATE items SET id = 4 WHERE id = 2")
+            try await postgres.psql("DELETE FROM items WHERE id = 1")
             let before = try store.currentVersion()
             #expect(try await feed.catchUp() == 4)
             #expect(try store.currentVersion() == before + 4)
@@ -118,8 +118,8 @@ struct ReplicaFeedTests {
             let feed = ReplicaFeed(store: store, client: client, configuration: config)
             try await feed.prepare()
         }
-        try postgres.psql("INSERT INTO items(id, title) VALUES (10, 'a')")
-        try postgres.psql("UPDATE items SET title = 'b' WHERE id = 10")
+        try await postgres.psql("INSERT INTO items(id, title) VALUES (10, 'a')")
+        try await postgres.psql("UPDATE items SET title = 'b' WHERE id = 10")
         // Peeked, never applied.
         try await withClient { [store] client in
             let feed = ReplicaFeed(store: store, client: client, configuration: config)
@@ -135,7 +135,7 @@ struct ReplicaFeedTests {
         }
         #expect(try store.currentVersion() == afterCopy + 2)
         store = try Store(path: path)   // as a restarted node opens it
-        try postgres.psql("DELETE FROM items WHERE id = 10")
+        try await postgres.psql("DELETE FROM items WHERE id = 10")
         try await withClient { [store] client in
             let feed = ReplicaFeed(store: store, client: client, configuration: config)
             try await feed.prepare()
@@ -154,7 +154,7 @@ struct ReplicaFeedTests {
             let feed = ReplicaFeed(store: first, client: client, configuration: config)
             try await feed.prepare()
         }
-        try postgres.psql("INSERT INTO items(id, title) VALUES (20, 'x')")
+        try await postgres.psql("INSERT INTO items(id, title) VALUES (20, 'x')")
         try await withClient { client in
             let feed = ReplicaFeed(store: first, client: client, configuration: config)
             try await feed.prepare()
@@ -171,7 +171,7 @@ struct ReplicaFeedTests {
     }
 
     @Test func aTableWithoutAPrimaryKeyIsRefused() async throws {
-        try postgres.psql("CREATE TABLE loose(x int)")
+        try await postgres.psql("CREATE TABLE loose(x int)")
         let store = try Store(path: directory.path("replica.sqlite"))
         let config = FeedConfiguration(tables: ["loose"])
         try await withClient { client in
@@ -229,23 +229,23 @@ struct PostgresTypeMappingTests {
     }
 
     @Test func extremeValuesArriveExactlyThroughTheCopy() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         let directory = try TemporaryDirectory()
-        try postgres.psql("CREATE TABLE typed(\(Self.columns)); INSERT INTO typed VALUES \(Self.rows)")
+        try await postgres.psql("CREATE TABLE typed(\(Self.columns)); INSERT INTO typed VALUES \(Self.rows)")
         let store = try Store(path: directory.path("replica.sqlite"))
         try await feed(postgres, into: store) { _ in }
         #expect(try replica(store) == Self.expected)
     }
 
     @Test func extremeValuesArriveExactlyThroughTheFeed() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         let directory = try TemporaryDirectory()
-        try postgres.psql("CREATE TABLE typed(\(Self.columns))")
+        try await postgres.psql("CREATE TABLE typed(\(Self.columns))")
         let store = try Store(path: directory.path("replica.sqlite"))
         try await feed(postgres, into: store) { feed in
-            try postgres.psql("INSERT INTO typed VALUES \(Self.rows)")
+            try await postgres.psql("INSERT INTO typed VALUES \(Self.rows)")
             #expect(try await feed.catchUp() == 1)
         }
         #expect(try replica(store) == Self.expected)
@@ -255,17 +255,17 @@ struct PostgresTypeMappingTests {
 extension PostgresTypeMappingTests {
     /// A megabyte of bytea (stored out of line) arrives whole, and stays when an update leaves it.
     @Test func aLargeByteaArrivesWholeAndStaysWhenUnchanged() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         let directory = try TemporaryDirectory()
-        try postgres.psql("CREATE TABLE typed(id int PRIMARY KEY, note text, data bytea)")
+        try await postgres.psql("CREATE TABLE typed(id int PRIMARY KEY, note text, data bytea)")
         let store = try Store(path: directory.path("replica.sqlite"))
         try await feed(postgres, into: store) { feed in
-            try postgres.psql("INSERT INTO typed SELECT 1, 'a', decode(string_agg(md5(g::text), ''), 'hex') FROM generate_series(1, 65536) AS g")
-            try postgres.psql("UPDATE typed SET note = 'b'")
+            try await postgres.psql("INSERT INTO typed SELECT 1, 'a', decode(string_agg(md5(g::text), ''), 'hex') FROM generate_series(1, 65536) AS g")
+            try await postgres.psql("UPDATE typed SET note = 'b'")
             #expect(try await feed.catchUp() == 2)
         }
-        let expected = try postgres.psql("SELECT encode(data, 'hex') FROM typed").filter { !$0.isWhitespace }
+        let expected = try await postgres.psql("SELECT encode(data, 'hex') FROM typed").filter { !$0.isWhitespace }
         let blob = try store.read { db in try db.fetchOne("SELECT note, data FROM typed")?.values }
         #expect(blob?.first == .text("b"))
         guard case .blob(let bytes)? = blob?.last else { Issue.record("no blob: \(String(describing: blob))"); return }
@@ -289,7 +289,7 @@ extension ReplicaFeedTests {
             let subscription = store.liveQuery(sql: sql, identity: "id")
                 .subscribe(on: .immediate, onError: { ended.set($0) }) { events.append($0) }
             defer { subscription.cancel() }
-            for change in changes { try postgres.psql(change) }
+            for change in changes { try await postgres.psql(change) }
             try await feed.catchUp()
         }
         let rows = (try? store.read { db in try db.fetchAll(sql) }) ?? []
@@ -357,7 +357,7 @@ extension ReplicaFeedTests {
             for try await commit in store.commits(after: 0) where commit.tag?.hasPrefix("copy") == true { break }
             let live = store.liveQuery(sql: "SELECT id, title FROM items ORDER BY id", identity: "id")
             for title in ["a", "b", "c"] {
-                try postgres.psql("UPDATE items SET title = '\(title)' WHERE id = 1")
+                try await postgres.psql("UPDATE items SET title = '\(title)' WHERE id = 1")
                 for try await event in live.events() where event.snapshot.first?["title"] == .text(title) { break }
             }
             #expect(try replicaRows(store) == (try postgresRows()))
@@ -390,10 +390,10 @@ struct ReplicaFeedLoadTests {
     }
 
     @Test func pgbenchsTablesStayExactWhilePgbenchRuns() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         let directory = try TemporaryDirectory()
-        try postgres.pgbench(["-i", "-q", "-s", "1"])
+        try await postgres.pgbench(["-i", "-q", "-s", "1"])
         let tables = ["pgbench_accounts", "pgbench_branches", "pgbench_tellers"]
         let store = try Store(path: directory.path("replica.sqlite"))
         let client = postgres.makeClient()
@@ -405,7 +405,7 @@ struct ReplicaFeedLoadTests {
             let done = Flag()
             let pgbench = Task.detached {
                 defer { done.raise() }
-                return try postgres.pgbench(["-c", "2", "-t", "1500", "-n"])
+                return try await postgres.pgbench(["-c", "2", "-t", "1500", "-n"])
             }
             try await feed.prepare()
             while !done.isRaised { try await feed.catchUp() }
@@ -423,10 +423,10 @@ struct ReplicaFeedLoadTests {
     /// Postgres stopped as a crash would stop it between a commit and the feed reading it: once
     /// Postgres is back, a feed on the same replica catches up, nothing lost or repeated.
     @Test func aPostgresThatCrashesMidwayLosesNothing() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         let directory = try TemporaryDirectory()
-        try postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY, n int8 NOT NULL)")
+        try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY, n int8 NOT NULL)")
         let store = try Store(path: directory.path("replica.sqlite"))
         let config = FeedConfiguration(tables: ["items"])
         let first = postgres.makeClient()
@@ -435,12 +435,12 @@ struct ReplicaFeedLoadTests {
             defer { group.cancelAll() }
             let feed = ReplicaFeed(store: store, client: first, configuration: config)
             try await feed.prepare()
-            for n in 1...20 { try postgres.psql("INSERT INTO items VALUES (\(n), \(n))") }
+            for n in 1...20 { try await postgres.psql("INSERT INTO items VALUES (\(n), \(n))") }
             try await feed.catchUp()
-            try postgres.psql("UPDATE items SET n = n + 100")
-            try postgres.kill()
+            try await postgres.psql("UPDATE items SET n = n + 100")
+            try await postgres.kill()
         }
-        try postgres.start()
+        try await postgres.start()
         let versionBefore = try store.currentVersion()
         let second = postgres.makeClient()
         try await withThrowingTaskGroup(of: Void.self) { group in

@@ -36,10 +36,10 @@ struct SubscriptionHubTests {
     }
 
     @Test func sharedQueriesStayEqualToPostgres() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         let directory = try TemporaryDirectory()
-        try postgres.psql("""
+        try await postgres.psql("""
             CREATE TABLE todos(id int8 PRIMARY KEY, owner text NOT NULL, rank int4, done bool NOT NULL DEFAULT false, big int8);
             INSERT INTO todos VALUES (1, 'alice', 3, false, 9007199254740993), (2, 'bob', 1, false, 1), (3, 'alice', 2, true, NULL);
             """)
@@ -70,13 +70,13 @@ struct SubscriptionHubTests {
                 "UPDATE todos SET owner = 'bob' WHERE id = 1",
                 "UPDATE todos SET done = false WHERE id = 3",
             ] {
-                try postgres.psql(change)
+                try await postgres.psql(change)
                 try await feed.catchUp()
             }
         }
         for (user, subscriber) in [("alice", clients.alice), ("alice", clients.aliceAgain), ("bob", clients.bob)] {
             #expect(subscriber.problems.isEmpty, "\(subscriber.problems)")
-            let text = try postgres.psql("""
+            let text = try await postgres.psql("""
                 SELECT json_agg(json_build_array(id::text, owner, rank, done, big::text) ORDER BY rank NULLS LAST, id)
                 FROM todos WHERE owner = '\(user)' AND NOT done
                 """)

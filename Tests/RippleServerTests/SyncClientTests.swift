@@ -24,7 +24,7 @@ struct SyncClientTests {
     }
 
     @Test func theLocalStoreHoldsEachSubscriptionsRowsAndLiveQueriesFire() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         try SyncProtocolTests.prepare(postgres)
         let directory = try TemporaryDirectory()
@@ -58,13 +58,13 @@ struct SyncClientTests {
         let seen = Locked<[[Row]]>([])
         let subscription = live.subscribe(on: .immediate) { event in seen.withLock { $0.append(event.snapshot) } }
         defer { subscription.cancel() }
-        try postgres.psql("UPDATE todos SET title = 'milk' WHERE id = 2; UPDATE todos SET done = true, rank = 1 WHERE id = 4")
+        try await postgres.psql("UPDATE todos SET title = 'milk' WHERE id = 2; UPDATE todos SET done = true, rank = 1 WHERE id = 4")
         try await Self.until(client) { try localRows() == (try postgres.rows(expected)) }
         #expect(seen.withLock { $0.last }?.first?.values == [.integer(2), .text("milk")])
         // A row leaving one subscription but held by the other stays; leaving both, it goes.
-        try postgres.psql("UPDATE todos SET done = true WHERE id = 6")
+        try await postgres.psql("UPDATE todos SET done = true WHERE id = 6")
         try await Self.until(client) { try localRows() == (try postgres.rows(expected)) }
-        try postgres.psql("UPDATE todos SET owner = 'bob' WHERE id = 8")
+        try await postgres.psql("UPDATE todos SET owner = 'bob' WHERE id = 8")
         try await Self.until(client) { try localRows() == (try postgres.rows(expected)) }
         try await client.unsubscribe("first")
         let onlyOpen = "SELECT id, owner, title, rank, done FROM todos WHERE owner = 'alice' AND NOT done ORDER BY id LIMIT 100"
@@ -84,7 +84,7 @@ struct SyncClientTests {
     /// A typed query subscribes as its description: its collection in the local store reads the
     /// rows the server sends, and the same query run locally gives the server's result.
     @Test func aTypedQuerySubscribesAndItsCollectionReadsTheRows() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         try SyncProtocolTests.prepare(postgres)
         let directory = try TemporaryDirectory()
@@ -102,7 +102,7 @@ struct SyncClientTests {
         try await client.subscribe("open", open)
         let expected = "SELECT id FROM todos WHERE owner = 'alice' AND NOT done AND title LIKE 'todo 1%' ORDER BY rank DESC, id LIMIT 4"
         try await Self.until(client) { try open.fetchAll().map { String($0.id) } == (try postgres.rows(expected)) }
-        try postgres.psql("UPDATE todos SET done = true WHERE id = 18")
+        try await postgres.psql("UPDATE todos SET done = true WHERE id = 18")
         try await Self.until(client) { try open.fetchAll().map { String($0.id) } == (try postgres.rows(expected)) }
         #expect(try todos.fetchAll().allSatisfy { $0.owner == "alice" })
         await client.stop()
@@ -111,7 +111,7 @@ struct SyncClientTests {
     /// A synced table that gains a column: the client subscribes again by itself, and the local
     /// table gains the column with the rows' values.
     @Test func aColumnAddedOnPostgresReachesTheLocalStore() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         try SyncProtocolTests.prepare(postgres)
         let directory = try TemporaryDirectory()
@@ -132,7 +132,7 @@ struct SyncClientTests {
         }
         let expected = "SELECT id || ':' || note FROM todos WHERE owner = 'alice' AND NOT done ORDER BY rank, id LIMIT 10"
         try await Self.until(client) { await client.rows(of: "open")?.count == 10 }
-        try postgres.psql("ALTER TABLE todos ADD COLUMN note text NOT NULL DEFAULT 'n'; UPDATE todos SET note = 'two' WHERE id = 2")
+        try await postgres.psql("ALTER TABLE todos ADD COLUMN note text NOT NULL DEFAULT 'n'; UPDATE todos SET note = 'two' WHERE id = 2")
         try await Self.until(client) { try notes() == (try postgres.rows(expected)).sorted { Int($0.split(separator: ":")[0])! < Int($1.split(separator: ":")[0])! } }
         await client.stop()
     }
@@ -140,7 +140,7 @@ struct SyncClientTests {
     /// A remote live query's changesets apply to a list, across a restart of the node (the
     /// client reconnects and resumes by itself).
     @Test func aRemoteLiveQueryFollowsAcrossANodeRestart() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         try SyncProtocolTests.prepare(postgres)
         let directory = try TemporaryDirectory()
@@ -160,12 +160,12 @@ struct SyncClientTests {
         }
         try await next()
         #expect(list.map(psqlText) == (try postgres.rows(SyncProtocolTests.aliceOpenSQL)))
-        try postgres.psql("UPDATE todos SET rank = 0 WHERE id = 20")
+        try await postgres.psql("UPDATE todos SET rank = 0 WHERE id = 20")
         try await next()
         #expect(list.map(psqlText) == (try postgres.rows(SyncProtocolTests.aliceOpenSQL)))
         // The node goes away; writes go on; a node comes back on the same port and replica.
         await node.stop()
-        try postgres.psql("UPDATE todos SET done = true WHERE id = 2; INSERT INTO todos VALUES (200, 'alice', 'x', -1, false)")
+        try await postgres.psql("UPDATE todos SET done = true WHERE id = 2; INSERT INTO todos VALUES (200, 'alice', 'x', -1, false)")
         let restarted = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules,
                                                  directory: directory) { $0.port = port }
         defer { Task { await restarted.stop() } }

@@ -28,7 +28,7 @@ struct SyncProtocolTests {
     /// One Postgres transaction reaches a socket as one frame holding every subscription it
     /// changed, positions only grow, and the rows built from the frames equal Postgres's.
     @Test func eachTransactionIsOneFrameAndRowsEqualPostgres() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         try Self.prepare(postgres)
         let directory = try TemporaryDirectory()
@@ -56,17 +56,17 @@ struct SyncProtocolTests {
         }
         #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
         // One transaction changing both subscriptions: one frame holding both.
-        try postgres.psql("BEGIN; UPDATE todos SET rank = 0 WHERE id = 20; INSERT INTO tags VALUES (3, 'errands'); COMMIT;")
+        try await postgres.psql("BEGIN; UPDATE todos SET rank = 0 WHERE id = 20; INSERT INTO tags VALUES (3, 'errands'); COMMIT;")
         let both = try take(try #require(try await socket.nextSkippingHeartbeats()))
         #expect(both.open && both.tags, "one frame for the transaction")
         // A transaction of another user's rows only: nothing for alice; then one of hers (psql
         // runs the statements of one -c in one transaction).
-        try postgres.psql("UPDATE todos SET title = 'bob''s' WHERE id = 3")
-        try postgres.psql("UPDATE todos SET done = true WHERE id = 4; UPDATE todos SET title = 'milk' WHERE id = 6")
+        try await postgres.psql("UPDATE todos SET title = 'bob''s' WHERE id = 3")
+        try await postgres.psql("UPDATE todos SET done = true WHERE id = 4; UPDATE todos SET title = 'milk' WHERE id = 6")
         let changed = try take(try #require(try await socket.nextSkippingHeartbeats()))
         #expect(changed.open && !changed.tags)
         #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
-        try postgres.psql("UPDATE todos SET rank = 3 WHERE id = 10")
+        try await postgres.psql("UPDATE todos SET rank = 3 WHERE id = 10")
         #expect(try take(try #require(try await socket.nextSkippingHeartbeats())) == (true, false))
         #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
         #expect(tags.rows.map(psqlText) == (try postgres.rows("SELECT id, name FROM tags ORDER BY name, id")))
@@ -75,7 +75,7 @@ struct SyncProtocolTests {
     /// A client that went away resumes by position: one changeset brings it up to date (not a
     /// snapshot), with nothing missed and nothing repeated; another basis gets a snapshot.
     @Test func resumingAfterADisconnectMissesNothingAndRepeatsNothing() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         try Self.prepare(postgres)
         let directory = try TemporaryDirectory()
@@ -91,10 +91,10 @@ struct SyncProtocolTests {
         }
         // While away: many commits, a few touching the window.
         for n in 0..<30 {
-            try postgres.psql(n % 10 == 0 ? "UPDATE todos SET rank = rank + 100 WHERE id = \(2 * (n / 10 + 1))"
+            try await postgres.psql(n % 10 == 0 ? "UPDATE todos SET rank = rank + 100 WHERE id = \(2 * (n / 10 + 1))"
                                           : "UPDATE todos SET title = title || '.' WHERE id = \(2 * n + 1)")
         }
-        try postgres.psql("INSERT INTO todos VALUES (100, 'alice', 'new', 0, false)")
+        try await postgres.psql("INSERT INTO todos VALUES (100, 'alice', 'new', 0, false)")
         let socket = try await TestSocket(url: node.url)
         defer { socket.close() }
         _ = try await socket.hello(try node.token("alice"))
@@ -111,7 +111,7 @@ struct SyncProtocolTests {
             _ = try open.take(next, id: "open")
         }
         // Later commits continue from there.
-        try postgres.psql("UPDATE todos SET title = 'later' WHERE id = 100")
+        try await postgres.psql("UPDATE todos SET title = 'later' WHERE id = 100")
         _ = try open.take(try #require(try await socket.nextSkippingHeartbeats()), id: "open")
         #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
         // Another user presenting alice's basis: a snapshot of bob's rows, never alice's.
@@ -129,7 +129,7 @@ struct SyncProtocolTests {
     /// Every kind of bad input gets an error frame naming it, the socket goes on working, and
     /// other sockets never notice.
     @Test func badInputGetsAClearErrorAndLosesNothing() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         try Self.prepare(postgres)
         let directory = try TemporaryDirectory()
@@ -194,9 +194,9 @@ struct SyncProtocolTests {
         var open = ClientRows()
         try await open.readFirstResult(from: socket, id: "open")
         #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
-        #expect(try postgres.psql("SELECT count(*) FROM todos").trimmingCharacters(in: .whitespacesAndNewlines) == "40")
+        #expect(try await postgres.psql("SELECT count(*) FROM todos").trimmingCharacters(in: .whitespacesAndNewlines) == "40")
         // The bystander saw none of it, and still follows writes.
-        try postgres.psql("UPDATE todos SET title = 'seen' WHERE id = 1")
+        try await postgres.psql("UPDATE todos SET title = 'seen' WHERE id = 1")
         _ = try bystanderRows.take(try #require(try await bystander.nextSkippingHeartbeats()), id: "all")
         #expect(bystanderRows.rows.map(psqlText) == (try postgres.rows("SELECT id, owner, title, rank, done FROM todos WHERE owner = 'bob' ORDER BY id")))
     }
@@ -204,7 +204,7 @@ struct SyncProtocolTests {
     /// A resume that waits for a position the node has not reached does not hold up the
     /// socket's other messages.
     @Test func aResumeThatWaitsDoesNotHoldOtherMessagesUp() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         try Self.prepare(postgres)
         let directory = try TemporaryDirectory()
@@ -223,7 +223,7 @@ struct SyncProtocolTests {
         try await socket.send(.ping)
         guard case .pong? = try await socket.nextSkippingHeartbeats(within: 20) else { Issue.record("no pong"); return }
         try await socket.send(.unsubscribe(id: "later"))
-        try postgres.psql("UPDATE todos SET title = 'still live' WHERE id = 2")
+        try await postgres.psql("UPDATE todos SET title = 'still live' WHERE id = 2")
         let message = try #require(try await socket.nextSkippingHeartbeats(within: 20))
         _ = try open.take(message, id: "open")
         #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
@@ -232,7 +232,7 @@ struct SyncProtocolTests {
     /// A table whose columns change ends its subscriptions (they were compiled for the old
     /// columns) after the frame of that transaction; subscribing again gives the new columns.
     @Test func aTableWhoseColumnsChangeEndsItsSubscriptions() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         try Self.prepare(postgres)
         let directory = try TemporaryDirectory()
@@ -244,7 +244,7 @@ struct SyncProtocolTests {
         try await socket.send(.subscribe(id: "open", query: Self.aliceOpen, resume: nil))
         var open = ClientRows()
         try await open.readFirstResult(from: socket, id: "open")
-        try postgres.psql("ALTER TABLE todos ADD COLUMN note text NOT NULL DEFAULT 'n'")
+        try await postgres.psql("ALTER TABLE todos ADD COLUMN note text NOT NULL DEFAULT 'n'")
         var ended: String?
         while ended == nil, let message = try await socket.nextSkippingHeartbeats() {
             if case .error(.subscriptionEnded, let text, let id) = message, id == "open" { ended = text }
@@ -259,7 +259,7 @@ struct SyncProtocolTests {
     /// Tokens: forged, another protocol or expired at hello close the socket with the reason;
     /// a token that expires while the socket is open closes it then.
     @Test func tokensAreCheckedAtHelloAndOnOpenSockets() async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         try Self.prepare(postgres)
         let directory = try TemporaryDirectory()

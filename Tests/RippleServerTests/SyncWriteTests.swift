@@ -36,7 +36,7 @@ import Testing
     /// both stopped after it.
     func withNode(adjust: (inout SyncServerConfiguration) -> Void = { _ in },
                   _ body: (ThrowawayPostgres, TestNode) async throws -> Void) async throws {
-        let postgres = try ThrowawayPostgres()
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         try Self.prepare(postgres)
         let directory = try TemporaryDirectory()

@@ -7,45 +7,45 @@ import Testing
 /// fail, as a missing Postgres must fail CI).
 @Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync tests skipped"))
 struct ThrowawayPostgresTests {
-    @Test func aClusterStartsWithLogicalDecodingAndIsGoneAfterStop() throws {
-        let postgres = try ThrowawayPostgres()
-        #expect(try postgres.psql("SHOW wal_level").trimmingCharacters(in: .whitespacesAndNewlines) == "logical")
-        #expect(try postgres.psql("SHOW listen_addresses").trimmingCharacters(in: .whitespacesAndNewlines) == "127.0.0.1")
-        try postgres.psql("CREATE TABLE todos(id int PRIMARY KEY, title text); INSERT INTO todos VALUES (1, 'a|b')")
-        #expect(try postgres.psql("SELECT id, title FROM todos") == "1|a|b\n")
+    @Test func aClusterStartsWithLogicalDecodingAndIsGoneAfterStop() async throws {
+        let postgres = try await ThrowawayPostgres.started()
+        #expect(try await postgres.psql("SHOW wal_level").trimmingCharacters(in: .whitespacesAndNewlines) == "logical")
+        #expect(try await postgres.psql("SHOW listen_addresses").trimmingCharacters(in: .whitespacesAndNewlines) == "127.0.0.1")
+        try await postgres.psql("CREATE TABLE todos(id int PRIMARY KEY, title text); INSERT INTO todos VALUES (1, 'a|b')")
+        #expect(try await postgres.psql("SELECT id, title FROM todos") == "1|a|b\n")
         let directory = postgres.directory
         try postgres.stop()
         #expect(!FileManager.default.fileExists(atPath: directory))
     }
 
     /// Two clusters at once: each its own port and directory.
-    @Test func clustersAreIndependent() throws {
-        let first = try ThrowawayPostgres()
-        let second = try ThrowawayPostgres()
+    @Test func clustersAreIndependent() async throws {
+        let first = try await ThrowawayPostgres.started()
+        let second = try await ThrowawayPostgres.started()
         defer {
             try? first.stop()
             try? second.stop()
         }
         #expect(first.port != second.port && first.directory != second.directory)
-        try first.psql("CREATE TABLE only_here(x int)")
-        #expect(throws: ThrowawayPostgresError.self) { try second.psql("SELECT * FROM only_here") }
+        try await first.psql("CREATE TABLE only_here(x int)")
+        await #expect(throws: ThrowawayPostgresError.self) { try await second.psql("SELECT * FROM only_here") }
     }
 
     /// A crash (immediate stop) and a start: committed rows survive, as Postgres recovers.
-    @Test func aKilledClusterRecoversItsCommits() throws {
-        let postgres = try ThrowawayPostgres()
+    @Test func aKilledClusterRecoversItsCommits() async throws {
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try postgres.psql("CREATE TABLE kept(x int); INSERT INTO kept VALUES (7)")
-        try postgres.kill()
-        #expect(throws: ThrowawayPostgresError.self) { try postgres.psql("SELECT 1") }
-        try postgres.start()
-        #expect(try postgres.psql("SELECT x FROM kept") == "7\n")
+        try await postgres.psql("CREATE TABLE kept(x int); INSERT INTO kept VALUES (7)")
+        try await postgres.kill()
+        await #expect(throws: ThrowawayPostgresError.self) { try await postgres.psql("SELECT 1") }
+        try await postgres.start()
+        #expect(try await postgres.psql("SELECT x FROM kept") == "7\n")
     }
 
-    @Test func badSQLIsAnErrorThatSaysWhy() throws {
-        let postgres = try ThrowawayPostgres()
+    @Test func badSQLIsAnErrorThatSaysWhy() async throws {
+        let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        let error = #expect(throws: ThrowawayPostgresError.self) { try postgres.psql("SELEC 1") }
+        let error = await #expect(throws: ThrowawayPostgresError.self) { try await postgres.psql("SELEC 1") }
         #expect(error?.description.contains("syntax error") == true)
     }
 }
