@@ -94,6 +94,26 @@ public final class Database {
             guard let context else { return 0 }
             return Unmanaged<Database>.fromOpaque(context).takeUnretainedValue().commitRequested()
         }, Unmanaged.passUnretained(self).toOpaque())
+        defineOriginFunction()
+    }
+
+    /// The origin of the commit this connection is making for the store (see
+    /// ``Store/commit(_:origin:tag:_:)``); `nil` between commits. SQL reads it as
+    /// `ripple_origin()`.
+    var commitOrigin: CommitOrigin?
+
+    /// Defines `ripple_origin()` on this connection: the name of the origin of the commit being
+    /// made (`'write'`, `'sync'`, …), NULL outside one. Triggers can tell who writes with it, and
+    /// a trigger that calls it makes its table unwritable by connections that are not Ripple's
+    /// (the `sqlite3` shell has no such function: its statement fails).
+    private func defineOriginFunction() {
+        sqlite3_create_function_v2(handle, "ripple_origin", 0, SQLITE_UTF8 | SQLITE_INNOCUOUS,
+                                   Unmanaged.passUnretained(self).toOpaque(), { context, _, _ in
+            guard let context, let data = sqlite3_user_data(context) else { return }
+            let db = Unmanaged<Database>.fromOpaque(data).takeUnretainedValue()
+            guard let origin = db.commitOrigin else { return sqlite3_result_null(context) }
+            sqlite3_result_text(context, origin.rawValue, -1, sqliteTransient)
+        }, nil, nil, nil)
     }
 
     /// How many transactions this connection committed (its own statements' autocommits

@@ -28,3 +28,7 @@ public struct CommitOrigin: RawRepresentable, Hashable, Sendable, CustomStringCo
 
     public var description: String { rawValue }
 }
+
+/// Work run inside a commit of the store, on the writer, with the commit's origin (see
+/// `Store.addCommitParticipant(_:)`).
+package typealias CommitParticipant = @Sendable (Database, CommitOrigin) throws -> Void

@@ -39,6 +39,8 @@ extension Store {
         // outside a transaction may have committed before one of them failed).
         let outcome = try pool.withWriter { db -> Result<T, any Error> in
             let log = try changeLog(of: db)
+            db.commitOrigin = origin
+            defer { db.commitOrigin = nil }
             switch work {
             case .transaction:
                 var recorded: (CommitSummary, FilterMatches)?
@@ -91,6 +93,9 @@ extension Store {
     /// changed rows. `nil` when nothing was recorded.
     private func record(_ db: Database, _ log: ChangeLog?, origin: CommitOrigin,
                         tag: String?) throws -> (CommitSummary, FilterMatches)? {
+        // What the commit's participants add commits with it, or nothing does.
+        let participants = commitParticipants.withLock { $0.isEmpty ? [] : $0.sorted { $0.key < $1.key }.map(\.value) }
+        for participant in participants { try participant(db, origin) }
         // The last moment to refuse: committing to a file no longer at `path` would acknowledge
         // a write that is lost when the store closes.
         try checkFile()
@@ -99,6 +104,23 @@ extension Store {
         if summary == nil && !configuration.readOnly && db.changeLog != nil { summary = try log.recordCommitWithoutVersion(db) }
         guard let summary else { return nil }
         return (summary, observation.evaluateFilters(of: summary, in: db))
+    }
+
+    /// Adds `participant`, run on the writer inside every commit of this store right before its
+    /// version is recorded (whatever the commit's origin): what it writes commits with the
+    /// commit, and its error rolls the whole commit back. A sync client keeps its outbox so.
+    /// Returns a token for ``removeCommitParticipant(_:)``.
+    package func addCommitParticipant(_ participant: @escaping CommitParticipant) -> Int {
+        commitParticipants.withLock { participants in
+            let token = (participants.keys.max() ?? 0) + 1
+            participants[token] = participant
+            return token
+        }
+    }
+
+    /// Removes the participant ``addCommitParticipant(_:)`` returned `token` for.
+    package func removeCommitParticipant(_ token: Int) {
+        commitParticipants.withLock { _ = $0.removeValue(forKey: token) }
     }
 
     /// Looks for other connections' commits on the writer (adopting a write made without Ripple

@@ -96,6 +96,8 @@ public final class Store: Sendable {
     let fileLoss = Locked(false)
     /// When (`DispatchTime` nanoseconds) a check last found the store's files in place; 0: never.
     let fileVerifiedAt = Locked<UInt64>(0)
+    /// Run inside every commit before its version is recorded (see ``addCommitParticipant(_:)``).
+    let commitParticipants = Locked<[Int: CommitParticipant]>([:])
 
     /// Opens (creating if needed) the database file at `path` and brings its schema up to date.
     ///
