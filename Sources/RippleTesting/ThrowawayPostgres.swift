@@ -115,7 +115,7 @@ public final class ThrowawayPostgres: Sendable {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    /// Starts the server (after ``init(settings:)`` it runs; after ``kill()``, this starts it again).
+    /// Starts the server (after ``init(settings:)`` it runs; after ``kill()-19v84``, this starts it again).
     public func start() throws {
         do {
             try runAsServer(binaries + "/pg_ctl", ["-D", dataDirectory, "-l", logFile, "-w", "-t", "60", "start"])
@@ -125,7 +125,7 @@ public final class ThrowawayPostgres: Sendable {
     }
 
     /// Stops the server at once, as a crash would (`pg_ctl stop -m immediate`): it recovers from
-    /// its WAL at the next ``start()``.
+    /// its WAL at the next ``start()-3osgg``.
     public func kill() throws {
         try runAsServer(binaries + "/pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "stop"])
     }
@@ -169,18 +169,18 @@ public final class ThrowawayPostgres: Sendable {
         try await onOwnThread { try ThrowawayPostgres(settings: settings) }
     }
 
-    /// ``start()``, without holding a cooperative thread.
+    /// `start()`, without holding a cooperative thread.
     public func start() async throws { try await Self.onOwnThread { try self.start() } }
-    /// ``kill()``, without holding a cooperative thread.
+    /// `kill()`, without holding a cooperative thread.
     public func kill() async throws { try await Self.onOwnThread { try self.kill() } }
-    /// ``restart(immediate:)``, without holding a cooperative thread.
+    /// `restart(immediate:)`, without holding a cooperative thread.
     public func restart(immediate: Bool = false) async throws { try await Self.onOwnThread { try self.restart(immediate: immediate) } }
-    /// ``psql(_:database:)``, without holding a cooperative thread.
+    /// `psql(_:database:)`, without holding a cooperative thread.
     @discardableResult
     public func psql(_ sql: String, database: String = "postgres") async throws -> String {
         try await Self.onOwnThread { try self.psql(sql, database: database) }
     }
-    /// ``pgbench(_:database:)``, without holding a cooperative thread.
+    /// `pgbench(_:database:)`, without holding a cooperative thread.
     @discardableResult
     public func pgbench(_ arguments: [String], database: String = "postgres") async throws -> String {
         try await Self.onOwnThread { try self.pgbench(arguments, database: database) }
