@@ -206,7 +206,7 @@ extension FrameReader {
         guard byte == UInt8(ascii: "{") else { throw expected("a mutation result (an object)") }
         position += 1
         var seen = Fields()
-        var id: Int?, status: MutationResult.Status?, code: String?, constraint: String?, message: String?
+        var id: Int?, status: MutationResult.Status?, code: String?, constraint: String?, message: String?, lsn: String?
         var first = true
         while try nextMember(&first, of: "a mutation result") {
             let field = try readFieldName()
@@ -223,11 +223,12 @@ extension FrameReader {
             case .code: code = readNull() ? nil : try readString(for: "a result's `code`")
             case .constraint: constraint = readNull() ? nil : try readString(for: "a result's `constraint`")
             case .message: message = readNull() ? nil : try readString(for: "a result's `message`")
+            case .lsn: lsn = readNull() ? nil : try readString(for: "a result's `lsn`")
             default: try skipValue(depth: 4)
             }
         }
         guard let id, let status else { throw SyncFrameError(offset: start, reason: "a mutation result has no `id` or `status`") }
-        return MutationResult(id: Int64(id), status: status, code: code, constraint: constraint, message: message)
+        return MutationResult(id: Int64(id), status: status, code: code, constraint: constraint, message: message, lsn: lsn)
     }
 
     /// Reads a ``WireSnapshot`` object.

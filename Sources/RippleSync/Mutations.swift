@@ -58,8 +58,16 @@ public struct MutationResult: Codable, Hashable, Sendable {
     public var constraint: String?
     /// A sentence for the app's log or its user.
     public var message: String?
+    /// The Postgres position (as in `changes` and `heartbeat`, e.g. `0/16B3748`) at or after
+    /// the commit that stored this result: once the client's position reaches it, the replica's
+    /// frames include the mutation's effects (applied) or show it changed nothing (rejected).
+    /// `nil` only from a server that does not say, or on a rejection the server did not store
+    /// (`out_of_order`, `internal`).
+    public var lsn: String?
 
-    public init(id: Int64, status: Status, code: String? = nil, constraint: String? = nil, message: String? = nil) {
+    public init(id: Int64, status: Status, code: String? = nil, constraint: String? = nil, message: String? = nil,
+                lsn: String? = nil) {
         (self.id, self.status, self.code, self.constraint, self.message) = (id, status, code, constraint, message)
+        self.lsn = lsn
     }
 }

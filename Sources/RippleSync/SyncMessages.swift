@@ -299,6 +299,7 @@ extension ServerMessage {
                 if let code = result.code { out.raw(#","code":"#); out.string(code) }
                 if let constraint = result.constraint { out.raw(#","constraint":"#); out.string(constraint) }
                 if let message = result.message { out.raw(#","message":"#); out.string(message) }
+                if let lsn = result.lsn { out.raw(#","lsn":"#); out.string(lsn) }
                 out.raw("}")
             }
             out.raw("]}")

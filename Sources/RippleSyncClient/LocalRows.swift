@@ -32,8 +32,18 @@ enum LocalRows {
     }
 
     /// Applies `changes` in `db` (one write: the app's live queries see one change).
-    static func apply(_ changes: [LocalChange], in db: Database) throws {
-        for change in changes { try apply(change, in: db) }
+    /// Returns the rows written, per table (for the rebase: see ``Rebase``).
+    @discardableResult
+    static func apply(_ changes: [LocalChange], in db: Database) throws -> [String: TouchedRows] {
+        var touched: [String: TouchedRows] = [:]
+        for change in changes {
+            switch (touched[change.table], try apply(change, in: db)) {
+            case (.all, _), (_, .all): touched[change.table] = .all
+            case (.keys(let earlier), .keys(let keys)): touched[change.table] = .keys(earlier + keys)
+            case (nil, let rows): touched[change.table] = rows
+            }
+        }
+        return touched
     }
 
     /// Forgets `subscription`'s holds, deleting the rows no other subscription holds.
@@ -49,8 +59,10 @@ enum LocalRows {
         }
     }
 
-    private static func apply(_ change: LocalChange, in db: Database) throws {
+    private static func apply(_ change: LocalChange, in db: Database) throws -> TouchedRows {
         try ensureTable(change, in: db)
+        try describe(change, in: db)
+        var touchedKeys: [[SQLValue]] = []
         let table = SQLIdentifier.quoted(change.table)
         let keyNames = change.key.map { change.columns[$0] }
         func keyText(_ row: [WireValue]) -> String {
@@ -84,7 +96,7 @@ enum LocalRows {
                 """, [list, change.table]).map { try $0.value("value", as: String.self) }
             if !unheld.isEmpty {
                 let tableKey = try TableKey(of: change.table, in: db)
-                for key in unheld { try delete(key, of: tableKey, in: db) }
+                for key in unheld { touchedKeys.append(try delete(key, of: tableKey, in: db)) }
             }
         }
         if !entered.isEmpty {
@@ -118,11 +130,29 @@ enum LocalRows {
             while try statement.step() {}
             statement.reset()
         }
-        if let written = change.written {
-            for index in written { try write(change.new[index]) }
-        } else {
+        guard let written = change.written else {
             for row in change.new { try write(row) }
+            return .all
         }
+        for index in written {
+            let row = change.new[index]
+            try write(row)
+            touchedKeys.append(try change.key.map { try WireTypes.localValue(row[$0], kind: kinds[$0]) })
+        }
+        return .keys(touchedKeys)
+    }
+
+    /// Records the synced table's shape for the outbox (its capture of local writes): the
+    /// columns every subscription of it brought, with their wire types, and its key.
+    private static func describe(_ change: LocalChange, in db: Database) throws {
+        var shape = try Outbox.shapeOf(change.table, in: db)
+            ?? Outbox.TableShape(name: change.table, columns: [], types: [], key: [])
+        for (column, type) in zip(change.columns, change.types) where !shape.columns.contains(column) {
+            shape.columns.append(column)
+            shape.types.append(type)
+        }
+        shape.key = change.key.compactMap { shape.columns.firstIndex(of: change.columns[$0]) }
+        try Outbox.describe(shape, in: db)
     }
 
     /// A local table's key, read once for the rows one change deletes: the DELETE by key, and
@@ -156,7 +186,8 @@ enum LocalRows {
     }
 
     /// Deletes the row whose key is `key` (its key values as a JSON array) from `table`.
-    private static func delete(_ key: String, of table: TableKey, in db: Database) throws {
+    @discardableResult
+    private static func delete(_ key: String, of table: TableKey, in db: Database) throws -> [SQLValue] {
         var text = key
         let values: [WireValue]
         do {
@@ -165,7 +196,9 @@ enum LocalRows {
             throw SyncClientError("the held key \(key) is not a list of values: \(error)")
         }
         guard table.types.count == values.count else { throw SyncClientError("the key \(key) does not fit table \(table.table)") }
-        try db.execute(table.delete, try zip(values, table.types).map { value, type in try WireTypes.localValue(value, type: type) })
+        let local = try zip(values, table.types).map { value, type in try WireTypes.localValue(value, type: type) }
+        try db.execute(table.delete, local)
+        return local
     }
 
     /// `list` as a JSON array of strings.

@@ -47,6 +47,16 @@ public actor SyncClient {
     private var outbound: WebSocketOutboundWriter?
     private var connection: Task<Void, Never>?
     private var welcomed = false
+    /// Whether the current connection has a client id to push under.
+    private var canPush = false
+    /// The last mutation sent on the current connection.
+    private var pushedThrough: Int64 = 0
+    /// Follows the store's commits, to push what the app wrote.
+    private var follower: Task<Void, Never>?
+    /// The newest position the server named (a frame, a heartbeat).
+    private var serverPosition: SyncPosition?
+    /// Whether results are kept that wait for the rows that contain them.
+    private var awaitingRows = false
     /// Counts connections, so that a subscription is sent once on each.
     private var connectionNumber = 0
     private var nextRemote = 0
@@ -88,16 +98,51 @@ public actor SyncClient {
     /// - Throws: what preparing the local store throws.
     public func start() throws {
         guard connection == nil else { return }
-        try store.write(origin: .sync, tag: nil) { db in try LocalRows.prepare(db) }
+        let version = try store.write(origin: .sync, tag: nil) { db -> Int64 in
+            try LocalRows.prepare(db)
+            try Outbox.prepare(db)
+            // What other stores on the file wrote while no client ran: one mutation.
+            try Outbox.seal(db)
+            awaitingRows = try db.fetchValue("SELECT 1 FROM ripple_sync_mutations WHERE status IS NOT NULL LIMIT 1", as: Int.self) != nil
+            return try db.fetchValue("SELECT coalesce(max(version), 0) FROM ripple_versions", as: Int64.self) ?? 0
+        }
+        Self.sealing.withLock { stores in
+            guard !stores.contains(ObjectIdentifier(store)) else { return }
+            stores.insert(ObjectIdentifier(store))
+            // Each local commit's captured writes become one mutation, in that commit.
+            _ = store.addCommitParticipant { db, origin in
+                if origin != .sync { try Outbox.seal(db) }
+            }
+        }
+        follower = Task { [store] in
+            do {
+                for try await commit in store.commits(after: version) where commit.origin != .sync {
+                    await self.pushPending()
+                }
+            } catch {
+                self.eventSink.yield(.localFailure(message: "the client stopped following the store's commits: \(error)"))
+            }
+        }
         connection = Task { await self.connectLoop() }
     }
+
+    /// The stores whose commits already seal mutations (one participant per store).
+    private static let sealing = Locked<Set<ObjectIdentifier>>([])
 
     /// Disconnects and stops reconnecting; the local rows stay.
     public func stop() async {
         let task = connection
         connection = nil
+        follower?.cancel()
+        follower = nil
         task?.cancel()
         await task?.value
+    }
+
+    /// How many of the app's mutations the outbox keeps: not yet pushed, pushed without a
+    /// result, or waiting for the rows that contain them.
+    public func pendingMutations() throws -> Int {
+        try store.read { db in try Outbox.count(db) }
     }
 
     /// Subscribes under `id` (the app's name for it, stable across launches: the rows it held in
@@ -164,6 +209,7 @@ public actor SyncClient {
                 eventSink.yield(.disconnected(reason: "\(error)"))
             }
             outbound = nil
+            canPush = false
             if welcomed { delay = minBackoff } else { delay = min(delay * 2, maxBackoff) }
             let jitter = Double.random(in: 0.5...1.0)
             do { try await Task.sleep(for: delay * jitter) } catch { return }
@@ -174,7 +220,8 @@ public actor SyncClient {
         outbound = writer
         connectionNumber += 1
         for id in subscriptions.keys { subscriptions[id]?.live = false }
-        await send(.hello(protocol: SyncProtocol.version, token: token))
+        let client = (try? store.read { db in try Outbox.clientID(db) }) ?? nil
+        await send(.hello(protocol: SyncProtocol.version, token: token, client: client ?? ""))
         for id in subscriptions.keys.sorted() { await sendSubscribe(id) }
     }
 
@@ -203,15 +250,25 @@ public actor SyncClient {
         switch message {
         case .welcome(let welcome):
             welcomed = true
+            serverPosition = SyncPosition(welcome.lsn)
             eventSink.yield(.connected(user: welcome.user, lsn: welcome.lsn))
+            if let id = welcome.client { await adopt(clientID: id, lastApplied: welcome.lastMutation ?? 0) }
         case .changes(let lsn, let snapshots, let changesets):
+            serverPosition = SyncPosition(lsn)
             await apply(lsn: lsn, snapshots: snapshots, changesets: changesets)
-        case .pushed:
-            // (The client does not push yet: its outbox is the next step of writes.)
-            break
+        case .pushed(let results):
+            do {
+                try store.write(origin: .sync, tag: nil) { db in try Outbox.record(results, in: db) }
+                awaitingRows = true
+                await settle()
+            } catch {
+                eventSink.yield(.localFailure(message: "the results of a push could not be kept: \(error)"))
+            }
         case .heartbeat(let lsn), .pong(let lsn):
+            serverPosition = SyncPosition(lsn)
             for (id, subscription) in subscriptions where subscription.live { subscriptions[id]?.result?.lsn = lsn }
             eventSink.yield(.caughtUp(lsn: lsn))
+            await settle()
         case .error(let code, let message, let id):
             eventSink.yield(.serverError(code: code, message: message, subscription: id))
             guard let id, let subscription = subscriptions[id] else { return }
@@ -294,12 +351,22 @@ public actor SyncClient {
         }
         for (id, subscription) in subscriptions where subscription.live { subscriptions[id]?.result?.lsn = lsn }
         if !local.isEmpty {
+            let position = settlingPosition
+            let awaiting = awaitingRows
             do {
-                try store.write(origin: .sync, tag: lsn) { db in try LocalRows.apply(local, in: db) }
+                // The server's rows, then the outbox rebased on them: one local write, one change.
+                let (settled, conflicts) = try store.write(origin: .sync, tag: lsn) { db in
+                    let touched = try LocalRows.apply(local, in: db)
+                    let settled = awaiting ? try position.map { try Outbox.settled(through: $0, in: db) } ?? [] : []
+                    return (settled, try Rebase.run(touched: touched, settled: settled.map(\.id), in: db))
+                }
+                report(settled: settled, conflicts: conflicts)
             } catch {
                 eventSink.yield(.localFailure(message: "the frame at \(lsn) could not be written to the local store: \(error)"))
                 broken.append(contentsOf: local.map(\.subscription))
             }
+        } else {
+            await settle()
         }
         for (continuation, event) in remote { continuation.yield(event) }
         // A changeset that does not fit (the client's rows are not the server's): start afresh.
@@ -311,6 +378,88 @@ public actor SyncClient {
             await sendSubscribe(id)
         }
         eventSink.yield(.applied(lsn: lsn, subscriptions: Set(snapshots.keys).union(changesets.keys).sorted()))
+    }
+
+    // MARK: Writes
+
+    /// The position every local subscription's rows stand at (the oldest of them): a mutation
+    /// whose result stands at or before it is in those rows. With no subscription, the server's.
+    private var settlingPosition: SyncPosition? {
+        let local = subscriptions.values.filter { $0.remote == nil }
+        guard !local.isEmpty else { return serverPosition }
+        var oldest: SyncPosition?
+        for subscription in local {
+            guard let lsn = subscription.result?.lsn, let position = SyncPosition(lsn) else { return nil }
+            oldest = oldest.map { min($0, position) } ?? position
+        }
+        return oldest
+    }
+
+    /// Takes the client id `welcome` gave, and pushes what is pending.
+    private func adopt(clientID id: String, lastApplied: Int64) async {
+        do {
+            let restored = try store.write(origin: .sync, tag: nil) { db -> Bool in
+                // The server applied more of this id than the device ever numbered: the device
+                // was restored from a backup. Its id is given up (a new one comes on reconnecting).
+                if try Outbox.clientID(db) == id, try Outbox.lastAssigned(db) < lastApplied {
+                    try db.execute("DELETE FROM ripple_sync_state WHERE name = 'client_id'")
+                    return true
+                }
+                try Outbox.adopt(clientID: id, lastApplied: lastApplied, in: db)
+                return false
+            }
+            if restored {
+                eventSink.yield(.localFailure(message: "this device is behind its client id (restored from a backup?): reconnecting with a new one"))
+                try? await outbound?.close(.normalClosure, reason: "a new client id")
+                return
+            }
+        } catch {
+            eventSink.yield(.localFailure(message: "the client id could not be kept: \(error)"))
+            return
+        }
+        canPush = true
+        pushedThrough = 0
+        await pushPending()
+    }
+
+    /// Sends the mutations not sent on this connection, in order, in pushes of up to 500.
+    private func pushPending() async {
+        while canPush, outbound != nil {
+            let batch: [Mutation]
+            do {
+                batch = try store.read { db in try Outbox.pending(after: pushedThrough, limit: 500, in: db) }
+            } catch {
+                eventSink.yield(.localFailure(message: "the outbox could not be read: \(error)"))
+                return
+            }
+            guard let last = batch.last else { return }
+            pushedThrough = last.id
+            await send(.push(mutations: batch))
+        }
+    }
+
+    /// Lets go of the mutations whose results the local rows now reflect (their effects arrived
+    /// with the server's rows, or, rejected, they did nothing), rebasing the rows they touched.
+    private func settle() async {
+        guard awaitingRows, let position = settlingPosition else { return }
+        do {
+            let (settled, conflicts, left) = try store.write(origin: .sync, tag: nil) { db in
+                let settled = try Outbox.settled(through: position, in: db)
+                let conflicts = try Rebase.run(touched: [:], settled: settled.map(\.id), in: db)
+                let left = try db.fetchValue("SELECT 1 FROM ripple_sync_mutations WHERE status IS NOT NULL LIMIT 1", as: Int.self) != nil
+                return (settled, conflicts, left)
+            }
+            awaitingRows = left
+            report(settled: settled, conflicts: conflicts)
+        } catch {
+            eventSink.yield(.localFailure(message: "settled mutations could not leave the outbox: \(error)"))
+        }
+    }
+
+    private func report(settled: [MutationResult], conflicts: [(mutation: Int64, reason: String)]) {
+        for result in settled where result.status == .rejected { eventSink.yield(.rejected(result)) }
+        if !settled.isEmpty { eventSink.yield(.settled(mutations: settled.map(\.id))) }
+        for (mutation, reason) in conflicts { eventSink.yield(.conflicted(mutation: mutation, reason: reason)) }
     }
 }
 
@@ -328,6 +477,16 @@ public enum SyncClientEvent: Sendable, Hashable {
     case localFailure(message: String)
     /// The connection ended; the client reconnects.
     case disconnected(reason: String)
+    /// These mutations left the outbox: the local rows now hold the server's rows with their
+    /// effects (the rejected ones, reported by ``rejected(_:)`` before, changed nothing).
+    case settled(mutations: [Int64])
+    /// The server rejected a mutation (``MutationResult/code`` and ``MutationResult/message``
+    /// say why): it left the outbox, and its changes left the local rows.
+    case rejected(MutationResult)
+    /// A pending mutation no longer applies to the local rows (the server deleted or changed
+    /// what it changes): its changes are left out of them, with `reason`. It stays pending, and
+    /// the server decides.
+    case conflicted(mutation: Int64, reason: String)
 }
 
 /// One event of a remote live query: the rows at `lsn` and the changeset from the previous

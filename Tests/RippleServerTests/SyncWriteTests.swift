@@ -77,11 +77,13 @@ import Testing
                 Mutation(id: 3, ops: [MutationOp(.delete, table: "notes", values: ["id": .integer(3)])]),
             ]
             let results = try await socket.push(mutations)
-            #expect(results == mutations.map { MutationResult(id: $0.id, status: .applied) })
+            #expect(results.map(\.withoutLSN) == mutations.map { MutationResult(id: $0.id, status: .applied) })
+            #expect(results.allSatisfy { $0.lsn != nil })
             #expect(try postgres.rows("SELECT id, title, done FROM notes ORDER BY id") == ["1|milk|t", "2|bread|f"])
             #expect(try postgres.rows("SELECT total, applied FROM counters") == ["11|1"])
-            // The same mutations again (a retry after a lost answer): the same results, applied once.
-            #expect(try await socket.push(mutations) == results)
+            // The same mutations again (a retry after a lost answer): the same results (at a
+            // later position), applied once.
+            #expect(try await socket.push(mutations).map(\.withoutLSN) == results.map(\.withoutLSN))
             #expect(try postgres.rows("SELECT total, applied FROM counters") == ["11|1"])
             // A mutation beyond the next one is refused and not applied.
             let gap = try await socket.push([Mutation(id: 5, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(99)])])])
@@ -110,6 +112,71 @@ import Testing
             }
             #expect(try postgres.rows("SELECT count(*) FROM ripple_sync_clients") == clients)
             #expect(try postgres.rows("SELECT count(*) FROM notes WHERE id = 1") == ["1"])
+        }
+    }
+
+    /// A result's `lsn`: every result has one, the socket's position reaches it, and the frames
+    /// up to it hold what the mutation did (an applied one's effect; nothing of a rejected one);
+    /// a mutation pushed again gets its stored result with a position too.
+    @Test func framesUpToAResultsPositionHoldWhatTheMutationDid() async throws {
+        try await withNode { postgres, node in
+            let (socket, _) = try await self.socket(node, "alice")
+            defer { socket.close() }
+            try await socket.send(.subscribe(id: "counters", query: QueryDescription(table: "counters"), resume: nil))
+            var rows = ClientRows()
+            try await rows.readFirstResult(from: socket, id: "counters")
+            #expect(rows.rows.map(psqlText) == ["1|a|10|0"])
+            let applied = Mutation(id: 1, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(11)])])
+            // A check constraint rejects it.
+            let rejected = Mutation(id: 2, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(-1)])])
+
+            let results = try await pushReadingFrames([applied, rejected], on: socket, into: &rows, id: "counters", postgres: postgres)
+            #expect(results.map(\.status) == [.applied, .rejected])
+            // At the results' positions: mutation 1's effect, and nothing of mutation 2.
+            #expect(rows.rows.map(psqlText) == ["1|a|11|1"])
+
+            // Pushed again: the stored results, at positions at or past the first ones.
+            let again = try await pushReadingFrames([applied, rejected], on: socket, into: &rows, id: "counters", postgres: postgres)
+            #expect(again.map(\.withoutLSN) == results.map(\.withoutLSN))
+            for (first, second) in zip(results, again) {
+                #expect(try Self.position(second) >= Self.position(first))
+            }
+            #expect(rows.rows.map(psqlText) == ["1|a|11|1"])
+            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["11|1"])
+        }
+    }
+
+    /// A result's `lsn` as a position.
+    static func position(_ result: MutationResult) throws -> PGOutput.LSN {
+        try #require(result.lsn.flatMap(PGOutput.LSN.init), "mutation \(result.id) has no lsn")
+    }
+
+    /// Pushes `mutations` on `socket` and reads its frames into `rows` (subscription `id`) until
+    /// the `pushed` answer came (frames of the push may come before it) and the socket's
+    /// position reached every result's `lsn`; returns the results.
+    ///
+    /// Once the answer is in, another writer commits to a synced table: the socket's positions
+    /// are those of the replica's commits, and a result's `lsn` (read after its commit) is past
+    /// where that commit's record starts, so only a later commit takes the socket to it.
+    func pushReadingFrames(_ mutations: [Mutation], on socket: TestSocket, into rows: inout ClientRows, id: String,
+                           postgres: ThrowawayPostgres) async throws -> [MutationResult] {
+        try await socket.send(.push(mutations: mutations))
+        var results: [MutationResult]?
+        while true {
+            if let results, let position = PGOutput.LSN(rows.lsn), try results.allSatisfy({ try Self.position($0) <= position }) {
+                return results
+            }
+            guard let message = try await socket.next(within: 20) else { throw SyncClientTestError("the socket closed") }
+            switch message {
+            case .pushed(let answer):
+                #expect(answer.allSatisfy { $0.lsn != nil }, "every result has a position")
+                results = answer
+                try await postgres.psql("INSERT INTO readonly SELECT max(id) + 1 FROM readonly")
+            case .error(let code, let text, _):
+                throw SyncClientTestError("\(code.rawValue): \(text)")
+            default:
+                _ = try rows.take(message, id: id)
+            }
         }
     }
 
@@ -227,5 +294,14 @@ import Testing
             _ = try await laptop.push([Mutation(id: 3, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "tags": .text("c")])])])
             #expect(try postgres.rows("SELECT tags FROM counters") == ["a,b,c"])
         }
+    }
+}
+
+extension MutationResult {
+    /// The result without its position (two answers about one mutation have different ones).
+    var withoutLSN: MutationResult {
+        var result = self
+        result.lsn = nil
+        return result
     }
 }

@@ -442,7 +442,8 @@ enum RandomMessages {
                 MutationResult(id: Int64(int(&random)), status: Bool.random(using: &random) ? .applied : .rejected,
                                code: Bool.random(using: &random) ? string(&random) : nil,
                                constraint: Bool.random(using: &random) ? string(&random) : nil,
-                               message: Bool.random(using: &random) ? string(&random) : nil)
+                               message: Bool.random(using: &random) ? string(&random) : nil,
+                               lsn: Bool.random(using: &random) ? string(&random) : nil)
             })
         case 1: return .heartbeat(lsn: string(&random))
         case 2: return .pong(lsn: string(&random))
@@ -637,7 +638,8 @@ struct Scrambler {
                 object([("id", integerField(Int(result.id))), ("status", string(result.status.rawValue))]
                        + optional("code", result.code.map { string($0) })
                        + optional("constraint", result.constraint.map { string($0) })
-                       + optional("message", result.message.map { string($0) }), unknown: true)
+                       + optional("message", result.message.map { string($0) })
+                       + optional("lsn", result.lsn.map { string($0) }), unknown: true)
             }
             members = [("type", string("pushed")), ("results", array(elements))]
         case .changes(let lsn, let snapshots, let changesets):

@@ -40,6 +40,11 @@ import Testing
             MutationResult(id: 43, status: .rejected, code: "23505", constraint: "todos_title_key",
                            message: "a row with the same unique values exists (constraint todos_title_key)"),
         ])),
+        ("server.pushed-lsn", .pushed(results: [
+            MutationResult(id: 44, status: .applied, lsn: "0/16B3748"),
+            MutationResult(id: 45, status: .rejected, code: "write_rule", message: "the rules do not let this user change that row of todos",
+                           lsn: "0/16B3790"),
+        ])),
     ]
 
     static let clientMessages: [(String, ClientMessage)] = [

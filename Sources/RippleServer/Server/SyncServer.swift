@@ -208,6 +208,28 @@ public final class SyncServer: Sendable {
         if let flushNow { session.flush(upTo: flushNow) }
     }
 
+    /// `results` with the position a socket of this node reaches once its frames contain them.
+    ///
+    /// The writer names a position just past each result's commit; a socket's positions are
+    /// those of replica commits (and a rejected mutation's commit changes no synced table: it
+    /// makes none). So, once the feed has read past the commit (boundedly waited for), each
+    /// result takes the newest finished replica position: the client reaches it with the frames
+    /// it already has or that are on their way, without waiting for another commit. A feed that
+    /// lags beyond the wait leaves the writer's position (reached at the next synced commit).
+    func positioned(_ results: [MutationResult]) async -> [MutationResult] {
+        guard let committed = results.compactMap({ $0.lsn.flatMap(PGOutput.LSN.init) }).max() else { return results }
+        let deadline = ContinuousClock.now + configuration.resumeCatchUpTimeout
+        while feedStatus.withLock({ $0.readThrough }) < committed {
+            guard ContinuousClock.now < deadline, (try? await Task.sleep(for: .milliseconds(1))) != nil else { return results }
+        }
+        let position = timeline.completed.position.description
+        return results.map { result in
+            var positioned = result
+            if positioned.lsn != nil { positioned.lsn = position }
+            return positioned
+        }
+    }
+
     /// The position of a finished replica version (for labelling frames).
     func position(of version: Int64) -> PGOutput.LSN { timeline.position(of: version) }
 

@@ -263,7 +263,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
                         + "new one) to push; if you did, the server could not reach Postgres then: reconnect", id: nil))
             return
         }
-        send(.pushed(results: await server.writer.apply(mutations, client: clientID, user: user)))
+        send(.pushed(results: await server.positioned(await server.writer.apply(mutations, client: clientID, user: user))))
     }
 
     private func subscribe(id: String, query: QueryDescription, resume: ResumePoint?) async {

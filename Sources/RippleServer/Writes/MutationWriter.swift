@@ -26,7 +26,9 @@ public typealias MutationResolver = @Sendable (_ op: MutationOp, _ current: [Str
 ///   two nodes) takes effect once: the second finds the counter moved and gets the first's result.
 /// * Mutations run in transactions of up to ``batchSize`` with `synchronous_commit = on`, each
 ///   in a savepoint: a rejected one is undone alone. Its result (applied, or rejected with a
-///   reason) is a row of `ripple_sync_results` committed with it.
+///   reason) is a row of `ripple_sync_results` committed with it, and is answered with the WAL
+///   position read after that commit (`lsn`): a client keeps the mutation until its
+///   subscriptions stand there.
 /// * Every operation reads its row `FOR UPDATE`; the table's write rule must hold for the row as
 ///   it was (unless new) and as it is after (unless deleted); a `patch` of a row that is gone is
 ///   rejected. A rejected mutation changes nothing but the counter and its result.
@@ -120,18 +122,23 @@ public final class MutationWriter: Sendable {
             do {
                 return .success(try await client.withConnection { connection in
                     try await connection.query("BEGIN", logger: self.logger)
+                    var results: [MutationResult] = []
                     do {
                         try await connection.query("SET LOCAL synchronous_commit = on", logger: self.logger)
-                        var results: [MutationResult] = []
                         for mutation in batch {
                             results.append(try await self.applyInSavepoint(mutation, on: connection, client: clientID, user: user))
                         }
                         try await connection.query("COMMIT", logger: self.logger)
-                        return results
                     } catch {
                         _ = try? await connection.query("ROLLBACK", logger: self.logger)
                         throw error
                     }
+                    // Read after the commit: past it, and past the commits of the results read
+                    // from storage (a mutation applied before), which were visible to the batch.
+                    // Failing here tries the batch again, which then answers the stored results.
+                    let lsn = try await self.position(on: connection)
+                    for index in results.indices { results[index].lsn = lsn }
+                    return results
                 })
             } catch {
                 let rejection = (error as? Rejection) ?? Rejection(error)
@@ -225,25 +232,40 @@ public final class MutationWriter: Sendable {
         do {
             return try await client.withConnection { connection in
                 try await connection.query("BEGIN", logger: self.logger)
+                var answer = result
                 do {
                     let user = try await self.user(of: clientID, on: connection)
-                    guard let user, try await self.moveCounter(on: connection, client: clientID, user: user, to: mutation.id) else {
+                    if let user, try await self.moveCounter(on: connection, client: clientID, user: user, to: mutation.id) {
+                        try await self.store(result, client: clientID, on: connection)
+                        try await connection.query("COMMIT", logger: self.logger)
+                    } else {
                         try await connection.query("ROLLBACK", logger: self.logger)
-                        return try await self.earlierResult(of: mutation, client: clientID, user: user ?? "")
+                        answer = try await self.earlierResult(of: mutation, client: clientID, user: user ?? "", on: connection)
                     }
-                    try await self.store(result, client: clientID, on: connection)
-                    try await connection.query("COMMIT", logger: self.logger)
-                    return result
                 } catch {
                     _ = try? await connection.query("ROLLBACK", logger: self.logger)
                     throw error
                 }
+                // Read after the rejection committed, or after the result stored by another
+                // socket was read (so committed): past either's commit.
+                answer.lsn = try await self.position(on: connection)
+                return answer
             }
         } catch {
             logger.warning("mutation \(mutation.id) of client \(clientID): its rejection could not be stored: \(String(reflecting: error))")
             return MutationResult(id: mutation.id, status: .rejected, code: "internal",
                                   message: "the server could not store the mutation's result; send it again")
         }
+    }
+
+    /// Where Postgres has flushed its WAL to now. Read once a result is known to be committed
+    /// (with `synchronous_commit = on`, its commit record is flushed), it is a position at or
+    /// past that commit (the result's `lsn`) that the feed, which reads flushed WAL, reaches.
+    private func position(on connection: PostgresConnection) async throws -> String {
+        for try await lsn in try await connection.query("SELECT pg_current_wal_flush_lsn()::text", logger: logger).decode(String.self) {
+            return lsn
+        }
+        throw SyncServerError("Postgres gave no WAL position")
     }
 
     private func user(of clientID: String, on connection: PostgresConnection) async throws -> String? {

@@ -1,0 +1,204 @@
+import Foundation
+import Ripple
+import RippleServer
+import RippleSync
+import RippleSyncClient
+import RippleTesting
+import Testing
+
+/// The client's half of writes, against a real node and Postgres: the app writes its local store
+/// as usual, each local transaction becomes one mutation in a durable outbox, the local rows show
+/// the write at once and never flicker while the server catches up, and they end equal to
+/// Postgres — rejections undone with their reason, concurrent edits of a row merged by column,
+/// and nothing lost or applied twice across a restart of the app.
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync write tests skipped"))
+struct SyncClientWriteTests {
+    /// Alice's notes on Postgres, as the local store shows them.
+    static let aliceNotes = "SELECT id, owner, title, coalesce(body, '-'), CASE WHEN done THEN 1 ELSE 0 END FROM notes WHERE owner = 'alice' ORDER BY id"
+    static let localNotes = "SELECT id, owner, title, coalesce(body, '-'), done FROM notes ORDER BY id"
+    static let notes = QueryDescription(table: "notes", order: [OrderDescription(column: "id")])
+
+    /// A device of `user`: a store at `path` and a client of `node` subscribed to `notes`.
+    struct Device {
+        let store: Store
+        let client: SyncClient
+
+        init(_ node: TestNode, user: String, path: String) async throws {
+            store = try Store(path: path)
+            let token = try node.token(user)
+            client = SyncClient(url: node.url, store: store) { token }
+            await client.setBackoff(min: .milliseconds(20), max: .milliseconds(200))
+            try await client.start()
+            try await client.subscribe("notes", SyncClientWriteTests.notes)
+        }
+
+        func rows() throws -> [String] {
+            try store.read { db in
+                guard try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = 'notes'", as: Int.self) == 1 else { return [] }
+                return try db.fetchAll(SyncClientWriteTests.localNotes).map { row in
+                    row.values.map { value -> String in
+                        switch value {
+                        case .integer(let integer): String(integer)
+                        case .text(let text): text
+                        default: "\(value)"
+                        }
+                    }.joined(separator: "|")
+                }
+            }
+        }
+
+        /// Waits until the outbox is empty and the local rows equal `expected` on Postgres.
+        func settles(_ postgres: ThrowawayPostgres, _ expected: String = SyncClientWriteTests.aliceNotes) async throws {
+            try await SyncClientTests.until(client) {
+                try await client.pendingMutations() == 0 && (try rows()) == (try postgres.rows(expected))
+            }
+        }
+    }
+
+    /// Waits for an event of `client` that `match` picks, and returns what it gave.
+    static func event<T: Sendable>(of client: SyncClient, within seconds: Double = 30,
+                                   _ match: @escaping @Sendable (SyncClientEvent) -> T?) async throws -> T {
+        let found = try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                for await event in client.events { if let found = match(event) { return found } }
+                return nil
+            }
+            group.addTask {
+                try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+        guard let found else { throw SyncClientTestError("no such event within \(seconds) s") }
+        return found
+    }
+
+    @Test func localWritesReachPostgresOnceWithoutFlicker() async throws {
+        try await SyncWriteTests().withNode { postgres, node in
+            let directory = try TemporaryDirectory()
+            let device = try await Device(node, user: "alice", path: directory.path("alice.sqlite"))
+            try await device.settles(postgres)
+            // The app's own live query over its local store.
+            let live = device.store.liveQuery(sql: "SELECT id, title FROM notes ORDER BY id", identity: "id")
+            let seen = Locked<[[Int64]]>([])
+            let subscription = live.subscribe(on: .immediate) { event in
+                seen.withLock { $0.append(event.snapshot.compactMap { try? $0.value("id", as: Int64.self) }) }
+            }
+            defer { subscription.cancel() }
+
+            try device.store.write { db in
+                try db.execute("INSERT INTO notes(id, owner, title, body, done) VALUES (10, 'alice', 'eggs', NULL, 0)")
+            }
+            // Optimistic: the local rows have it before the server does.
+            #expect(try device.rows().contains("10|alice|eggs|-|0"))
+            try device.store.write { db in
+                try db.execute("UPDATE notes SET done = 1, body = 'now' WHERE id = 1")
+                try db.execute("INSERT INTO notes(id, owner, title, body, done) VALUES (11, 'alice', 'tea', 'green', 0)")
+            }
+            try device.store.write { db in try db.execute("DELETE FROM notes WHERE id = 11") }
+            try await device.settles(postgres)
+            #expect(try postgres.rows(Self.aliceNotes) == ["1|alice|milk|now|1", "10|alice|eggs|-|0"])
+            // One result per local transaction, each applied once.
+            #expect(try postgres.rows("SELECT mutation_id, status FROM ripple_sync_results ORDER BY mutation_id")
+                        == ["1|applied", "2|applied", "3|applied"])
+            // Once shown, row 10 never left the app's list (no flicker while the server caught up).
+            let snapshots = seen.withLock { $0 }
+            let first = try #require(snapshots.firstIndex { $0.contains(10) })
+            #expect(snapshots[first...].allSatisfy { $0.contains(10) })
+            await device.client.stop()
+        }
+    }
+
+    @Test func aRejectedMutationLeavesTheLocalRowsWithItsReason() async throws {
+        try await SyncWriteTests().withNode { postgres, node in
+            let directory = try TemporaryDirectory()
+            let device = try await Device(node, user: "alice", path: directory.path("alice.sqlite"))
+            try await device.settles(postgres)
+            // Alice may not write a note of Bob's: the write rule rejects it on the server.
+            try device.store.write { db in
+                try db.execute("INSERT INTO notes(id, owner, title, body, done) VALUES (20, 'bob', 'forged', NULL, 0)")
+            }
+            #expect(try device.rows().contains("20|bob|forged|-|0"))
+            let rejection = try await Self.event(of: device.client) { event -> MutationResult? in
+                if case .rejected(let result) = event { return result }
+                return nil
+            }
+            #expect(rejection.id == 1 && rejection.code == "write_rule")
+            #expect(!(try device.rows().contains { $0.hasPrefix("20|") }))
+            #expect(try postgres.rows("SELECT count(*) FROM notes WHERE id = 20") == ["0"])
+            try await device.settles(postgres)
+            await device.client.stop()
+        }
+    }
+
+    @Test func offlineEditsOfOneRowMergeByColumnAndTheLaterArrivalWins() async throws {
+        try await SyncWriteTests().withNode { postgres, node in
+            let directory = try TemporaryDirectory()
+            let phone = try await Device(node, user: "alice", path: directory.path("phone.sqlite"))
+            let laptop = try await Device(node, user: "alice", path: directory.path("laptop.sqlite"))
+            try await phone.settles(postgres)
+            try await laptop.settles(postgres)
+            await phone.client.stop()
+            await laptop.client.stop()
+            // Offline, each edits another column of note 1, and both its title.
+            try phone.store.write { db in try db.execute("UPDATE notes SET body = 'from the phone', title = 'phone' WHERE id = 1") }
+            try laptop.store.write { db in try db.execute("UPDATE notes SET done = 1, title = 'laptop' WHERE id = 1") }
+            try await phone.client.start()
+            try await phone.settles(postgres)
+            try await laptop.client.start()
+            try await laptop.settles(postgres)
+            try await phone.settles(postgres)
+            // Both columns survive; the title pushed last wins, on both devices.
+            #expect(try postgres.rows("SELECT title, body, done FROM notes WHERE id = 1") == ["laptop|from the phone|t"])
+            #expect(try phone.rows() == (try laptop.rows()))
+            await phone.client.stop()
+            await laptop.client.stop()
+        }
+    }
+
+    @Test func aWriteMadeWhileTheAppWasDownIsPushedOnceAfterARestart() async throws {
+        try await SyncWriteTests().withNode { postgres, node in
+            let directory = try TemporaryDirectory()
+            let path = directory.path("alice.sqlite")
+            do {
+                let device = try await Device(node, user: "alice", path: path)
+                try await device.settles(postgres)
+                await device.client.stop()
+                // Written, and the app ends before anything is pushed.
+                try device.store.write { db in
+                    try db.execute("INSERT INTO notes(id, owner, title, body, done) VALUES (30, 'alice', 'offline', NULL, 0)")
+                }
+            }
+            let device = try await Device(node, user: "alice", path: path)
+            try await device.settles(postgres)
+            #expect(try postgres.rows("SELECT count(*) FROM notes WHERE id = 30") == ["1"])
+            #expect(try postgres.rows("SELECT count(*) FROM ripple_sync_results") == ["1"])
+            await device.client.stop()
+        }
+    }
+
+    /// A program that is not Ripple cannot write a synced table (its write could not become a
+    /// mutation, and the next rebase would erase it): the `sqlite3` shell fails, changing nothing.
+    @Test func aWriteAroundRippleIsRefused() async throws {
+        try await SyncWriteTests().withNode { postgres, node in
+            let directory = try TemporaryDirectory()
+            let path = directory.path("alice.sqlite")
+            let device = try await Device(node, user: "alice", path: path)
+            try await device.settles(postgres)
+            let shell = Process()
+            shell.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+            shell.arguments = [path, "INSERT INTO notes(id, owner, title, done) VALUES (40, 'alice', 'around', 0)"]
+            let errors = Pipe()
+            shell.standardError = errors
+            try shell.run()
+            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            shell.waitUntilExit()
+            #expect(shell.terminationStatus != 0)
+            #expect(message.contains("ripple_origin"))
+            #expect(!(try device.rows().contains { $0.hasPrefix("40|") }))
+            #expect(try await device.client.pendingMutations() == 0)
+            await device.client.stop()
+        }
+    }
+}
