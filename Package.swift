@@ -80,7 +80,7 @@ let package = Package(
         ]),
         // The `ripple-server` command: a node, its demo, and a terminal subscriber.
         .executableTarget(name: "RippleServerCLI", dependencies: [
-            "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple",
+            "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple", "RippleDiffTesting",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "Logging", package: "swift-log"),
@@ -90,7 +90,7 @@ let package = Package(
         .testTarget(name: "RippleSyncTests", dependencies: ["RippleSync", "RippleDiff", "RippleDiffTesting"],
                     resources: [.copy("Golden")]),
         .testTarget(name: "RippleServerTests", dependencies: [
-            "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple",
+            "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple", "RippleDiffTesting",
             .product(name: "WSClient", package: "swift-websocket"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "Logging", package: "swift-log"),

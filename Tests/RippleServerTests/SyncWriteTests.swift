@@ -153,11 +153,8 @@ import Testing
 
     /// Pushes `mutations` on `socket` and reads its frames into `rows` (subscription `id`) until
     /// the `pushed` answer came (frames of the push may come before it) and the socket's
-    /// position reached every result's `lsn`; returns the results.
-    ///
-    /// Once the answer is in, another writer commits to a synced table: the socket's positions
-    /// are those of the replica's commits, and a result's `lsn` (read after its commit) is past
-    /// where that commit's record starts, so only a later commit takes the socket to it.
+    /// position reached every result's `lsn`, with no other writer (the node answers with a
+    /// position its frames reach); returns the results.
     func pushReadingFrames(_ mutations: [Mutation], on socket: TestSocket, into rows: inout ClientRows, id: String,
                            postgres: ThrowawayPostgres) async throws -> [MutationResult] {
         try await socket.send(.push(mutations: mutations))
@@ -171,7 +168,6 @@ import Testing
             case .pushed(let answer):
                 #expect(answer.allSatisfy { $0.lsn != nil }, "every result has a position")
                 results = answer
-                try await postgres.psql("INSERT INTO readonly SELECT max(id) + 1 FROM readonly")
             case .error(let code, let text, _):
                 throw SyncClientTestError("\(code.rawValue): \(text)")
             default:
