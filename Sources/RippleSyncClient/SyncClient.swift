@@ -480,7 +480,7 @@ public enum SyncClientEvent: Sendable, Hashable {
     /// These mutations left the outbox: the local rows now hold the server's rows with their
     /// effects (the rejected ones, reported by ``rejected(_:)`` before, changed nothing).
     case settled(mutations: [Int64])
-    /// The server rejected a mutation (``MutationResult/code`` and ``MutationResult/message``
+    /// The server rejected a mutation (the result's `code` and `message`
     /// say why): it left the outbox, and its changes left the local rows.
     case rejected(MutationResult)
     /// A pending mutation no longer applies to the local rows (the server deleted or changed
