@@ -139,12 +139,13 @@ enum Outbox {
     /// stores on the file captured). Returns the id, or `nil` when nothing was captured.
     @discardableResult
     static func seal(_ db: Database) throws -> Int64? {
-        guard try db.fetchValue("SELECT 1 FROM ripple_sync_ops WHERE mutation IS NULL LIMIT 1", as: Int.self) != nil else { return nil }
+        // One statement when the commit captured nothing (most commits of an app's other tables).
+        try db.execute("UPDATE ripple_sync_ops SET mutation = (SELECT value + 1 FROM ripple_sync_state WHERE name = 'last_assigned') "
+                       + "WHERE mutation IS NULL")
+        guard db.changedRowCount > 0 else { return nil }
         try db.execute("UPDATE ripple_sync_state SET value = value + 1 WHERE name = 'last_assigned'")
-        let id = try lastAssigned(db)
-        try db.execute("UPDATE ripple_sync_ops SET mutation = ? WHERE mutation IS NULL", [id])
-        try db.execute("INSERT INTO ripple_sync_mutations(id) VALUES (?)", [id])
-        return id
+        try db.execute("INSERT INTO ripple_sync_mutations(id) SELECT value FROM ripple_sync_state WHERE name = 'last_assigned'")
+        return db.lastInsertedRowID
     }
 
     /// The newest mutation id given (0: none yet).

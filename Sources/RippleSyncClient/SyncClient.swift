@@ -257,13 +257,7 @@ public actor SyncClient {
             serverPosition = SyncPosition(lsn)
             await apply(lsn: lsn, snapshots: snapshots, changesets: changesets)
         case .pushed(let results):
-            do {
-                try store.write(origin: .sync, tag: nil) { db in try Outbox.record(results, in: db) }
-                awaitingRows = true
-                await settle()
-            } catch {
-                eventSink.yield(.localFailure(message: "the results of a push could not be kept: \(error)"))
-            }
+            await settle(recording: results)
         case .heartbeat(let lsn), .pong(let lsn):
             serverPosition = SyncPosition(lsn)
             for (id, subscription) in subscriptions where subscription.live { subscriptions[id]?.result?.lsn = lsn }
@@ -422,12 +416,15 @@ public actor SyncClient {
         await pushPending()
     }
 
-    /// Sends the mutations not sent on this connection, in order, in pushes of up to 500.
+    /// The most mutations one `push` carries.
+    public static let pushSize = 500
+
+    /// Sends the mutations not sent on this connection, in order, in pushes of up to ``pushSize``.
     private func pushPending() async {
         while canPush, outbound != nil {
             let batch: [Mutation]
             do {
-                batch = try store.read { db in try Outbox.pending(after: pushedThrough, limit: 500, in: db) }
+                batch = try store.read { db in try Outbox.pending(after: pushedThrough, limit: Self.pushSize, in: db) }
             } catch {
                 eventSink.yield(.localFailure(message: "the outbox could not be read: \(error)"))
                 return
@@ -440,11 +437,14 @@ public actor SyncClient {
 
     /// Lets go of the mutations whose results the local rows now reflect (their effects arrived
     /// with the server's rows, or, rejected, they did nothing), rebasing the rows they touched.
-    private func settle() async {
-        guard awaitingRows, let position = settlingPosition else { return }
+    /// `recording`: results of a push, kept first in the same write.
+    private func settle(recording results: [MutationResult] = []) async {
+        guard awaitingRows || !results.isEmpty else { return }
+        let position = settlingPosition
         do {
             let (settled, conflicts, left) = try store.write(origin: .sync, tag: nil) { db in
-                let settled = try Outbox.settled(through: position, in: db)
+                try Outbox.record(results, in: db)
+                let settled = try position.map { try Outbox.settled(through: $0, in: db) } ?? []
                 let conflicts = try Rebase.run(touched: [:], settled: settled.map(\.id), in: db)
                 let left = try db.fetchValue("SELECT 1 FROM ripple_sync_mutations WHERE status IS NOT NULL LIMIT 1", as: Int.self) != nil
                 return (settled, conflicts, left)

@@ -31,9 +31,9 @@ import RippleTesting
 struct SyncBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
-        abstract: "Ripple Sync against its floors (S1–S5): bytes, latency, fan-out, initial sync, resume.")
+        abstract: "Ripple Sync against its floors (S1–S5, W1–W3): bytes, latency, fan-out, initial sync, resume, writes.")
 
-    @Option(help: "Run only this workload: S1, S2, S3, S4 or S5 (default: all).")
+    @Option(help: "Run only this workload: S1…S5, W1…W3 (default: all).")
     var workload: SyncWorkload?
 
     @Option(help: "S2: timed commits per impl.")
@@ -45,6 +45,9 @@ struct SyncBenchmark: ParsableCommand {
     @Option(help: "S4: rows synced.")
     var rows = 100_000
 
+    @Option(help: "W3: mutations written offline.")
+    var offline = 10_000
+
     @Option(help: "Seconds after which a run that has not finished stops its clusters and fails.")
     var watchdog: Double = 280
 
@@ -52,6 +55,7 @@ struct SyncBenchmark: ParsableCommand {
         if samples < 10 { throw ValidationError("--samples must be at least 10") }
         if commits < 100 { throw ValidationError("--commits must be at least 100") }
         if rows < 1 { throw ValidationError("--rows must be at least 1") }
+        if offline < 1 { throw ValidationError("--offline must be at least 1") }
         if watchdog <= 0 { throw ValidationError("--watchdog must be positive") }
         if case .missing(let reason) = ThrowawayPostgres.availability { throw ValidationError(reason) }
     }
@@ -110,6 +114,8 @@ struct SyncBenchmark: ParsableCommand {
         }
         if chosen.contains(.s3) { failures += await SyncFanout(commits: commits).run() }
         if chosen.contains(.s4) { failures += await SyncInitialSync(rows: rows).run() }
+        let writes = chosen.filter { [.w1, .w2, .w3].contains($0) }
+        if !writes.isEmpty { failures += await SyncWrites(samples: samples, offline: offline).run(writes) }
         if !SyncProgress.isAbandoned {
             Report.emit([("bench", "sync"), ("info", "run"), ("seconds", .number((ContinuousClock.now - started).seconds))])
         }
@@ -154,7 +160,7 @@ enum SyncProgress {
 
 /// The names of the sync workloads, as given to `--workload`.
 enum SyncWorkload: String, CaseIterable, ExpressibleByArgument, Sendable {
-    case s1 = "S1", s2 = "S2", s3 = "S3", s4 = "S4", s5 = "S5"
+    case s1 = "S1", s2 = "S2", s3 = "S3", s4 = "S4", s5 = "S5", w1 = "W1", w2 = "W2", w3 = "W3"
 }
 
 /// How a sync workload prints its lines.
