@@ -59,6 +59,15 @@ enum Outbox {
         try installCapture(shape, in: db)
     }
 
+    /// Makes the capture of every recorded table again (when the client starts: a store written
+    /// by an older client gets the current triggers and indexes).
+    static func refreshCaptures(_ db: Database) throws {
+        let tables = try db.fetchAll("SELECT table_name FROM ripple_sync_tables").map { try $0.value("table_name", as: String.self) }
+        for table in tables {
+            if let shape = try shapeOf(table, in: db) { try installCapture(shape, in: db) }
+        }
+    }
+
     /// The shape recorded for `table` (`nil`: not a synced table).
     static func shapeOf(_ table: String, in db: Database) throws -> TableShape? {
         guard let row = try db.fetchOne("SELECT columns, types, key FROM ripple_sync_tables WHERE table_name = ?", [table]) else {
@@ -83,6 +92,9 @@ enum Outbox {
             CREATE TABLE IF NOT EXISTS \(baseTable(shape.name)) (ripple_present INTEGER NOT NULL, \(names.joined(separator: ", ")),
                 PRIMARY KEY (\(keys.joined(separator: ", "))))
             """)
+        // A rebase finds the pending operations on a row by its key.
+        try db.execute("CREATE INDEX IF NOT EXISTS \(SQLIdentifier.quoted("ripple_sync_values_by_key:" + shape.name)) "
+                       + "ON \(valuesTable(shape.name)) (\(keys.joined(separator: ", ")))")
         for shadow in [valuesTable(shape.name), baseTable(shape.name)] {
             let existing = Set(try db.fetchAll("SELECT name FROM pragma_table_info(?)", [unquoted(shadow)])
                 .map { try $0.value("name", as: String.self) })

@@ -101,6 +101,7 @@ public actor SyncClient {
         let version = try store.write(origin: .sync, tag: nil) { db -> Int64 in
             try LocalRows.prepare(db)
             try Outbox.prepare(db)
+            try Outbox.refreshCaptures(db)
             // What other stores on the file wrote while no client ran: one mutation.
             try Outbox.seal(db)
             awaitingRows = try db.fetchValue("SELECT 1 FROM ripple_sync_mutations WHERE status IS NOT NULL LIMIT 1", as: Int.self) != nil

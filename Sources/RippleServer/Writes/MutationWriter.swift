@@ -65,6 +65,7 @@ public final class MutationWriter: Sendable {
                 status text NOT NULL, code text, constraint_name text, message text,
                 applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (client_id, mutation_id))
             """, logger: logger)
+        try await client.query(PostgresQuery(unsafeSQL: MutationBatch.function), logger: logger)
     }
 
     /// The client id for `user` on a device that claims `claimed` (the id the server gave it
@@ -125,8 +126,13 @@ public final class MutationWriter: Sendable {
                     var results: [MutationResult] = []
                     do {
                         try await connection.query("SET LOCAL synchronous_commit = on", logger: self.logger)
-                        for mutation in batch {
-                            results.append(try await self.applyInSavepoint(mutation, on: connection, client: clientID, user: user))
+                        if batch.contains(where: { $0.ops.contains { self.resolvers[$0.table] != nil } }) {
+                            // A resolver runs in the node: statement by statement.
+                            for mutation in batch {
+                                results.append(try await self.applyInSavepoint(mutation, on: connection, client: clientID, user: user))
+                            }
+                        } else {
+                            results = try await self.applyInPostgres(batch, on: connection, client: clientID, user: user)
                         }
                         try await connection.query("COMMIT", logger: self.logger)
                     } catch {
@@ -284,13 +290,7 @@ public final class MutationWriter: Sendable {
         try validate(incoming, of: table)
         let rule = try rules.writeRule(of: table.name, for: user)
         // The row as it stands, locked, and whether the user may write it.
-        var read = PostgresStatement()
-        read.sql = "SELECT "
-        if let rule { try read.append(rule, of: table) } else { read.sql += "TRUE" }
-        for name in table.columns { read.sql += ", \(SQLIdentifier.quoted(name))::text" }
-        read.sql += " FROM \(table.quoted) WHERE "
-        read.appendKey(of: table, incoming.values)
-        read.sql += " FOR UPDATE"
+        let read = try Self.lockedRead(incoming, of: table, rule: rule, withValues: true)
         var current: [String: WireValue]?
         var allowed = true
         for try await row in try await connection.query(read.query, logger: logger) {
@@ -320,7 +320,38 @@ public final class MutationWriter: Sendable {
                 throw Rejection(code: "resolver", message: reason)
             }
         }
-        var write = PostgresStatement()
+        if current == nil && op.kind == .patch {
+            throw Rejection(code: "row_gone", message: "the row of \(table.name) this mutation changes no longer exists")
+        }
+        if current == nil && op.kind == .delete { return }
+        guard let write = Self.write(op, of: table) else { return }
+        try await connection.query(write.query, logger: logger)
+        // The row as the operation left it must be one the user may write.
+        guard let check = try Self.ruleAfter(op, of: table, rule: rule) else { return }
+        for try await allowedAfter in try await connection.query(check.query, logger: logger).decode(Bool?.self) where allowedAfter != true {
+            throw Rejection(code: "write_rule", message: "the rules do not let this user write that row of \(table.name)")
+        }
+    }
+
+    // MARK: Statements of an operation
+
+    /// `SELECT <the write rule, or TRUE> FROM table WHERE <key> FOR UPDATE` (`withValues`: and
+    /// every column as text, for a resolver).
+    private static func lockedRead(_ op: MutationOp, of table: WritableTable, rule: FilterDescription?, withValues: Bool,
+                                   packed: Bool = false) throws -> PostgresStatement {
+        var read = PostgresStatement(packed: packed)
+        read.sql = "SELECT "
+        if let rule { try read.append(rule, of: table) } else { read.sql += "TRUE" }
+        if withValues { for name in table.columns { read.sql += ", \(SQLIdentifier.quoted(name))::text" } }
+        read.sql += " FROM \(table.quoted) WHERE "
+        read.appendKey(of: table, op.values)
+        read.sql += " FOR UPDATE"
+        return read
+    }
+
+    /// The statement that writes `op` (`nil`: a patch that changes no column).
+    private static func write(_ op: MutationOp, of table: WritableTable, packed: Bool = false) -> PostgresStatement? {
+        var write = PostgresStatement(packed: packed)
         switch op.kind {
         case .put:
             let names = table.columns
@@ -334,11 +365,8 @@ public final class MutationWriter: Sendable {
             write.sql += others.isEmpty ? "NOTHING"
                 : "UPDATE SET " + others.map { "\(SQLIdentifier.quoted($0)) = EXCLUDED.\(SQLIdentifier.quoted($0))" }.joined(separator: ", ")
         case .patch:
-            guard current != nil else {
-                throw Rejection(code: "row_gone", message: "the row of \(table.name) this mutation changes no longer exists")
-            }
             let changed = op.values.keys.filter { !table.key.contains($0) }.sorted()
-            guard !changed.isEmpty else { return }
+            guard !changed.isEmpty else { return nil }
             write.sql = "UPDATE \(table.quoted) SET "
             for (offset, name) in changed.enumerated() {
                 if offset > 0 { write.sql += ", " }
@@ -348,21 +376,65 @@ public final class MutationWriter: Sendable {
             write.sql += " WHERE "
             write.appendKey(of: table, op.values)
         case .delete:
-            guard current != nil else { return }
             write.sql = "DELETE FROM \(table.quoted) WHERE "
             write.appendKey(of: table, op.values)
         }
-        try await connection.query(write.query, logger: logger)
-        // The row as the operation left it must be one the user may write.
-        guard let rule, op.kind != .delete else { return }
-        var check = PostgresStatement()
+        return write
+    }
+
+    /// `SELECT <the write rule> FROM table WHERE <key>`, for the row as `op` left it (`nil`: no
+    /// rule, or a delete).
+    private static func ruleAfter(_ op: MutationOp, of table: WritableTable, rule: FilterDescription?,
+                                  packed: Bool = false) throws -> PostgresStatement? {
+        guard let rule, op.kind != .delete else { return nil }
+        var check = PostgresStatement(packed: packed)
         check.sql = "SELECT "
         try check.append(rule, of: table)
         check.sql += " FROM \(table.quoted) WHERE "
         check.appendKey(of: table, op.values)
-        for try await allowedAfter in try await connection.query(check.query, logger: logger).decode(Bool?.self) where allowedAfter != true {
-            throw Rejection(code: "write_rule", message: "the rules do not let this user write that row of \(table.name)")
+        return check
+    }
+
+    // MARK: A batch in one round trip
+
+    /// `batch` applied by `ripple_sync_apply` in one statement (see ``MutationBatch``), inside
+    /// the caller's transaction. A mutation the node refuses before Postgres sees it (a table
+    /// the rules do not let the user write, an unknown column) still goes, as a rejection: its
+    /// counter moves in order.
+    private func applyInPostgres(_ batch: [Mutation], on connection: PostgresConnection, client clientID: String,
+                                 user: String) async throws -> [MutationResult] {
+        var planned: [MutationBatch.PlannedMutation] = []
+        for mutation in batch {
+            var entry = MutationBatch.PlannedMutation(id: mutation.id, ops: [], reject: nil)
+            do {
+                for op in mutation.ops { entry.ops.append(try await plan(op, user: user)) }
+            } catch let error where !(error is PSQLError) {
+                let rejection = (error as? Rejection) ?? Rejection(error)
+                entry = MutationBatch.PlannedMutation(id: mutation.id, ops: [],
+                                                      reject: .init(code: rejection.code, message: rejection.message))
+            }
+            planned.append(entry)
         }
+        let json = String(decoding: try JSONEncoder().encode(planned), as: UTF8.self)
+        for try await answer in try await connection.query("SELECT ripple_sync_apply(\(clientID)::uuid, \(user), \(json)::jsonb)::text",
+                                                            logger: logger).decode(String.self) {
+            let results = try MutationBatch.results(from: answer)
+            guard results.map(\.id) == batch.map(\.id) else { throw SyncServerError("ripple_sync_apply answered other mutations") }
+            return results
+        }
+        throw SyncServerError("ripple_sync_apply answered nothing")
+    }
+
+    /// One operation's statements for ``MutationBatch``'s function.
+    private func plan(_ op: MutationOp, user: String) async throws -> MutationBatch.PlannedOp {
+        let table = try await writable(op.table, user: user)
+        try validate(op, of: table)
+        let rule = try rules.writeRule(of: table.name, for: user)
+        let read = try Self.lockedRead(op, of: table, rule: rule, withValues: false, packed: true)
+        let write = Self.write(op, of: table, packed: true)
+        let check = write == nil ? nil : try Self.ruleAfter(op, of: table, rule: rule, packed: true)
+        return MutationBatch.PlannedOp(kind: op.kind.rawValue, table: table.name, read: read.sql, readArgs: read.packed ?? [],
+                                       write: write?.sql, writeArgs: write?.packed, check: check?.sql, checkArgs: check?.packed)
     }
 
     /// An operation's shape against its table: known columns, the whole key, every column for
@@ -425,16 +497,23 @@ struct Rejection: Error {
     init(_ error: any Error) {
         guard let error = error as? PSQLError else {
             // Not Postgres's (a bug, or a rule that names no column): trying again would not help.
-            (code, message) = ("internal", "the server failed: \(type(of: error))")
+            self.init(code: "internal", message: "the server failed: \(type(of: error))")
             return
         }
         guard let state = error.serverInfo?[.sqlState] else {
             // No answer from Postgres: the connection failed or closed.
-            (code, message, isTransient) = ("08000", "the connection to Postgres failed", true)
+            self.init(code: "08000", message: "the connection to Postgres failed")
+            isTransient = true
             return
         }
+        self.init(state: state, constraint: error.serverInfo?[.constraintName])
+    }
+
+    /// The rejection for Postgres's SQLSTATE `state` (and the constraint it named): a message of
+    /// Ripple's own, never Postgres's text or DETAIL.
+    init(state: String, constraint: String?) {
         code = state
-        constraint = error.serverInfo?[.constraintName]
+        self.constraint = constraint
         isTransient = state == "40001" || state == "40P01" || state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53")
         let what = switch state {
         case "23505": "a row with the same unique values exists"

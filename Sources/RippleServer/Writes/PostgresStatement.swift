@@ -22,13 +22,27 @@ struct WritableTable: Sendable {
 struct PostgresStatement {
     var sql = ""
     var bindings = PostgresBindings()
+    /// Packed: the values go to one JSON array, the statement's only parameter (`$1`), each read
+    /// as `$1->>n` (for ``MutationBatch``'s function, which runs statements with one argument).
+    private(set) var packed: [String?]?
     private var count = 0
+
+    init(packed: Bool = false) {
+        if packed { self.packed = [] }
+    }
 
     /// Appends `$n` bound to `value` in its text form, cast to `type` (`nil`: left as text).
     mutating func bind(_ value: WireValue, as type: String?) {
-        count += 1
-        bindings.append(Self.text(of: value))
-        sql += type.map { "CAST($\(count) AS \($0))" } ?? "$\(count)"
+        let parameter: String
+        if packed != nil {
+            parameter = "($1->>\(packed!.count))"
+            packed!.append(Self.text(of: value))
+        } else {
+            count += 1
+            bindings.append(Self.text(of: value))
+            parameter = "$\(count)"
+        }
+        sql += type.map { "CAST(\(parameter) AS \($0))" } ?? parameter
     }
 
     var query: PostgresQuery { PostgresQuery(unsafeSQL: sql, binds: bindings) }
