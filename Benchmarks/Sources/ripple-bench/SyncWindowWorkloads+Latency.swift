@@ -41,7 +41,7 @@ struct SyncLatencyResults {
             lines.target("ripple/peek-floor p50_ratio <= 3", ratio, met: ratio <= Self.targetFloorRatio)
             if ratio > Self.targetFloorRatio, let poll = latencies["poll-peek"]?.percentile(0.5) {
                 func us(_ value: Double) -> String { JSONValue.number(value).json + " µs" }
-                Report.note("S2: of ripple's p50 \(us(p50)), the node's way to the changes alone (poll-peek: a poll every \(SyncServerConfiguration.defaultPollInterval), "
+                Report.note("S2: of ripple's p50 \(us(p50)), the node's way to the changes alone (poll-peek: a poll every \(SyncServerConfiguration.defaultPollInterval), \(SyncServerConfiguration.defaultActivePollInterval) while commits come, "
                             + "peek, advance, peek) takes \(us(poll)) where a bare peek loop takes "
                             + "\(us(floor.percentile(0.5))); the other \(us(p50 - poll)) go to applying the commit to the replica, "
                             + "re-evaluating the subscription and sending its frame")
@@ -197,8 +197,9 @@ extension SyncWindowWorkloads {
     }
 
     /// The node's own way to the changes, without applying them (where S2's time goes): its
-    /// feed's loop — `pg_current_wal_flush_lsn()` every `SyncServerConfiguration`'s default
-    /// `pollInterval` until it moves, then a peek (the session's text forms set once), an
+    /// feed's loop — `pg_current_wal_flush_lsn()` on the node's default schedule (every
+    /// `pollInterval`, every `activePollInterval` for a while after the WAL moved) until it
+    /// moves, then a peek (the session's text forms set once), an
     /// advance past what it returned, and a peek again until empty.
     private func pollPeek(cluster: SyncCluster, writer: PostgresConnection,
                           ids: [Int64]) async throws -> (SyncLatencies, SyncLatencies) {
@@ -215,14 +216,19 @@ extension SyncWindowWorkloads {
         let loop = Task {
             defer { arrivals.finish() }
             var seen = ""
+            var movedAt = ContinuousClock.now - ReplicaFeed.activeWindow
             while running.withLock({ $0 }) {
                 var flushed = ""
                 for try await text in try await reader.query("SELECT pg_current_wal_flush_lsn()::text", logger: quietLogger)
                     .decode(String.self) { flushed = text }
                 guard flushed != seen else {
-                    try await Task.sleep(for: SyncServerConfiguration.defaultPollInterval)
+                    // The node's schedule: more often for a while after the WAL moved.
+                    let active = ContinuousClock.now - movedAt < ReplicaFeed.activeWindow
+                    try await Task.sleep(for: active ? SyncServerConfiguration.defaultActivePollInterval
+                                                     : SyncServerConfiguration.defaultPollInterval)
                     continue
                 }
+                movedAt = .now
                 while true {
                     var last: String?
                     let rows = try await reader.query("""

@@ -360,7 +360,7 @@ public actor ReplicaFeed {
         }
     }
 
-    /// Follows Postgres until the task is cancelled: prepares, then ``follow(pollInterval:read:)``.
+    /// Follows Postgres until the task is cancelled: prepares, then ``follow(pollInterval:activePollInterval:read:)``.
     ///
     /// - Throws: what ``prepare()`` or ``catchUp(confirm:)`` throws (Postgres gone, a value that
     ///   does not fit its type); `CancellationError` when cancelled.
@@ -370,26 +370,35 @@ public actor ReplicaFeed {
     }
 
     /// Catches up, then watches the flushed end of the WAL (`pg_current_wal_flush_lsn()`, a
-    /// cheap read: decoding sees only flushed WAL) every `pollInterval` and catches up whenever
-    /// it moved, until the task is cancelled. `read` hears each position the replica has read
+    /// cheap read: decoding sees only flushed WAL) every `pollInterval` — every
+    /// `activePollInterval`, when given, for ``activeWindow`` after it last moved — and catches
+    /// up whenever it moved, until the task is cancelled. `read` hears each position the replica has read
     /// through (after a catch-up, and at each look that found nothing new).
     ///
     /// - Throws: what ``catchUp(confirm:)`` throws; `CancellationError` when cancelled.
-    public func follow(pollInterval: Duration = .milliseconds(5), read: @Sendable (PGOutput.LSN) -> Void = { _ in }) async throws {
+    public func follow(pollInterval: Duration = .milliseconds(5), activePollInterval: Duration? = nil,
+                       read: @Sendable (PGOutput.LSN) -> Void = { _ in }) async throws {
         var seen = PGOutput.LSN(0)
+        var movedAt = ContinuousClock.now - Self.activeWindow
         while true {
             try Task.checkCancellation()
             let flushed = try await flushedPosition()
             if flushed != seen {
                 try await catchUp()
                 seen = flushed
+                movedAt = .now
                 read(flushed)
             } else {
                 read(flushed)
-                try await Task.sleep(for: pollInterval)
+                let active = activePollInterval.map { ContinuousClock.now - movedAt < Self.activeWindow ? $0 : pollInterval }
+                try await Task.sleep(for: active ?? pollInterval)
             }
         }
     }
+
+    /// How long after the WAL last moved ``follow(pollInterval:activePollInterval:read:)`` looks
+    /// every `activePollInterval`: 100 ms.
+    public static let activeWindow: Duration = .milliseconds(100)
 
     /// The end of the WAL Postgres has flushed (what decoding can see so far).
     public func flushedPosition() async throws -> PGOutput.LSN {

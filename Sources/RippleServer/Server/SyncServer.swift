@@ -145,14 +145,15 @@ public final class SyncServer: Sendable {
         }
     }
 
-    /// Follows Postgres (``ReplicaFeed/follow(pollInterval:read:)``). When Postgres fails or goes
+    /// Follows Postgres (``ReplicaFeed/follow(pollInterval:activePollInterval:read:)``). When Postgres fails or goes
     /// away, the node says so on `/health` and tries again, waiting longer each time (up to
     /// 5 s): the feed replays from its slot, so nothing is skipped or applied twice.
     private func follow() async throws {
         let delay = Locked(Duration.milliseconds(50))
         while true {
             do {
-                try await feed.follow(pollInterval: configuration.pollInterval) { [feedStatus] position in
+                try await feed.follow(pollInterval: configuration.pollInterval,
+                                      activePollInterval: configuration.activePollInterval) { [feedStatus] position in
                     feedStatus.withLock { ($0.readThrough, $0.caughtUpAt, $0.failure) = (position, .now, nil) }
                     delay.withLock { $0 = .milliseconds(50) }
                 }

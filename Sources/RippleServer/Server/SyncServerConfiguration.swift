@@ -58,6 +58,14 @@ public struct SyncServerConfiguration: Sendable {
     public var pollInterval: Duration = Self.defaultPollInterval
     /// The default ``pollInterval``: 1 ms.
     public static let defaultPollInterval: Duration = .milliseconds(1)
+    /// How often the feed looks while commits are coming: for ``ReplicaFeed/activeWindow``
+    /// after the WAL last moved, it looks this often instead of every ``pollInterval`` (a
+    /// commit that follows another soon is seen sooner; an idle node costs what
+    /// ``pollInterval`` says). Default ``defaultActivePollInterval``; equal to ``pollInterval``
+    /// to turn it off.
+    public var activePollInterval: Duration = Self.defaultActivePollInterval
+    /// The default ``activePollInterval``: 250 µs.
+    public static let defaultActivePollInterval: Duration = .microseconds(250)
 
     public init(postgres: PostgresClient.Configuration, tables: [String], rules: SyncRules, secret: [UInt8],
                 replicaPath: String) {

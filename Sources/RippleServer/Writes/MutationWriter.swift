@@ -25,7 +25,10 @@ public typealias MutationResolver = @Sendable (_ op: MutationOp, _ current: [Str
 ///   `id - 1` to `id`, so the same mutation arriving twice (a retry, two sockets of one client on
 ///   two nodes) takes effect once: the second finds the counter moved and gets the first's result.
 /// * Mutations run in transactions of up to ``batchSize`` with `synchronous_commit = on`, each
-///   in a savepoint: a rejected one is undone alone. Its result (applied, or rejected with a
+///   in a savepoint: a rejected one is undone alone. A batch is one round trip: Postgres's
+///   function `ripple_sync_apply` runs the statements the node built for it;
+///   a batch that writes a table with a resolver goes statement by statement, as the resolver
+///   runs in the node. Its result (applied, or rejected with a
 ///   reason) is a row of `ripple_sync_results` committed with it, and is answered with the WAL
 ///   position read after that commit (`lsn`): a client keeps the mutation until its
 ///   subscriptions stand there.
