@@ -78,9 +78,15 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOWebSocket", package: "swift-nio"),
         ]),
+        // The sync stress checker: clients, writers and faults against a real Postgres and node.
+        .target(name: "RippleSyncTesting", dependencies: [
+            "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple", "RippleDiffTesting",
+            .product(name: "PostgresNIO", package: "postgres-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         // The `ripple-server` command: a node, its demo, and a terminal subscriber.
         .executableTarget(name: "RippleServerCLI", dependencies: [
-            "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple", "RippleDiffTesting",
+            "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple", "RippleDiffTesting", "RippleSyncTesting",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "Logging", package: "swift-log"),
@@ -90,7 +96,7 @@ let package = Package(
         .testTarget(name: "RippleSyncTests", dependencies: ["RippleSync", "RippleDiff", "RippleDiffTesting"],
                     resources: [.copy("Golden")]),
         .testTarget(name: "RippleServerTests", dependencies: [
-            "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple", "RippleDiffTesting",
+            "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple", "RippleDiffTesting", "RippleSyncTesting",
             .product(name: "WSClient", package: "swift-websocket"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "Logging", package: "swift-log"),

@@ -258,7 +258,14 @@ public actor SyncClient {
             serverPosition = SyncPosition(lsn)
             await apply(lsn: lsn, snapshots: snapshots, changesets: changesets)
         case .pushed(let results):
-            await settle(recording: results)
+            // A rejection the node did not store (out of order, or its result could not be
+            // stored) is not the mutation's fate: it is pushed again, from the first of them.
+            let again = results.filter { $0.status == .rejected && $0.lsn == nil && ["out_of_order", "internal"].contains($0.code) }
+            if let first = again.map(\.id).min() {
+                pushedThrough = min(pushedThrough, first - 1)
+            }
+            await settle(recording: results.filter { result in !again.contains { $0.id == result.id } })
+            if !again.isEmpty { await pushPending() }
         case .heartbeat(let lsn), .pong(let lsn):
             serverPosition = SyncPosition(lsn)
             for (id, subscription) in subscriptions where subscription.live { subscriptions[id]?.result?.lsn = lsn }
@@ -266,6 +273,13 @@ public actor SyncClient {
             await settle()
         case .error(let code, let message, let id):
             eventSink.yield(.serverError(code: code, message: message, subscription: id))
+            if code == .unavailable && id == nil {
+                // A push the node could not take (it had no client id for this socket): the
+                // mutations go again on a new connection.
+                canPush = false
+                try? await outbound?.close(.normalClosure, reason: "reconnecting to push")
+                return
+            }
             guard let id, let subscription = subscriptions[id] else { return }
             switch code {
             case .retryLater:

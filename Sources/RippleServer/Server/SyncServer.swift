@@ -106,20 +106,43 @@ public final class SyncServer: Sendable {
     /// - Throws: what Postgres, the feed or the listener throws (`CancellationError` when
     ///   cancelled).
     public func run() async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await self.client.run() }
-            defer { group.cancelAll() }
-            do {
-                try await self.start()
-            } catch {
-                failListening(error)
-                throw error
-            }
-            group.addTask { try await self.follow() }
-            group.addTask { try await self.beat() }
-            group.addTask { try await self.serve() }
-            try await group.next()
+        // Stopping, the node closes its sockets itself (each told to come back later): the
+        // HTTP server's shutdown waits for them, and a client connected to a node that stops
+        // must not hold it.
+        try await withTaskCancellationHandler {
+            try await runParts()
+        } onCancel: {
+            for session in frames.withLock({ Array($0.sessions.values) }) { session.shutDown() }
         }
+    }
+
+    private func runParts() async throws {
+        // Postgres's connections outlive the node's other parts: a socket still applying a push
+        // when the node stops finishes it (and ends) before the pool goes, instead of waiting
+        // for a connection from a pool that is gone.
+        let postgres = Task { await self.client.run() }
+        let outcome: Result<Void, any Error>
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                defer { group.cancelAll() }
+                do {
+                    try await self.start()
+                } catch {
+                    failListening(error)
+                    throw error
+                }
+                group.addTask { try await self.follow() }
+                group.addTask { try await self.beat() }
+                group.addTask { try await self.serve() }
+                try await group.next()
+            }
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
+        }
+        postgres.cancel()
+        await postgres.value
+        try outcome.get()
     }
 
     /// Prepares the feed and the hub, and catches up once.

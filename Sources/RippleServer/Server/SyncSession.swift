@@ -428,6 +428,11 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
         perform { $0.push(message.json) }
     }
 
+    /// The node is stopping: the socket closes after telling the client to come back later.
+    func shutDown() {
+        closeAfter(.error(code: .retryLater, message: "the node is stopping; connect again", id: nil))
+    }
+
     /// Queues `message` as the socket's last frame: the socket closes once it is written.
     private func closeAfter(_ message: ServerMessage) {
         perform { frames in

@@ -1,0 +1,436 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Ripple
+import RippleDiffTesting
+import RippleServer
+import RippleSync
+import RippleSyncClient
+import RippleTesting
+
+/// How a sync stress run (``SyncStress/run(_:)``) goes.
+public struct SyncStressConfiguration: Sendable {
+    /// The seed of everything random: the clients' subscriptions and writes, the other writers,
+    /// the faults.
+    public var seed: UInt64 = 1
+    /// How long the run writes (checks at quiescent points come on top).
+    public var seconds: Double = 30
+    /// Operations between two quiescent points, where every check runs.
+    public var operationsPerRound = 60
+    /// How long a quiescent point waits for every client to show the queries' results on Postgres.
+    public var settleTimeout: Double = 30
+    /// Whether to restart Postgres (`pg_ctl restart -m immediate`) now and then.
+    public var postgresRestarts = true
+    /// Where to report progress (`nil`: nowhere).
+    public var log: (@Sendable (String) -> Void)?
+
+    /// The defaults: seed 1, 30 seconds, 60 operations a round, Postgres restarts on.
+    public init() {}
+}
+
+/// What a sync stress run found.
+public struct SyncStressReport: Sendable {
+    /// The run's seed.
+    public var seed: UInt64
+    /// Random steps taken (local writes, other writers' commits, faults).
+    public var operations = 0
+    /// Quiescent points checked.
+    public var rounds = 0
+    /// Mutations the clients made, as of the last quiescent point.
+    public var mutations = 0
+    /// A client's rows for a subscription differ from the query on Postgres at a quiescent point.
+    public var discrepancies = 0
+    /// A mutation the client made with no result on the server once everything settled.
+    public var lost = 0
+    /// A mutation with more than one result, or a counter past what the client made.
+    public var duplicated = 0
+    /// A row a client holds that its user's read rule excludes.
+    public var leaked = 0
+    /// Local writes that failed (before a device had its first result: no table yet).
+    public var localWriteErrors = 0
+    /// What went wrong, first things first.
+    public var findings: [String] = []
+
+    /// Whether nothing was found.
+    public var passed: Bool { discrepancies == 0 && lost == 0 && duplicated == 0 && leaked == 0 }
+
+    /// One line: `sync-stress: seed=… ops=… rounds=… mutations=… discrepancies=0 lost=0 duplicated=0 leaked=0`.
+    public var summaryLine: String {
+        "sync-stress: seed=\(seed) ops=\(operations) rounds=\(rounds) mutations=\(mutations) "
+            + "discrepancies=\(discrepancies) lost=\(lost) duplicated=\(duplicated) leaked=\(leaked)"
+    }
+}
+
+/// A model-checked run of Ripple Sync against a real PostgreSQL, a real node and real sockets:
+/// clients with random subscriptions write their local stores (online and offline), another
+/// writer changes Postgres directly (rows moving between users' rules), and faults come
+/// (disconnects, node restarts, Postgres restarts). At each quiescent point: every client's rows
+/// for each subscription equal the query on Postgres (with the user's read rule), every
+/// mutation a client made has exactly one result and its counter on the server matches, and
+/// no client holds a row its rule excludes.
+public enum SyncStress {
+    static let users = ["u0", "u1", "u2"]
+    static let rules = #"""
+        {"tables": {"notes": {"read": {"column": "owner", "op": "=", "value": {"user": true}},
+                              "write": {"column": "owner", "op": "=", "value": {"user": true}}}}}
+        """#
+
+    /// The queries clients subscribe to (each ANDed with the user's rule by the node), with the
+    /// SQL that gives their result on Postgres for a user (`$user`).
+    static let queries: [(QueryDescription, String)] = [
+        (QueryDescription(table: "notes", order: [OrderDescription(column: "id")]),
+         "SELECT id, owner, rank, done, body FROM notes WHERE owner = $user ORDER BY id"),
+        (QueryDescription(table: "notes", filter: .compare(column: "done", op: .equal, value: .bool(false)),
+                          order: [OrderDescription(column: "rank"), OrderDescription(column: "id")], limit: 5),
+         "SELECT id, owner, rank, done, body FROM notes WHERE owner = $user AND NOT done ORDER BY rank, id LIMIT 5"),
+        (QueryDescription(table: "notes", filter: .compare(column: "rank", op: .less, value: .integer(5)),
+                          order: [OrderDescription(column: "id")]),
+         "SELECT id, owner, rank, done, body FROM notes WHERE owner = $user AND rank < 5 ORDER BY id"),
+    ]
+
+    /// Runs the stress; findings are in the report, never thrown.
+    ///
+    /// - Throws: when the run cannot be set up (no PostgreSQL, a node that does not start).
+    public static func run(_ configuration: SyncStressConfiguration) async throws -> SyncStressReport {
+        let run = try await SyncStressRun.start(configuration)
+        do {
+            let report = try await run.run()
+            await run.stop()
+            return report
+        } catch {
+            await run.stop()
+            throw error
+        }
+    }
+}
+
+/// One client device in the run.
+final class StressDevice: @unchecked Sendable {   // used by the run's one driving task only
+    let user: String
+    let store: Store
+    let client: SyncClient
+    /// Subscription id → index in ``SyncStress/queries``.
+    var subscriptions: [String: Int] = [:]
+    var online = true
+    var nextID: Int64
+
+    init(user: String, index: Int, path: String, url: String, token: @escaping @Sendable () async throws -> String) throws {
+        self.user = user
+        store = try Store(path: path)
+        client = SyncClient(url: url, store: store, token: token)
+        nextID = Int64(index + 1) * 1_000_000
+    }
+
+    /// The rows of the local `notes`, as Postgres's text output writes them.
+    func localRows() throws -> [[String]] {
+        try store.read { db in
+            guard try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = 'notes'", as: Int.self) == 1 else { return [] }
+            return try db.fetchAll("SELECT id, owner, rank, done, body FROM notes ORDER BY id").map { row in
+                row.values.enumerated().map { index, value in SyncStressRun.text(value, isBool: index == 3) }
+            }
+        }
+    }
+}
+
+/// A run's moving parts: the cluster, the node (restartable), the devices, the other writer.
+final class SyncStressRun: @unchecked Sendable {   // used by one driving task
+    let configuration: SyncStressConfiguration
+    let postgres: ThrowawayPostgres
+    let directory: TemporaryDirectory
+    var random: SeededGenerator
+    var node: (server: SyncServer, task: Task<Void, any Error>)?
+    var url = ""
+    var devices: [StressDevice] = []
+    var report: SyncStressReport
+    let secret = Array("ripple sync stress: a token secret of 32 bytes or more".utf8)
+    var nextPlainID: Int64 = 1
+
+    init(configuration: SyncStressConfiguration, postgres: ThrowawayPostgres, directory: TemporaryDirectory) {
+        self.configuration = configuration
+        self.postgres = postgres
+        self.directory = directory
+        random = SeededGenerator(seed: configuration.seed)
+        report = SyncStressReport(seed: configuration.seed)
+    }
+
+    static func start(_ configuration: SyncStressConfiguration) async throws -> SyncStressRun {
+        let postgres = try await ThrowawayPostgres.started()
+        let run = SyncStressRun(configuration: configuration, postgres: postgres, directory: try TemporaryDirectory())
+        do {
+            try await postgres.psql("""
+                CREATE TABLE notes(id int8 PRIMARY KEY, owner text NOT NULL, rank int4 NOT NULL, done bool NOT NULL DEFAULT false, body text);
+                INSERT INTO notes SELECT i, 'u' || (i % 3), i % 10, i % 4 = 0, 'note ' || i FROM generate_series(1, 30) AS i;
+                """)
+            run.nextPlainID = 31
+            try await run.startNode()
+            // Two devices of u0, one each of u1 and u2.
+            for (index, user) in ["u0", "u0", "u1", "u2"].enumerated() {
+                let token = try SyncToken.sign(user: user, expires: Date().addingTimeInterval(24 * 3600), secret: run.secret)
+                let device = try StressDevice(user: user, index: index, path: run.directory.path("device\(index).sqlite"),
+                                              url: run.url, token: { token })
+                await device.client.setBackoff(min: .milliseconds(20), max: .milliseconds(300))
+                try await device.client.start()
+                var chosen = Set<Int>()
+                while chosen.count < 1 + Int(run.random.next() % 2) { chosen.insert(Int(run.random.next() % UInt64(SyncStress.queries.count))) }
+                for query in chosen.sorted() {
+                    try await device.client.subscribe("q\(query)", SyncStress.queries[query].0)
+                    device.subscriptions["q\(query)"] = query
+                }
+                run.devices.append(device)
+            }
+            return run
+        } catch {
+            await run.stop()
+            throw error
+        }
+    }
+
+    func startNode() async throws {
+        var configuration = SyncServerConfiguration(
+            postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: ["notes"],
+            rules: try SyncRules(json: Data(SyncStress.rules.utf8)), secret: secret, replicaPath: directory.path("node.sqlite"))
+        configuration.port = url.isEmpty ? 0 : Int(url.split(separator: ":").last!.split(separator: "/").first!)!
+        configuration.slot = "ripple_stress"
+        configuration.heartbeatInterval = .milliseconds(200)
+        let server = try SyncServer(configuration: configuration)
+        let task = Task { try await server.run() }
+        let port = try await server.port
+        node = (server, task)
+        url = "ws://127.0.0.1:\(port)/sync"
+    }
+
+    func stopNode() async {
+        guard let node else { return }
+        node.task.cancel()
+        _ = await node.task.result
+        self.node = nil
+    }
+
+    func stop() async {
+        for device in devices { await device.client.stop() }
+        await stopNode()
+        try? postgres.stop()
+    }
+
+    // MARK: The run
+
+    func run() async throws -> SyncStressReport {
+        let deadline = Date().addingTimeInterval(configuration.seconds)
+        while Date() < deadline {
+            for _ in 0..<configuration.operationsPerRound {
+                try await operation()
+                report.operations += 1
+            }
+            let known = report.findings.count
+            try await quiescentPoint()
+            report.rounds += 1
+            configuration.log?("sync-stress: round \(report.rounds): \(report.summaryLine)")
+            for finding in report.findings[known...] { configuration.log?("sync-stress: finding: \(finding)") }
+        }
+        return report
+    }
+
+    private func pick(_ count: Int) -> Int { Int(random.next() % UInt64(count)) }
+
+    /// One random step.
+    private func operation() async throws {
+        let roll = pick(100)
+        switch roll {
+        case 0..<55:
+            let device = devices[pick(devices.count)]
+            try await localWrite(device)
+        case 55..<80:
+            try await plainWrite()
+        case 80..<93:
+            // A device goes offline, or comes back.
+            let device = devices[pick(devices.count)]
+            if device.online { await device.client.stop() } else { try await device.client.start() }
+            device.online.toggle()
+        case 93..<98:
+            await stopNode()
+            try await startNode()
+        default:
+            if configuration.postgresRestarts { try await postgres.restart(immediate: true) } else { try await plainWrite() }
+        }
+    }
+
+    /// A device writes its local store: a new note, or a change to a note it holds (sometimes
+    /// one its user may not write: moving it to another user).
+    private func localWrite(_ device: StressDevice) async throws {
+        let held = try device.localRows().compactMap { Int64($0[0]) }
+        let rank = Int64(pick(10))
+        do {
+            let choice = held.isEmpty ? 0 : pick(5)
+            try device.store.write { db in
+                switch choice {
+                case 0, 1:
+                    device.nextID += 1
+                    try db.execute("INSERT INTO notes(id, owner, rank, done, body) VALUES (?, ?, ?, 0, ?)",
+                                   [device.nextID, device.user, rank, "by \(device.user)"])
+                case 2:
+                    try db.execute("UPDATE notes SET rank = ?, body = ? WHERE id = ?", [rank, "edit \(report.operations)", held[pick(held.count)]])
+                case 3:
+                    let id = held[pick(held.count)]
+                    if pick(6) == 0 {
+                        try db.execute("UPDATE notes SET owner = ? WHERE id = ?", [SyncStress.users[pick(3)], id])
+                    } else {
+                        try db.execute("UPDATE notes SET done = NOT done WHERE id = ?", [id])
+                    }
+                default:
+                    try db.execute("DELETE FROM notes WHERE id = ?", [held[pick(held.count)]])
+                }
+            }
+        } catch {
+            // (Before its first result the local table does not exist: nothing to write yet.)
+            report.localWriteErrors += 1
+        }
+    }
+
+    /// Another Postgres client changes the table: rows move between users, ranks change, rows
+    /// come and go.
+    private func plainWrite() async throws {
+        let id = Int64(1 + pick(Int(nextPlainID)))
+        let sql: String
+        switch pick(4) {
+        case 0:
+            sql = "UPDATE notes SET owner = 'u\(pick(3))' WHERE id = \(id)"
+        case 1:
+            sql = "UPDATE notes SET rank = \(pick(10)), done = \(pick(2) == 0) WHERE id = \(id)"
+        case 2:
+            nextPlainID += 1
+            sql = "INSERT INTO notes VALUES (\(nextPlainID), 'u\(pick(3))', \(pick(10)), false, 'plain') ON CONFLICT DO NOTHING"
+        default:
+            sql = "DELETE FROM notes WHERE id = \(id)"
+        }
+        do {
+            try await postgres.psql(sql)
+        } catch {
+            // Postgres restarting: the write is not made (the model is Postgres itself).
+        }
+    }
+
+    // MARK: Checks
+
+    /// Every device online, every outbox empty, every subscription equal to its query on
+    /// Postgres; then the accounting of mutations and the rules.
+    private func quiescentPoint() async throws {
+        for device in devices where !device.online {
+            try await device.client.start()
+            device.online = true
+        }
+        let deadline = Date().addingTimeInterval(configuration.settleTimeout)
+        for device in devices {
+            var last = ""
+            while true {
+                let pending = try await device.client.pendingMutations()
+                let difference = pending == 0 ? try await firstDifference(device) : "\(pending) mutations pending"
+                guard let difference else { break }
+                last = difference
+                if Date() > deadline {
+                    report.discrepancies += 1
+                    report.findings.append("round \(report.rounds + 1): \(device.user) (device \(devices.firstIndex { $0 === device }!)): \(last)")
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        try await checkMutations()
+        try checkRules()
+    }
+
+    /// How the device's rows differ from Postgres (`nil`: they do not).
+    private func firstDifference(_ device: StressDevice) async throws -> String? {
+        var union = Set<[String]>()
+        for (id, query) in device.subscriptions.sorted(by: { $0.key < $1.key }) {
+            let sql = SyncStress.queries[query].1.replacingOccurrences(of: "$user", with: "'\(device.user)'")
+            let expected = try await rows(sql)
+            union.formUnion(expected)
+            let shown = await device.client.rows(of: id)?.map { row in row.map(Self.text) } ?? []
+            if shown != expected {
+                return "subscription \(id) shows \(shown.map { $0.joined(separator: "|") }) where Postgres has \(expected.map { $0.joined(separator: "|") })"
+            }
+        }
+        let local = Set(try device.localRows())
+        if local != union {
+            return "the local store holds \(local.subtracting(union).count) rows no subscription has and misses \(union.subtracting(local).count)"
+        }
+        return nil
+    }
+
+    /// Every mutation a device made has exactly one result, and the server's counter is the
+    /// device's.
+    private func checkMutations() async throws {
+        var made = 0
+        for (index, device) in devices.enumerated() {
+            let (clientID, last) = try device.store.read { db -> (String?, Int64) in
+                (try db.fetchValue("SELECT value FROM ripple_sync_state WHERE name = 'client_id'", as: String.self),
+                 try db.fetchValue("SELECT value FROM ripple_sync_state WHERE name = 'last_assigned'", as: Int64.self) ?? 0)
+            }
+            made += Int(last)
+            guard let clientID else {
+                if last > 0 { report.lost += Int(last); report.findings.append("device \(index) has \(last) mutations and no client id") }
+                continue
+            }
+            let counts = try await rows("""
+                SELECT (SELECT last_mutation_id FROM ripple_sync_clients WHERE client_id = '\(clientID)'),
+                       count(*), count(DISTINCT mutation_id), coalesce(min(mutation_id), 0), coalesce(max(mutation_id), 0)
+                FROM ripple_sync_results WHERE client_id = '\(clientID)'
+                """).first ?? []
+            guard counts.count == 5, let counter = Int64(counts[0]), let results = Int64(counts[1]), let distinct = Int64(counts[2]),
+                  let lowest = Int64(counts[3]), let highest = Int64(counts[4]) else {
+                report.findings.append("device \(index): the server has no counter for client \(clientID)")
+                report.lost += Int(last)
+                continue
+            }
+            // (A device given a new id numbers its pending mutations after the server's count.)
+            if counter < last || highest < last {
+                report.lost += Int(last - min(counter, highest))
+                report.findings.append("device \(index): made \(last) mutations, the server's counter is \(counter), results to \(highest)")
+            }
+            if counter > last || results != distinct || (results > 0 && results != highest - lowest + 1) {
+                report.duplicated += 1
+                report.findings.append("device \(index): counter \(counter) for \(last) mutations, \(results) results (\(distinct) distinct, \(lowest)…\(highest))")
+            }
+        }
+        report.mutations = made
+    }
+
+    /// No device holds a row its user's read rule excludes.
+    private func checkRules() throws {
+        for (index, device) in devices.enumerated() {
+            for row in try device.localRows() where row[1] != device.user {
+                report.leaked += 1
+                report.findings.append("device \(index) of \(device.user) holds note \(row[0]) of \(row[1])")
+            }
+        }
+    }
+
+    private func rows(_ sql: String) async throws -> [[String]] {
+        let text = try await postgres.psql(sql)
+        return text.split(separator: "\n", omittingEmptySubsequences: true).map { line in
+            line.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
+        }
+    }
+
+    /// A wire value as psql's unaligned output writes it.
+    static func text(_ value: WireValue) -> String {
+        switch value {
+        case .null: ""
+        case .bool(let bool): bool ? "t" : "f"
+        case .integer(let integer): String(integer)
+        case .real(let real): String(real)
+        case .text(let text): text
+        }
+    }
+
+    /// A local value as psql's unaligned output writes it (`isBool`: a `bool` column, kept as 1 or 0).
+    static func text(_ value: SQLValue, isBool: Bool) -> String {
+        switch value {
+        case .null: ""
+        case .integer(let integer): isBool ? (integer != 0 ? "t" : "f") : String(integer)
+        case .real(let real): String(real)
+        case .text(let text): text
+        case .blob(let bytes): String(decoding: bytes, as: UTF8.self)
+        }
+    }
+}
