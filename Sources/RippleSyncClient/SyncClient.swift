@@ -98,14 +98,14 @@ public actor SyncClient {
     /// - Throws: what preparing the local store throws.
     public func start() throws {
         guard connection == nil else { return }
-        let version = try store.write(origin: .sync, tag: nil) { db -> Int64 in
+        let version = try store.currentVersion()
+        try store.write(origin: .sync, tag: nil) { db in
             try LocalRows.prepare(db)
             try Outbox.prepare(db)
             try Outbox.refreshCaptures(db)
             // What other stores on the file wrote while no client ran: one mutation.
             try Outbox.seal(db)
             awaitingRows = try db.fetchValue("SELECT 1 FROM ripple_sync_mutations WHERE status IS NOT NULL LIMIT 1", as: Int.self) != nil
-            return try db.fetchValue("SELECT coalesce(max(version), 0) FROM ripple_versions", as: Int64.self) ?? 0
         }
         Self.sealing.withLock { stores in
             guard !stores.contains(ObjectIdentifier(store)) else { return }
@@ -253,7 +253,17 @@ public actor SyncClient {
             welcomed = true
             serverPosition = SyncPosition(welcome.lsn)
             eventSink.yield(.connected(user: welcome.user, lsn: welcome.lsn))
-            if let id = welcome.client { await adopt(clientID: id, lastApplied: welcome.lastMutation ?? 0) }
+            if let id = welcome.client {
+                await adopt(clientID: id, lastApplied: welcome.lastMutation ?? 0)
+            } else {
+                // The node could not give this socket a client id (Postgres out of its reach at
+                // hello): with mutations waiting, connect again after a while.
+                let connection = connectionNumber
+                Task {
+                    try? await Task.sleep(for: .seconds(1))
+                    await self.reconnectToPush(from: connection)
+                }
+            }
         case .changes(let lsn, let snapshots, let changesets):
             serverPosition = SyncPosition(lsn)
             await apply(lsn: lsn, snapshots: snapshots, changesets: changesets)
@@ -433,6 +443,13 @@ public actor SyncClient {
 
     /// The most mutations one `push` carries.
     public static let pushSize = 500
+
+    /// Closes connection `number` when it still cannot push and mutations wait (the next one
+    /// asks for a client id again).
+    private func reconnectToPush(from number: Int) async {
+        guard connectionNumber == number, !canPush, outbound != nil, (try? pendingMutations()).map({ $0 > 0 }) == true else { return }
+        try? await outbound?.close(.normalClosure, reason: "reconnecting to push")
+    }
 
     /// Sends the mutations not sent on this connection, in order, in pushes of up to ``pushSize``.
     private func pushPending() async {
