@@ -88,6 +88,19 @@ public enum SyncStress {
          "SELECT id, owner, rank, done, body FROM notes WHERE owner = $user AND rank < 5 ORDER BY id"),
     ]
 
+    /// The clusters of the runs going on, for ``stopClusters()``.
+    static let running = Locked<[ObjectIdentifier: ThrowawayPostgres]>([:])
+
+    /// Stops the PostgreSQL clusters of the runs going on, from any thread: a command
+    /// interrupted (Ctrl-C, a timeout's SIGTERM) leaves no cluster behind.
+    public static func stopClusters() {
+        let clusters = running.withLock { running in
+            defer { running = [:] }
+            return Array(running.values)
+        }
+        for cluster in clusters { try? cluster.stop() }
+    }
+
     /// Runs the stress; findings are in the report, never thrown.
     ///
     /// - Throws: when the run cannot be set up (no PostgreSQL, a node that does not start).
@@ -155,6 +168,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
 
     static func start(_ configuration: SyncStressConfiguration) async throws -> SyncStressRun {
         let postgres = try await ThrowawayPostgres.started()
+        SyncStress.running.withLock { $0[ObjectIdentifier(postgres)] = postgres }
         let run = SyncStressRun(configuration: configuration, postgres: postgres, directory: try TemporaryDirectory())
         do {
             try await postgres.psql("""
@@ -209,7 +223,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
     func stop() async {
         for device in devices { await device.client.stop() }
         await stopNode()
-        try? postgres.stop()
+        if SyncStress.running.withLock({ $0.removeValue(forKey: ObjectIdentifier(postgres)) }) != nil { try? postgres.stop() }
     }
 
     // MARK: The run

@@ -38,6 +38,19 @@ struct StressCommand: AsyncParsableCommand {
         configuration.operationsPerRound = round
         configuration.postgresRestarts = !noPostgresRestarts
         configuration.log = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+        // Interrupted, the run's PostgreSQL is stopped before the process ends.
+        let signals = [SIGINT, SIGTERM].map { (number: Int32) -> any DispatchSourceSignal in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                FileHandle.standardError.write(Data("sync-stress: interrupted: stopping PostgreSQL\n".utf8))
+                SyncStress.stopClusters()
+                Foundation.exit(128 + number)
+            }
+            source.resume()
+            return source
+        }
+        defer { signals.forEach { $0.cancel() } }
         let report = try await SyncStress.run(configuration)
         for finding in report.findings.prefix(20) { print("finding: \(finding)") }
         print(report.summaryLine)
