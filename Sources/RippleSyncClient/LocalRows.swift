@@ -84,7 +84,7 @@ enum LocalRows {
         let left = oldSet.subtracting(newSet).sorted()
         let entered = newSet.subtracting(oldSet).sorted()
         if !left.isEmpty {
-            let list = jsonArray(left)
+            let list = Outbox.jsonArray(left)
             try db.execute("""
                 DELETE FROM ripple_sync_holds WHERE table_name = ? AND subscription = ?
                     AND row_key IN (SELECT value FROM json_each(?))
@@ -101,7 +101,7 @@ enum LocalRows {
         }
         if !entered.isEmpty {
             try db.execute("INSERT OR IGNORE INTO ripple_sync_holds SELECT ?, value, ? FROM json_each(?)",
-                           [change.table, change.subscription, jsonArray(entered)])
+                           [change.table, change.subscription, Outbox.jsonArray(entered)])
         }
         // Written rows: inserted, or updated where a value differs (an unchanged row is not
         // touched, so the app's live queries do not see it change).
@@ -199,13 +199,6 @@ enum LocalRows {
         let local = try zip(values, table.types).map { value, type in try WireTypes.localValue(value, type: type) }
         try db.execute(table.delete, local)
         return local
-    }
-
-    /// `list` as a JSON array of strings.
-    private static func jsonArray(_ list: [String]) -> String {
-        var out = JSONBytes()
-        out.strings(list)
-        return String(decoding: out.bytes, as: UTF8.self)
     }
 
     /// Creates the synced table, or adds the columns a subscription brings that it lacks.

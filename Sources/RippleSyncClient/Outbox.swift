@@ -283,6 +283,11 @@ enum Outbox {
             }
     }
 
+    /// Whether results are kept that wait for the rows that contain them.
+    static func hasResultsWaiting(_ db: Database) throws -> Bool {
+        try db.fetchValue("SELECT 1 FROM ripple_sync_mutations WHERE status IS NOT NULL LIMIT 1", as: Int.self) != nil
+    }
+
     /// How many mutations are kept (pending, or waiting for the rows that contain them).
     static func count(_ db: Database) throws -> Int {
         try db.fetchValue("SELECT count(*) FROM ripple_sync_mutations", as: Int.self) ?? 0
@@ -290,6 +295,7 @@ enum Outbox {
 
     // MARK: Helpers
 
+    /// `list` as a JSON array of strings.
     static func jsonArray(_ list: [String]) -> String {
         var out = JSONBytes()
         out.strings(list)

@@ -83,13 +83,16 @@ enum Rebase {
         // Put the rows back to the server's state and apply what is pending on them again; a
         // mutation that fails is left out, and its other rows are done again without it.
         var skipped: [Int64: String] = [:]
+        // The pending operations on each row, as the last pass read them.
+        var opsByRow: [RowRef: [PendingOp]] = [:]
         while true {
             for row in rows { if let shape = try shape(row.table) { try restore(row.key, of: shape, in: db) } }
-            var ops: [PendingOp] = []
+            opsByRow = [:]
             for row in rows {
                 guard let shape = try shape(row.table) else { continue }
-                ops += try pendingOps(on: row.key, of: shape, in: db)
+                opsByRow[row] = try pendingOps(on: row.key, of: shape, in: db)
             }
+            var ops = opsByRow.values.flatMap { $0 }
             ops.sort { $0.seq < $1.seq }
             var failed: (Int64, String)?
             var index = 0
@@ -116,11 +119,9 @@ enum Rebase {
             }
         }
         // A row no pending operation touches any more is the server's: its base is dropped.
-        for row in rows {
+        for (row, ops) in opsByRow where ops.isEmpty {
             guard let shape = try shape(row.table) else { continue }
-            if try pendingOps(on: row.key, of: shape, in: db).isEmpty {
-                try db.execute("DELETE FROM \(Outbox.baseTable(row.table)) WHERE \(condition(shape.keyColumns.map(SQLIdentifier.quoted)))", row.key)
-            }
+            try db.execute("DELETE FROM \(Outbox.baseTable(row.table)) WHERE \(condition(shape.keyColumns.map(SQLIdentifier.quoted)))", row.key)
         }
         // Mutations that apply again lose their mark; the newly skipped ones are reported once.
         var reported: [(mutation: Int64, reason: String)] = []
@@ -129,10 +130,7 @@ enum Rebase {
             try db.execute("UPDATE ripple_sync_mutations SET conflict = ? WHERE id = ?", [reason, mutation])
             if before == nil { reported.append((mutation, reason)) }
         }
-        let reapplied = Set(try rows.flatMap { row -> [Int64] in
-            guard let shape = try shape(row.table) else { return [] }
-            return try pendingOps(on: row.key, of: shape, in: db).map(\.mutation)
-        }).subtracting(skipped.keys)
+        let reapplied = Set(opsByRow.values.flatMap { $0.map(\.mutation) }).subtracting(skipped.keys)
         for mutation in reapplied {
             try db.execute("UPDATE ripple_sync_mutations SET conflict = NULL WHERE id = ? AND conflict IS NOT NULL", [mutation])
         }

@@ -105,7 +105,7 @@ public actor SyncClient {
             try Outbox.refreshCaptures(db)
             // What other stores on the file wrote while no client ran: one mutation.
             try Outbox.seal(db)
-            awaitingRows = try db.fetchValue("SELECT 1 FROM ripple_sync_mutations WHERE status IS NOT NULL LIMIT 1", as: Int.self) != nil
+            awaitingRows = try Outbox.hasResultsWaiting(db)
         }
         Self.sealing.withLock { stores in
             guard !stores.contains(ObjectIdentifier(store)) else { return }
@@ -478,7 +478,7 @@ public actor SyncClient {
                 try Outbox.record(results, in: db)
                 let settled = try position.map { try Outbox.settled(through: $0, in: db) } ?? []
                 let conflicts = try Rebase.run(touched: [:], settled: settled.map(\.id), in: db)
-                let left = try db.fetchValue("SELECT 1 FROM ripple_sync_mutations WHERE status IS NOT NULL LIMIT 1", as: Int.self) != nil
+                let left = try Outbox.hasResultsWaiting(db)
                 return (settled, conflicts, left)
             }
             awaitingRows = left

@@ -359,7 +359,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
             let sql = SyncStress.queries[query].1.replacingOccurrences(of: "$user", with: "'\(device.user)'")
             let expected = try await rows(sql)
             union.formUnion(expected)
-            let shown = await device.client.rows(of: id)?.map { row in row.map(Self.text) } ?? []
+            let shown = await device.client.rows(of: id)?.map { row in row.map(\.psqlText) } ?? []
             if shown != expected {
                 return "subscription \(id) shows \(shown.map { $0.joined(separator: "|") }) where Postgres has \(expected.map { $0.joined(separator: "|") })"
             }
@@ -426,17 +426,6 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         }
     }
 
-    /// A wire value as psql's unaligned output writes it.
-    static func text(_ value: WireValue) -> String {
-        switch value {
-        case .null: ""
-        case .bool(let bool): bool ? "t" : "f"
-        case .integer(let integer): String(integer)
-        case .real(let real): String(real)
-        case .text(let text): text
-        }
-    }
-
     /// A local value as psql's unaligned output writes it (`isBool`: a `bool` column, kept as 1 or 0).
     static func text(_ value: SQLValue, isBool: Bool) -> String {
         switch value {
@@ -445,6 +434,20 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         case .real(let real): String(real)
         case .text(let text): text
         case .blob(let bytes): String(decoding: bytes, as: UTF8.self)
+        }
+    }
+}
+
+extension WireValue {
+    /// The value as psql's unaligned output writes it (`t`/`f` for booleans, nothing for NULL):
+    /// to compare a client's rows with what `psql` prints.
+    public var psqlText: String {
+        switch self {
+        case .null: ""
+        case .bool(let bool): bool ? "t" : "f"
+        case .integer(let integer): String(integer)
+        case .real(let real): String(real)
+        case .text(let text): text
         }
     }
 }

@@ -166,31 +166,24 @@ public final class ThrowawayPostgres: Sendable {
 
     /// Makes and starts a cluster (``init(settings:)``) without holding a cooperative thread.
     public static func started(settings: [String: String] = [:]) async throws -> ThrowawayPostgres {
-        try await onOwnThread { try ThrowawayPostgres(settings: settings) }
+        try await onOwnThread("postgres initdb") { try ThrowawayPostgres(settings: settings) }
     }
 
     /// `start()`, without holding a cooperative thread.
-    public func start() async throws { try await Self.onOwnThread { try self.start() } }
+    public func start() async throws { try await onOwnThread("postgres") { try self.start() } }
     /// `kill()`, without holding a cooperative thread.
-    public func kill() async throws { try await Self.onOwnThread { try self.kill() } }
+    public func kill() async throws { try await onOwnThread("postgres") { try self.kill() } }
     /// `restart(immediate:)`, without holding a cooperative thread.
-    public func restart(immediate: Bool = false) async throws { try await Self.onOwnThread { try self.restart(immediate: immediate) } }
+    public func restart(immediate: Bool = false) async throws { try await onOwnThread("postgres") { try self.restart(immediate: immediate) } }
     /// `psql(_:database:)`, without holding a cooperative thread.
     @discardableResult
     public func psql(_ sql: String, database: String = "postgres") async throws -> String {
-        try await Self.onOwnThread { try self.psql(sql, database: database) }
+        try await onOwnThread("postgres") { try self.psql(sql, database: database) }
     }
     /// `pgbench(_:database:)`, without holding a cooperative thread.
     @discardableResult
     public func pgbench(_ arguments: [String], database: String = "postgres") async throws -> String {
-        try await Self.onOwnThread { try self.pgbench(arguments, database: database) }
-    }
-
-    /// Runs `work` on a new thread and waits for it without blocking the caller's thread.
-    private static func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try work() }) }.start()
-        }
+        try await onOwnThread("postgres") { try self.pgbench(arguments, database: database) }
     }
 
     /// The log's last lines (for an error message).

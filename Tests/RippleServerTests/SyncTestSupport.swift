@@ -4,6 +4,7 @@ import PostgresNIO
 import Ripple
 import RippleServer
 import RippleSync
+import RippleSyncTesting
 import RippleTesting
 import Testing
 import WSClient
@@ -221,13 +222,5 @@ extension ThrowawayPostgres {
 
 /// A client's row as psql would print it (`t`/`f` for booleans).
 func psqlText(_ row: [WireValue]) -> String {
-    row.map { value in
-        switch value {
-        case .null: ""
-        case .bool(let bool): bool ? "t" : "f"
-        case .integer(let integer): String(integer)
-        case .real(let real): String(real)
-        case .text(let text): text
-        }
-    }.joined(separator: "|")
+    row.map(\.psqlText).joined(separator: "|")
 }

@@ -60,12 +60,7 @@ public enum StressTest {
     ///
     /// - Throws: what the synchronous `run(_:)` throws.
     public static func run(_ configuration: StressConfiguration) async throws -> StressReport {
-        try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { continuation.resume(with: Result { try run(configuration) }) }
-            thread.name = "ripple stress"
-            thread.stackSize = 8 << 20
-            thread.start()
-        }
+        try await onOwnThread("ripple stress", stackSize: 8 << 20) { try run(configuration) }
     }
 }
 
