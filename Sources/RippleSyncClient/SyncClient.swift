@@ -43,6 +43,18 @@ public actor SyncClient {
     /// Sets the reconnect delays: `min` after a connection that was welcomed, doubling up to `max`.
     public func setBackoff(min: Duration, max: Duration) { (minBackoff, maxBackoff) = (min, max) }
 
+    /// How long a connection may take to be welcomed before the client gives up on it and
+    /// connects again: a server that accepted the socket but never answers (stopping at that
+    /// moment, or wedged) must not hold the client. 10 s.
+    public var handshakeTimeout: Duration = .seconds(10)
+    /// How long a welcomed connection may stay silent: after half of it the client pings (the
+    /// server answers `pong`), after all of it the client gives up on the connection and
+    /// connects again. 30 s.
+    public var silenceTimeout: Duration = .seconds(30)
+
+    /// Sets ``handshakeTimeout`` and ``silenceTimeout``.
+    public func setTimeouts(handshake: Duration, silence: Duration) { (handshakeTimeout, silenceTimeout) = (handshake, silence) }
+
     private var subscriptions: [String: ClientSubscription] = [:]
     private var outbound: WebSocketOutboundWriter?
     private var connection: Task<Void, Never>?
@@ -59,6 +71,10 @@ public actor SyncClient {
     private var awaitingRows = false
     /// Counts connections, so that a subscription is sent once on each.
     private var connectionNumber = 0
+    /// Numbers attempts to connect: a socket of an attempt given up on is closed, not used.
+    private var attempt = 0
+    /// When the current connection last heard from the server.
+    private var lastHeard = ContinuousClock.now
     private var nextRemote = 0
 
     struct ClientSubscription {
@@ -186,6 +202,10 @@ public actor SyncClient {
     /// The position subscription `id` stands at (`nil` before its first result).
     public func position(of id: String) -> String? { subscriptions[id]?.result?.lsn }
 
+    /// The codes of rejections the node did not store (no `lsn`): not a mutation's fate, so it
+    /// is pushed again.
+    static let notStored: Set<String> = ["out_of_order", "internal", "unavailable"]
+
     /// The rows subscription `id` holds, in the query's order, as the wire has them.
     public func rows(of id: String) -> [[WireValue]]? { subscriptions[id]?.result?.rows }
 
@@ -195,20 +215,9 @@ public actor SyncClient {
         var delay = minBackoff
         while !Task.isCancelled {
             welcomed = false
-            do {
-                let token = try await token()
-                var configuration = WebSocketClientConfiguration()
-                configuration.maxFrameSize = 1 << 30
-                try await WebSocketClient.connect(url: url, configuration: configuration, logger: logger) { inbound, outbound, _ in
-                    await self.opened(outbound, token: token)
-                    for try await message in inbound.messages(maxSize: Int(Int32.max)) {
-                        if case .text(let text) = message { await self.receive(text) }
-                    }
-                }
-                eventSink.yield(.disconnected(reason: "the server closed the connection"))
-            } catch {
-                eventSink.yield(.disconnected(reason: "\(error)"))
-            }
+            attempt += 1
+            let reason = await connectOnce(attempt)
+            eventSink.yield(.disconnected(reason: reason))
             outbound = nil
             canPush = false
             if welcomed { delay = minBackoff } else { delay = min(delay * 2, maxBackoff) }
@@ -217,13 +226,84 @@ public actor SyncClient {
         }
     }
 
-    private func opened(_ writer: WebSocketOutboundWriter, token: String) async {
+    /// One connection, until it ends, is given up on (no welcome within ``handshakeTimeout``,
+    /// silent for ``silenceTimeout``) or the client stops; why it ended.
+    private func connectOnce(_ number: Int) async -> String {
+        let started = ContinuousClock.now
+        lastHeard = started
+        let ended = Locked<String?>(nil)
+        // The socket runs in a task of its own: the WebSocket client cannot be interrupted
+        // before the server answers its upgrade, so a socket given up on is left to end by
+        // itself (its frames, if any come, are ignored and it is closed).
+        let socket = Task { [url, logger, token] in
+            let reason: String
+            do {
+                let token = try await token()
+                var configuration = WebSocketClientConfiguration()
+                configuration.maxFrameSize = 1 << 30
+                try await WebSocketClient.connect(url: url, configuration: configuration, logger: logger) { inbound, outbound, _ in
+                    guard await self.open(number, outbound, token: token) else {
+                        try? await outbound.close(.goingAway, reason: "given up on")
+                        return
+                    }
+                    for try await message in inbound.messages(maxSize: Int(Int32.max)) {
+                        guard await self.isCurrent(number) else { return }
+                        if case .text(let text) = message { await self.receive(text) }
+                    }
+                }
+                reason = "the server closed the connection"
+            } catch {
+                reason = "\(error)"
+            }
+            ended.withLock { $0 = reason }
+        }
+        var pinged = false
+        while true {
+            if let reason = ended.withLock({ $0 }) { return reason }
+            let now = ContinuousClock.now
+            let givenUp: String? = if Task.isCancelled {
+                "the client stopped"
+            } else if !welcomed, now - started > handshakeTimeout {
+                "no welcome within \(handshakeTimeout)"
+            } else if welcomed, now - lastHeard > silenceTimeout {
+                "the server was silent for \(silenceTimeout)"
+            } else {
+                nil
+            }
+            if let givenUp {
+                attempt += 1
+                let writer = outbound
+                outbound = nil
+                try? await writer?.close(.goingAway, reason: nil)
+                socket.cancel()
+                // A socket that ends promptly is waited for (a stopped client is disconnected).
+                for _ in 0..<40 where ended.withLock({ $0 }) == nil { try? await Task.sleep(for: .milliseconds(50)) }
+                return givenUp
+            }
+            if welcomed, now - lastHeard > silenceTimeout / 2, !pinged {
+                pinged = true
+                await send(.ping)
+            } else if now - lastHeard <= silenceTimeout / 2 {
+                pinged = false
+            }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+    }
+
+    private func isCurrent(_ number: Int) -> Bool { attempt == number }
+
+    /// The socket of attempt `number` is open: says hello and subscribes; `false` when that
+    /// attempt was given up on.
+    private func open(_ number: Int, _ writer: WebSocketOutboundWriter, token: String) async -> Bool {
+        guard attempt == number else { return false }
+        lastHeard = .now
         outbound = writer
         connectionNumber += 1
         for id in subscriptions.keys { subscriptions[id]?.live = false }
         let client = (try? store.read { db in try Outbox.clientID(db) }) ?? nil
         await send(.hello(protocol: SyncProtocol.version, token: token, client: client ?? ""))
         for id in subscriptions.keys.sorted() { await sendSubscribe(id) }
+        return true
     }
 
     /// Subscribes `id` on the current connection, once, resuming from where its rows stand.
@@ -241,6 +321,7 @@ public actor SyncClient {
     }
 
     private func receive(_ text: String) async {
+        lastHeard = .now
         let message: ServerMessage
         do {
             message = try ServerMessage(json: text.utf8)
@@ -268,14 +349,22 @@ public actor SyncClient {
             serverPosition = SyncPosition(lsn)
             await apply(lsn: lsn, snapshots: snapshots, changesets: changesets)
         case .pushed(let results):
-            // A rejection the node did not store (out of order, or its result could not be
-            // stored) is not the mutation's fate: it is pushed again, from the first of them.
-            let again = results.filter { $0.status == .rejected && $0.lsn == nil && ["out_of_order", "internal"].contains($0.code) }
+            // A rejection the node did not store (out of order, Postgres unavailable for now, or
+            // its result could not be stored) is not the mutation's fate: it is pushed again,
+            // from the first of them (a moment later when Postgres was unavailable).
+            let again = results.filter { $0.status == .rejected && $0.lsn == nil && Self.notStored.contains($0.code ?? "") }
             if let first = again.map(\.id).min() {
                 pushedThrough = min(pushedThrough, first - 1)
             }
             await settle(recording: results.filter { result in !again.contains { $0.id == result.id } })
-            if !again.isEmpty { await pushPending() }
+            if again.contains(where: { $0.code == "unavailable" }) {
+                Task {
+                    try? await Task.sleep(for: .milliseconds(200))
+                    await self.pushPending()
+                }
+            } else if !again.isEmpty {
+                await pushPending()
+            }
         case .heartbeat(let lsn), .pong(let lsn):
             serverPosition = SyncPosition(lsn)
             for (id, subscription) in subscriptions where subscription.live { subscriptions[id]?.result?.lsn = lsn }

@@ -1,4 +1,10 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import PostgresNIO
 import Ripple
@@ -18,14 +24,53 @@ public struct SyncStressConfiguration: Sendable {
     /// Operations between two quiescent points, where every check runs.
     public var operationsPerRound = 60
     /// How long a quiescent point waits for every client to show the queries' results on Postgres.
-    public var settleTimeout: Double = 30
-    /// Whether to restart Postgres (`pg_ctl restart -m immediate`) now and then.
-    public var postgresRestarts = true
+    public var settleTimeout: Double = 60
+    /// Stop after this many operations (then check once more); `nil`: only ``seconds`` limits
+    /// the run.
+    public var maxOperations: Int?
+    /// The kinds of step the run takes (all of them by default); shrinking leaves them out one
+    /// by one.
+    public var steps = Set(SyncStressStep.allCases)
+    /// The `ripple-server` executable, to run the node as a child process (`serve`) that faults
+    /// can kill (SIGKILL) as well as stop (SIGTERM); `nil`: the node runs in this process, where
+    /// it can only be stopped (cancelled), never killed.
+    public var nodeExecutable: String?
     /// Where to report progress (`nil`: nowhere).
     public var log: (@Sendable (String) -> Void)?
+    /// Runs on the cluster before each quiescent point's checks: the checker's own tests break
+    /// something there, to see the checks find it.
+    package var beforeChecks: (@Sendable (ThrowawayPostgres) async throws -> Void)?
 
-    /// The defaults: seed 1, 30 seconds, 60 operations a round, Postgres restarts on.
+    /// The defaults: seed 1, 30 seconds, 60 operations a round, every kind of step, the node in
+    /// this process.
     public init() {}
+
+    /// The `ripple-server stress` arguments that repeat this run.
+    public var arguments: String {
+        var words = ["--seed \(seed)"]
+        if let maxOperations { words.append("--operations \(maxOperations)") } else { words.append("--seconds \(Int(seconds.rounded(.up)))") }
+        words.append("--round \(operationsPerRound)")
+        let without = SyncStressStep.allCases.filter { !steps.contains($0) }
+        if !without.isEmpty { words.append("--without \(without.map(\.rawValue).joined(separator: ","))") }
+        return words.joined(separator: " ")
+    }
+}
+
+/// A kind of random step of a sync stress run.
+public enum SyncStressStep: String, CaseIterable, Sendable {
+    /// A device writes its local store (online or offline).
+    case localWrites = "local-writes"
+    /// Another Postgres client writes the synced table (`psql`).
+    case plainWrites = "plain-writes"
+    /// A device goes offline, or comes back.
+    case disconnects
+    /// The node stops (its sockets told to come back later) and starts again on its replica.
+    case nodeRestarts = "node-restarts"
+    /// The node is killed (SIGKILL: mid-push, mid-apply) and starts again on its replica. Only
+    /// with a node in a child process; otherwise a restart.
+    case nodeKills = "node-kills"
+    /// PostgreSQL restarts (`pg_ctl restart -m immediate`: a crash and recovery).
+    case postgresRestarts = "postgres-restarts"
 }
 
 /// What a sync stress run found.
@@ -50,6 +95,8 @@ public struct SyncStressReport: Sendable {
     public var localWriteErrors = 0
     /// What went wrong, first things first.
     public var findings: [String] = []
+    /// The operations taken when the first finding was checked (the run stops at that round).
+    public var failedAt: Int?
 
     /// Whether nothing was found.
     public var passed: Bool { discrepancies == 0 && lost == 0 && duplicated == 0 && leaked == 0 }
@@ -88,23 +135,69 @@ public enum SyncStress {
          "SELECT id, owner, rank, done, body FROM notes WHERE owner = $user AND rank < 5 ORDER BY id"),
     ]
 
-    /// The clusters of the runs going on, for ``stopClusters()``.
-    static let running = Locked<[ObjectIdentifier: ThrowawayPostgres]>([:])
+    /// The clusters and node processes of the runs going on, for ``stopClusters()``.
+    static let running = Locked<(clusters: [ObjectIdentifier: ThrowawayPostgres], nodes: Set<Int32>)>(([:], []))
 
-    /// Stops the PostgreSQL clusters of the runs going on, from any thread: a command
-    /// interrupted (Ctrl-C, a timeout's SIGTERM) leaves no cluster behind.
+    /// Kills the node processes and stops the PostgreSQL clusters of the runs going on, from any
+    /// thread: a command interrupted (Ctrl-C, a timeout's SIGTERM) leaves nothing behind.
     public static func stopClusters() {
-        let clusters = running.withLock { running in
-            defer { running = [:] }
-            return Array(running.values)
+        let (clusters, nodes) = running.withLock { running in
+            defer { running = ([:], []) }
+            return (Array(running.clusters.values), running.nodes)
         }
+        for node in nodes { Glibc.kill(node, SIGKILL) }
         for cluster in clusters { try? cluster.stop() }
+    }
+
+    /// Looks for a smaller run that still fails, starting from `failed` (a run of
+    /// `configuration`): only the operations up to its failing round, then half as many, then
+    /// each kind of step left out, then shorter rounds. Each candidate runs once, at most
+    /// `budget` of them; timing varies between runs, so the answer is a smaller failing run,
+    /// not the smallest.
+    ///
+    /// - Returns: the smallest failing configuration found and its report.
+    public static func shrink(_ configuration: SyncStressConfiguration, failed: SyncStressReport,
+                              budget: Int = 12) async throws -> (SyncStressConfiguration, SyncStressReport) {
+        var best = configuration
+        best.seconds = 24 * 3600
+        best.maxOperations = failed.failedAt ?? failed.operations
+        var bestReport = failed
+        var left = budget
+        func attempt(_ candidate: SyncStressConfiguration) async throws -> Bool {
+            guard left > 0 else { return false }
+            left -= 1
+            configuration.log?("sync-stress: shrinking: trying \(candidate.arguments)")
+            let report = try await run(candidate)
+            guard !report.passed else { return false }
+            (best, bestReport) = (candidate, report)
+            best.maxOperations = report.failedAt ?? report.operations
+            configuration.log?("sync-stress: shrinking: still fails: \(best.arguments)")
+            return true
+        }
+        while let operations = best.maxOperations, operations > 1 {
+            var candidate = best
+            candidate.maxOperations = operations / 2
+            candidate.operationsPerRound = min(candidate.operationsPerRound, operations / 2)
+            guard try await attempt(candidate) else { break }
+        }
+        for step in SyncStressStep.allCases where best.steps.contains(step) && best.steps.count > 1 {
+            var candidate = best
+            candidate.steps.remove(step)
+            _ = try await attempt(candidate)
+        }
+        while best.operationsPerRound > 1 {
+            var candidate = best
+            candidate.operationsPerRound = best.operationsPerRound / 2
+            guard try await attempt(candidate) else { break }
+        }
+        return (best, bestReport)
     }
 
     /// Runs the stress; findings are in the report, never thrown.
     ///
     /// - Throws: when the run cannot be set up (no PostgreSQL, a node that does not start).
     public static func run(_ configuration: SyncStressConfiguration) async throws -> SyncStressReport {
+        configuration.log?("sync-stress: \(configuration.arguments)")
         let run = try await SyncStressRun.start(configuration)
         do {
             let report = try await run.run()
@@ -127,12 +220,23 @@ final class StressDevice: @unchecked Sendable {   // used by the run's one drivi
     var online = true
     var nextID: Int64
 
+    /// Writes the client's events to `<path>.events` (what it heard: for a failed run's files).
+    let eventLog: Task<Void, Never>
+
     init(user: String, index: Int, path: String, url: String, token: @escaping @Sendable () async throws -> String) throws {
         self.user = user
         store = try Store(path: path)
         client = SyncClient(url: url, store: store, token: token)
         nextID = Int64(index + 1) * 1_000_000
+        let handler = try FileLogHandler(label: "device \(index)", path: path + ".events")
+        eventLog = Task { [events = client.events] in
+            for await event in events {
+                handler.log(event: LogEvent(level: .info, message: "\(event)", metadata: nil, source: "", file: "", function: "", line: 0))
+            }
+        }
     }
+
+    deinit { eventLog.cancel() }
 
     /// The rows of the local `notes`, as Postgres's text output writes them.
     func localRows() throws -> [[String]] {
@@ -151,12 +255,20 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
     let postgres: ThrowawayPostgres
     let directory: TemporaryDirectory
     var random: SeededGenerator
-    var node: (server: SyncServer, task: Task<Void, any Error>)?
+    var node: StressNode?
+    /// The node's port: below Linux's ephemeral range (32768 on), so that no client socket
+    /// reconnecting while the node is down can take it (a socket can connect to itself on a
+    /// port of that range) and keep the node from listening again.
+    var port = 0
     var url = ""
     var devices: [StressDevice] = []
     var report: SyncStressReport
     let secret = Array("ripple sync stress: a token secret of 32 bytes or more".utf8)
     var nextPlainID: Int64 = 1
+    /// What the run is doing, since when (for the watchdog of ``run()``).
+    let progress = Locked<(String, ContinuousClock.Instant)>(("starting", .now))
+
+    private func doing(_ what: String) { progress.withLock { $0 = (what, .now) } }
 
     init(configuration: SyncStressConfiguration, postgres: ThrowawayPostgres, directory: TemporaryDirectory) {
         self.configuration = configuration
@@ -168,9 +280,11 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
 
     static func start(_ configuration: SyncStressConfiguration) async throws -> SyncStressRun {
         let postgres = try await ThrowawayPostgres.started()
-        SyncStress.running.withLock { $0[ObjectIdentifier(postgres)] = postgres }
+        SyncStress.running.withLock { $0.clusters[ObjectIdentifier(postgres)] = postgres }
         let run = SyncStressRun(configuration: configuration, postgres: postgres, directory: try TemporaryDirectory())
         do {
+            try Data(SyncStress.rules.utf8).write(to: URL(fileURLWithPath: run.directory.path("rules.json")))
+            try Data(run.secret).write(to: URL(fileURLWithPath: run.directory.path("secret")))
             try await postgres.psql("""
                 CREATE TABLE notes(id int8 PRIMARY KEY, owner text NOT NULL, rank int4 NOT NULL, done bool NOT NULL DEFAULT false, body text);
                 INSERT INTO notes SELECT i, 'u' || (i % 3), i % 10, i % 4 = 0, 'note ' || i FROM generate_series(1, 30) AS i;
@@ -199,72 +313,169 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         }
     }
 
+    /// Copies what a failed run leaves (the node's log and replica, the devices' stores,
+    /// Postgres's log) to a directory that outlives the run, and names it in the findings.
+    private func keepEvidence() async {
+        let kept = FileManager.default.temporaryDirectory
+            .appendingPathComponent("ripple-sync-stress-seed\(configuration.seed)-\(UUID().uuidString.prefix(8))")
+        // The node's own account, if it answers: its feed's health and its counters.
+        for page in ["health", "metrics"] {
+            guard node != nil, let address = URL(string: "http://127.0.0.1:\(port)/\(page)") else { continue }
+            var request = URLRequest(url: address)
+            request.timeoutInterval = 5
+            let text = (try? await URLSession.shared.data(for: request)).map { String(decoding: $0.0, as: UTF8.self) } ?? "(no answer)"
+            try? Data(text.utf8).write(to: URL(fileURLWithPath: directory.path("node-\(page).txt")))
+        }
+        do {
+            try FileManager.default.copyItem(at: directory.url, to: kept)
+            try? FileManager.default.copyItem(atPath: postgres.logFile, toPath: kept.appendingPathComponent("postgres.log").path)
+            report.findings.append("the run's files (node.log, postgres.log, the stores) are kept in \(kept.path)")
+        } catch {
+            report.findings.append("the run's files could not be kept: \(error)")
+        }
+    }
+
+    /// Starts the node on its port, trying again (a node killed a moment ago may still hold its
+    /// slot; before the clients know the port, another port) until it listens.
     func startNode() async throws {
+        var failures = 0
+        while true {
+            if port == 0 { port = Int.random(in: 20_000..<32_000) }
+            do {
+                node = try await launchNode()
+                url = "ws://127.0.0.1:\(port)/sync"
+                return
+            } catch {
+                failures += 1
+                configuration.log?("sync-stress: the node did not start on port \(port) (\(error)); trying again")
+                guard failures < 20 else { throw error }
+                if url.isEmpty { port = 0 }
+                try await Task.sleep(for: .milliseconds(50 * failures))
+            }
+        }
+    }
+
+    private func launchNode() async throws -> StressNode {
+        if let executable = configuration.nodeExecutable {
+            return .child(try await StressNodeProcess.start(executable, arguments: [
+                "serve", "--postgres", postgres.url, "--tables", "notes", "--rules", directory.path("rules.json"),
+                "--secret-file", directory.path("secret"), "--port", String(port), "--replica", directory.path("node.sqlite"),
+                "--slot", "ripple_stress", "--heartbeat", "0.2",
+                "--log-level", ProcessInfo.processInfo.environment["RIPPLE_STRESS_NODE_LOG"] ?? "info",
+            ], log: directory.path("node.log")))
+        }
         var configuration = SyncServerConfiguration(
             postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: ["notes"],
             rules: try SyncRules(json: Data(SyncStress.rules.utf8)), secret: secret, replicaPath: directory.path("node.sqlite"))
-        configuration.port = url.isEmpty ? 0 : Int(url.split(separator: ":").last!.split(separator: "/").first!)!
+        configuration.port = port
         configuration.slot = "ripple_stress"
         configuration.heartbeatInterval = .milliseconds(200)
-        let server = try SyncServer(configuration: configuration)
+        let handler = try FileLogHandler(label: "ripple-server", path: directory.path("node.log"))
+        let server = try SyncServer(configuration: configuration, logger: Logger(label: "ripple-server") { _ in handler })
         let task = Task { try await server.run() }
-        let port = try await server.port
-        node = (server, task)
-        url = "ws://127.0.0.1:\(port)/sync"
+        do {
+            _ = try await server.port
+        } catch {
+            _ = await task.result
+            throw error
+        }
+        return .inProcess(server, task)
     }
 
-    func stopNode() async {
+    /// Stops the node (`kill`: SIGKILL, when it is a process). A node that does not stop
+    /// within 30 s is a finding (then killed).
+    func stopNode(kill: Bool = false) async {
         guard let node else { return }
-        node.task.cancel()
-        _ = await node.task.result
         self.node = nil
+        switch node {
+        case .inProcess(_, let task):
+            task.cancel()
+            _ = await task.result
+        case .child(let process):
+            if !kill, !(await process.stop(within: .seconds(30))) {
+                report.discrepancies += 1
+                report.findings.append("round \(report.rounds + 1): the node did not stop within 30 s of SIGTERM")
+            }
+            await process.kill()
+        }
     }
 
     func stop() async {
         for device in devices { await device.client.stop() }
         await stopNode()
-        if SyncStress.running.withLock({ $0.removeValue(forKey: ObjectIdentifier(postgres)) }) != nil { try? postgres.stop() }
+        if SyncStress.running.withLock({ $0.clusters.removeValue(forKey: ObjectIdentifier(postgres)) }) != nil { try? postgres.stop() }
     }
 
     // MARK: The run
 
+    /// Rounds of random steps, each ending at a quiescent point, until the time or the
+    /// operations run out or a round finds something.
     func run() async throws -> SyncStressReport {
+        // A step that never returns is a finding the run cannot write down: say what hangs.
+        let watchdog = Task { [progress, log = configuration.log] in
+            var warned: String?
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(5))
+                let (what, since) = progress.withLock { $0 }
+                if ContinuousClock.now - since > .seconds(90), warned != what {
+                    log?("sync-stress: stuck for 90 s in \(what)")
+                    warned = what
+                }
+            }
+        }
+        defer { watchdog.cancel() }
         let deadline = Date().addingTimeInterval(configuration.seconds)
-        while Date() < deadline {
-            for _ in 0..<configuration.operationsPerRound {
+        let limit = configuration.maxOperations ?? .max
+        while Date() < deadline, report.operations < limit {
+            let known = report.findings.count
+            let end = min(report.operations + max(configuration.operationsPerRound, 1), limit)
+            while report.operations < end {
                 try await operation()
                 report.operations += 1
             }
-            let known = report.findings.count
             try await quiescentPoint()
             report.rounds += 1
             configuration.log?("sync-stress: round \(report.rounds): \(report.summaryLine)")
             for finding in report.findings[known...] { configuration.log?("sync-stress: finding: \(finding)") }
+            if !report.passed {
+                report.failedAt = report.operations
+                await keepEvidence()
+                break
+            }
         }
         return report
     }
 
     private func pick(_ count: Int) -> Int { Int(random.next() % UInt64(count)) }
 
-    /// One random step.
+    /// One random step (a kind of step left out of the run does nothing).
     private func operation() async throws {
         let roll = pick(100)
-        switch roll {
-        case 0..<55:
-            let device = devices[pick(devices.count)]
-            try await localWrite(device)
-        case 55..<80:
+        let step: SyncStressStep = switch roll {
+        case 0..<55: .localWrites
+        case 55..<80: .plainWrites
+        case 80..<93: .disconnects
+        case 93..<96: .nodeRestarts
+        case 96..<98: .nodeKills
+        default: .postgresRestarts
+        }
+        guard configuration.steps.contains(step) else { return }
+        doing("operation \(report.operations + 1): \(step.rawValue)")
+        switch step {
+        case .localWrites:
+            try await localWrite(devices[pick(devices.count)])
+        case .plainWrites:
             try await plainWrite()
-        case 80..<93:
-            // A device goes offline, or comes back.
+        case .disconnects:
             let device = devices[pick(devices.count)]
+            doing("operation \(report.operations + 1): device \(devices.firstIndex { $0 === device }!) goes \(device.online ? "offline" : "online")")
             if device.online { await device.client.stop() } else { try await device.client.start() }
             device.online.toggle()
-        case 93..<98:
-            await stopNode()
+        case .nodeRestarts, .nodeKills:
+            await stopNode(kill: step == .nodeKills)
             try await startNode()
-        default:
-            if configuration.postgresRestarts { try await postgres.restart(immediate: true) } else { try await plainWrite() }
+        case .postgresRestarts:
+            try await postgres.restart(immediate: true)
         }
     }
 
@@ -328,6 +539,14 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
     /// Every device online, every outbox empty, every subscription equal to its query on
     /// Postgres; then the accounting of mutations and the rules.
     private func quiescentPoint() async throws {
+        doing("round \(report.rounds + 1)'s quiescent point")
+        if case .child(let process) = node, let ended = process.ended {
+            // Nothing stopped it: the node died by itself.
+            report.discrepancies += 1
+            report.findings.append("round \(report.rounds + 1): the node died by itself (\(ended)); see its log")
+            node = nil
+            try await startNode()
+        }
         for device in devices where !device.online {
             try await device.client.start()
             device.online = true
@@ -348,6 +567,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
                 try await Task.sleep(for: .milliseconds(50))
             }
         }
+        try await configuration.beforeChecks?(postgres)
         try await checkMutations()
         try checkRules()
     }
@@ -396,12 +616,13 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
                 report.lost += Int(last)
                 continue
             }
-            // (A device given a new id numbers its pending mutations after the server's count.)
-            if counter < last || highest < last {
-                report.lost += Int(last - min(counter, highest))
-                report.findings.append("device \(index): made \(last) mutations, the server's counter is \(counter), results to \(highest)")
+            // Every mutation 1…last has its one result, and the counter stands at the last.
+            if counter < last || distinct < last {
+                report.lost += Int(last - min(counter, distinct))
+                report.findings.append("device \(index): made \(last) mutations, the server's counter is \(counter), "
+                                       + "\(distinct) of them have results (\(lowest)…\(highest))")
             }
-            if counter > last || results != distinct || (results > 0 && results != highest - lowest + 1) {
+            if counter > last || results != distinct || highest > last || (results > 0 && lowest != 1) {
                 report.duplicated += 1
                 report.findings.append("device \(index): counter \(counter) for \(last) mutations, \(results) results (\(distinct) distinct, \(lowest)…\(highest))")
             }

@@ -4,7 +4,7 @@ import Foundation
 /// thread. From a task, a blocking wait (a child process, a long synchronous run) would hold one
 /// of Swift's cooperative threads, of which there are as many as cores: a parallel test suite
 /// that holds them all starves every task of the process.
-func onOwnThread<T: Sendable>(_ name: String, stackSize: Int? = nil,
+package func onOwnThread<T: Sendable>(_ name: String, stackSize: Int? = nil,
                               _ work: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         let thread = Thread { continuation.resume(with: Result { try work() }) }

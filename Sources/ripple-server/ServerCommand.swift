@@ -47,6 +47,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Sockets admitted at once (the rest get retry_later).")
     var maxSockets = 10_000
 
+    @Option(help: "What to log (to standard error): trace, debug, info, notice, warning, error or critical.")
+    var logLevel = "warning"
+
+    @Option(help: "Seconds between heartbeats to idle sockets (each tells a socket where the replica stands).")
+    var heartbeat: Double = 5
+
     func run() async throws {
         let secret = try readSecret(secretFile)
         let rulesData = try Data(contentsOf: URL(fileURLWithPath: rules))
@@ -58,14 +64,19 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.port = port
         configuration.slot = slot
         configuration.maxSockets = maxSockets
+        guard heartbeat > 0 else { throw ValidationError("--heartbeat must be more than 0 seconds") }
+        configuration.heartbeatInterval = .milliseconds(Int64((heartbeat * 1000).rounded(.up)))
         raiseDescriptorLimit()
-        let server = try SyncServer(configuration: configuration, logger: serverLogger())
+        guard let level = Logger.Level(rawValue: logLevel) else {
+            throw ValidationError("--log-level is one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let server = try SyncServer(configuration: configuration, logger: serverLogger(level: level))
         try await runUntilInterrupted {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await server.run() }
                 group.addTask {
                     let port = try await server.port
-                    print("ripple-server: serving ws://\(host):\(port)/sync (health: http://\(host):\(port)/health, "
+                    say("ripple-server: serving ws://\(host):\(port)/sync (health: http://\(host):\(port)/health, "
                           + "metrics: /metrics)")
                 }
                 try await group.waitForAll()
@@ -122,8 +133,8 @@ func runUntilInterrupted(_ body: @escaping @Sendable () async throws -> Void) as
 }
 
 /// The node's log: warnings and errors on standard error.
-func serverLogger() -> Logger {
+func serverLogger(level: Logger.Level = .warning) -> Logger {
     var logger = Logger(label: "ripple-server") { StreamLogHandler.standardError(label: $0) }
-    logger.logLevel = .warning
+    logger.logLevel = level
     return logger
 }

@@ -10,10 +10,12 @@ struct StressCommand: AsyncParsableCommand {
         abstract: "Check Ripple Sync against PostgreSQL under random writes and faults (a throwaway cluster; needs postgresql-15).",
         discussion: """
             Clients with random subscriptions write their local stores online and offline, another \
-            writer changes PostgreSQL directly, and devices disconnect, the node restarts and PostgreSQL \
-            restarts. At each quiescent point every client's rows must equal the queries on PostgreSQL, \
-            every mutation must have exactly one result, and no client may hold a row its rule excludes. \
-            The last line is the summary; the exit status is 1 when something was found.
+            writer changes PostgreSQL directly, and devices disconnect, the node (a child process) is \
+            stopped or killed and starts again, and PostgreSQL restarts. At each quiescent point every \
+            client's rows must equal the queries on PostgreSQL, every mutation must have exactly one \
+            result, and no client may hold a row its rule excludes. A failing run stops at its round and \
+            is shrunk (fewer operations, fewer kinds of step), and the command that repeats the smaller \
+            failure is printed. The last line is the summary; the exit status is 1 when something was found.
             """)
 
     @Option(help: "How long to write, in seconds (checks come on top).")
@@ -25,8 +27,20 @@ struct StressCommand: AsyncParsableCommand {
     @Option(help: "Operations between two quiescent points.")
     var round = 60
 
-    @Flag(help: "Do not restart PostgreSQL.")
+    @Option(help: "Stop after this many operations (instead of after --seconds).")
+    var operations: Int?
+
+    @Option(help: "Kinds of step to leave out, comma-separated: \(SyncStressStep.allCases.map(\.rawValue).joined(separator: ", ")).")
+    var without: String?
+
+    @Flag(help: "Do not restart PostgreSQL (as --without postgres-restarts).")
     var noPostgresRestarts = false
+
+    @Flag(help: "Run the node in this process (it can then be stopped, never killed).")
+    var inProcessNode = false
+
+    @Flag(help: "Do not shrink a failing run.")
+    var noShrink = false
 
     func run() async throws {
         guard case .available = ThrowawayPostgres.availability else {
@@ -36,7 +50,19 @@ struct StressCommand: AsyncParsableCommand {
         configuration.seed = seed
         configuration.seconds = seconds
         configuration.operationsPerRound = round
-        configuration.postgresRestarts = !noPostgresRestarts
+        configuration.maxOperations = operations
+        if operations != nil { configuration.seconds = 24 * 3600 }
+        for word in (without ?? "").split(separator: ",") {
+            guard let step = SyncStressStep(rawValue: word.trimmingCharacters(in: .whitespaces)) else {
+                throw ValidationError("no kind of step '\(word)' (there are \(SyncStressStep.allCases.map(\.rawValue).joined(separator: ", ")))")
+            }
+            configuration.steps.remove(step)
+        }
+        if noPostgresRestarts { configuration.steps.remove(.postgresRestarts) }
+        if !inProcessNode {
+            guard let executable = Bundle.main.executablePath else { throw ValidationError("cannot find this executable to run the node") }
+            configuration.nodeExecutable = executable
+        }
         configuration.log = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
         // Interrupted, the run's PostgreSQL is stopped before the process ends.
         let signals = [SIGINT, SIGTERM].map { (number: Int32) -> any DispatchSourceSignal in
@@ -53,6 +79,11 @@ struct StressCommand: AsyncParsableCommand {
         defer { signals.forEach { $0.cancel() } }
         let report = try await SyncStress.run(configuration)
         for finding in report.findings.prefix(20) { print("finding: \(finding)") }
+        if !report.passed && !noShrink {
+            let (smaller, smallerReport) = try await SyncStress.shrink(configuration, failed: report)
+            for finding in smallerReport.findings.prefix(20) { print("finding (shrunk): \(finding)") }
+            print("sync-stress: shrunk: ripple-server stress \(smaller.arguments)")
+        }
         print(report.summaryLine)
         if !report.passed { throw ExitCode.failure }
     }

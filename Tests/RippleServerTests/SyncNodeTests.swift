@@ -184,6 +184,50 @@ struct SyncNodeTests {
 }
 
 extension SyncNodeTests {
+    /// A node that cannot listen (its port taken) ends with an error, and whoever waits for
+    /// its port hears that error, however late they ask: nobody waits forever for a port that
+    /// will never come.
+    @Test(.timeLimit(.minutes(2))) func aNodeThatCannotListenFailsWhoeverWaitsForItsPort() async throws {
+        let postgres = try await ThrowawayPostgres.started()
+        defer { try? postgres.stop() }
+        try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY)")
+        let directory = try TemporaryDirectory()
+        let rules = #"{"tables": {"items": {"read": true}}}"#
+        let first = try await TestNode.start(postgres, tables: ["items"], rules: rules, directory: directory)
+        var configuration = SyncServerConfiguration(
+            postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: ["items"],
+            rules: try SyncRules(json: Data(rules.utf8)), secret: first.secret, replicaPath: directory.path("second.sqlite"))
+        configuration.port = first.port
+        configuration.slot = "ripple_second"
+        let second = try SyncServer(configuration: configuration)
+        let outcome = await Task { try await second.run() }.result
+        #expect(throws: (any Error).self) { try outcome.get() }
+        await #expect(throws: (any Error).self) { try await second.port }
+        await first.stop()
+    }
+
+    /// A socket that opens while the node stops (accepted just before its listener closed) is
+    /// told to come back later and closed, instead of staying open and keeping the node from
+    /// ever stopping.
+    @Test(.timeLimit(.minutes(2))) func aSocketThatOpensWhileTheNodeStopsIsToldToComeBackLater() async throws {
+        let postgres = try await ThrowawayPostgres.started()
+        defer { try? postgres.stop() }
+        try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY)")
+        let directory = try TemporaryDirectory()
+        let node = try await TestNode.start(postgres, tables: ["items"], rules: #"{"tables": {"items": {"read": true}}}"#, directory: directory)
+        node.server.beginStopping()
+        let socket = try await TestSocket(url: node.url)
+        defer { socket.close() }
+        guard case .error(let code, _, _) = try await socket.next(within: 20) else {
+            Issue.record("the socket was not told to come back later")
+            await node.stop()
+            return
+        }
+        #expect(code == .retryLater)
+        #expect(try await socket.next(within: 20) == nil)
+        await node.stop()
+    }
+
     /// A node down long enough for its slot to pass `max_slot_wal_keep_size` finds the slot
     /// lost: it makes a fresh slot and copy (never resumes with rows missing), and a client
     /// resuming from before the copy gets a snapshot equal to Postgres.

@@ -217,6 +217,42 @@ import Testing
         }
     }
 
+    /// A mutation that keeps failing for a reason that passes (here a serialization failure,
+    /// every attempt) is not rejected for good: no result is stored, its counter stays, it is
+    /// answered `unavailable` without a position (send it again), and the push stops there. Sent
+    /// again once the failure passed, it applies.
+    @Test func aMutationThatKeepsFailingForAPassingReasonIsNotRejectedForGood() async throws {
+        try await withNode { postgres, node in
+            try await postgres.psql("""
+                CREATE TABLE busy(refusing bool NOT NULL);
+                INSERT INTO busy VALUES (true);
+                CREATE FUNCTION refuse_while_busy() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN
+                        IF (SELECT refusing FROM busy) THEN RAISE EXCEPTION 'busy' USING ERRCODE = '40001'; END IF;
+                        RETURN NEW;
+                    END $$;
+                CREATE TRIGGER counters_busy BEFORE UPDATE ON counters FOR EACH ROW EXECUTE FUNCTION refuse_while_busy();
+                """)
+            let (socket, _) = try await self.socket(node, "alice")
+            defer { socket.close() }
+            let mutations = [11, 12].map { total in
+                Mutation(id: Int64(total - 10), ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(Int64(total))])])
+            }
+            let first = try await socket.push(mutations)
+            #expect(first.map(\.id) == [1])
+            #expect(first.first?.status == .rejected)
+            #expect(first.first?.code == "unavailable")
+            #expect(first.first?.lsn == nil)
+            #expect(try postgres.rows("SELECT count(*) FROM ripple_sync_results") == ["0"])
+            #expect(try postgres.rows("SELECT last_mutation_id FROM ripple_sync_clients") == ["0"])
+
+            try await postgres.psql("UPDATE busy SET refusing = false")
+            let again = try await socket.push(mutations)
+            #expect(again.map(\.status) == [.applied, .applied])
+            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["12|2"])
+        }
+    }
+
     @Test func rejectedMutationsSayWhyAndChangeNothing() async throws {
         try await withNode { postgres, node in
             let (socket, _) = try await self.socket(node, "alice")

@@ -172,7 +172,7 @@ public actor ReplicaFeed {
         }
         // A fresh slot, bound to this replica, then a copy from a snapshot taken after it.
         if !slot.isEmpty {
-            try await client.query("SELECT pg_drop_replication_slot(\(configuration.slot)::name)", logger: logger)
+            _ = try await client.gatheredRows("SELECT pg_drop_replication_slot(\(configuration.slot)::name)", logger: logger)
         }
         // Where the slot starts: every transaction after it is replayed onto the copy, those
         // below the copy's position too (commit visibility is not LSN order: a transaction
@@ -279,7 +279,7 @@ public actor ReplicaFeed {
         let described = tables
         let logger = logger
         return try await client.withConnection { connection in
-            try await connection.query(Self.textForms, logger: logger)
+            _ = try await connection.gatheredRows(Self.textForms, logger: logger)
             try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: logger)
             do {
                 var copied: [String: [[String?]]] = [:]
@@ -291,15 +291,12 @@ public actor ReplicaFeed {
                         let name = SQLIdentifier.quoted(column.name)
                         return "CASE WHEN \(name) IS NULL THEN NULL ELSE concat(\(name)) END"
                     }.joined(separator: ", ")
-                    var rows: [[String?]] = []
-                    for try await row in try await connection.query(
-                        PostgresQuery(unsafeSQL: "SELECT \(list) FROM \(SQLIdentifier.quoted(name))"), logger: logger) {
-                        rows.append(try row.map { try $0.decode(String?.self) })
-                    }
-                    copied[name] = rows
+                    copied[name] = try await connection.gatheredRows(
+                        PostgresQuery(unsafeSQL: "SELECT \(list) FROM \(SQLIdentifier.quoted(name))"), logger: logger, within: .hours(24)
+                    ).map { row in try row.map { try $0.decode(String?.self) } }
                 }
                 var position = ""
-                for try await row in try await connection.query("SELECT pg_current_wal_insert_lsn()::text", logger: logger) {
+                for row in try await connection.gatheredRows("SELECT pg_current_wal_insert_lsn()::text", logger: logger) {
                     position = try row.decode(String.self)
                 }
                 try await connection.query("COMMIT", logger: logger)
@@ -352,7 +349,7 @@ public actor ReplicaFeed {
                 }
             }
             guard confirm, let last else { return applied }
-            try await client.query("SELECT pg_replication_slot_advance(\(configuration.slot)::name, \(last.description)::pg_lsn)",
+            _ = try await client.gatheredRows("SELECT pg_replication_slot_advance(\(configuration.slot)::name, \(last.description)::pg_lsn)",
                                    logger: logger)
             // Fewer changes than asked for: the slot had no more (a peek to learn it costs as
             // much as one that finds some).
@@ -432,18 +429,14 @@ public actor ReplicaFeed {
             // Values are written in the session's text forms: the same ones as the copy's, set
             // once per connection (they are session settings; a round trip fewer per peek).
             if textFormsSet.withLock({ !$0.contains(connection.id) }) {
-                try await connection.query(Self.textForms, logger: logger)
+                _ = try await connection.gatheredRows(Self.textForms, logger: logger)
                 textFormsSet.withLock { _ = $0.insert(connection.id) }
             }
-            var messages: [PGOutput.Message] = []
-            let sequence = try await connection.query("""
+            let rows = try await connection.gatheredRows("""
                 SELECT data FROM pg_logical_slot_peek_binary_changes(\(slot)::name, NULL, \(size)::int,
                     'proto_version', '1', 'publication_names', \(publication), 'messages', 'true')
                 """, logger: logger)
-            for try await data in sequence.decode(ByteBuffer.self) {
-                messages.append(try PGOutput.Message(Array(data.readableBytesView)))
-            }
-            return messages
+            return try rows.map { row in try PGOutput.Message(Array(try row.decode(ByteBuffer.self).readableBytesView)) }
         }
     }
 
@@ -633,11 +626,7 @@ public actor ReplicaFeed {
 
     /// The rows of a query, each column as text.
     private func rows(_ query: PostgresQuery) async throws -> [[String]] {
-        var rows: [[String]] = []
-        for try await row in try await client.query(query, logger: logger) {
-            rows.append(try row.map { try $0.decode(String?.self) ?? "" })
-        }
-        return rows
+        try await client.gatheredRows(query, logger: logger).map { row in try row.map { try $0.decode(String?.self) ?? "" } }
     }
 
 }

@@ -34,13 +34,21 @@ public final class SyncServer: Sendable {
     private let hubs = Locked<SubscriptionHub?>(nil)
     /// Sockets with frames waiting for a version to finish, and every open socket.
     private let frames = Locked(FrameState())
-    private let listening = Locked<(port: Int?, waiters: [CheckedContinuation<Int, any Error>])>((nil, []))
+    /// The port once listening, or why the node will never listen; and who waits for either.
+    private let listening = Locked<(port: Int?, failure: (any Error)?, waiters: [CheckedContinuation<Int, any Error>])>((nil, nil, []))
     private let feedStatus = Locked(FeedStatus())
 
     struct FrameState {
         var dirty: [ObjectIdentifier: SyncSession] = [:]
         var sessions: [ObjectIdentifier: SyncSession] = [:]
+        /// Set once the node starts stopping: a socket that opens from then on (accepted just
+        /// before the listener closed) is told to come back later instead of staying open, which
+        /// would keep the node from ever stopping.
+        var stopping = false
     }
+
+    /// Whether a socket may stay.
+    enum Admission { case admitted, full, stopping }
 
     struct FeedStatus {
         var readThrough = PGOutput.LSN(0)
@@ -63,7 +71,8 @@ public final class SyncServer: Sendable {
         // PostgresNIO's own log at errors only: it warns of a lease before run() starts, which
         // the node does at once (the feed's failures are logged by the node itself).
         var postgresLogger = self.logger
-        postgresLogger.logLevel = max(postgresLogger.logLevel, .error)
+        // PostgresNIO's own messages (its pool's connection attempts) only when debugging.
+        if postgresLogger.logLevel > .debug { postgresLogger.logLevel = max(postgresLogger.logLevel, .error) }
         client = PostgresClient(configuration: configuration.postgres, backgroundLogger: postgresLogger)
         writer = MutationWriter(client: client, rules: configuration.rules, resolvers: configuration.resolvers, logger: self.logger)
         timeline = ReplicaTimeline(capacity: configuration.retainedVersions)
@@ -85,15 +94,18 @@ public final class SyncServer: Sendable {
     }
 
     /// The port the server listens on, once it does.
+    ///
+    /// - Throws: why the node stopped (or failed) before it listened, whenever asked.
     public var port: Int {
         get async throws {
-            if let port = listening.withLock({ $0.port }) { return port }
-            return try await withCheckedThrowingContinuation { continuation in
-                let port = listening.withLock { state -> Int? in
-                    if state.port == nil { state.waiters.append(continuation) }
-                    return state.port
+            try await withCheckedThrowingContinuation { continuation in
+                let known = listening.withLock { state -> Result<Int, any Error>? in
+                    if let port = state.port { return .success(port) }
+                    if let failure = state.failure { return .failure(failure) }
+                    state.waiters.append(continuation)
+                    return nil
                 }
-                if let port { continuation.resume(returning: port) }
+                if let known { continuation.resume(with: known) }
             }
         }
     }
@@ -108,11 +120,40 @@ public final class SyncServer: Sendable {
     public func run() async throws {
         // Stopping, the node closes its sockets itself (each told to come back later): the
         // HTTP server's shutdown waits for them, and a client connected to a node that stops
-        // must not hold it.
+        // must not hold it. Whatever still runs after ``SyncServerConfiguration/stopGrace``
+        // is left behind, named in a warning: the node stops when told to.
+        let parts = Task { try await self.runParts() }
+        let ending = Locked<CheckedContinuation<Void, any Error>?>(nil)
+        let ended = Locked(false)
+        @Sendable func end(_ result: Result<Void, any Error>) {
+            let waiting = ending.withLock { waiting in
+                defer { waiting = nil }
+                return waiting
+            }
+            if ended.withLock({ done in defer { done = true }; return !done }) { waiting?.resume(with: result) }
+        }
         try await withTaskCancellationHandler {
-            try await runParts()
+            try await withCheckedThrowingContinuation { continuation in
+                ending.withLock { $0 = continuation }
+                Task {
+                    let result = await parts.result
+                    end(result)
+                }
+            }
         } onCancel: {
-            for session in frames.withLock({ Array($0.sessions.values) }) { session.shutDown() }
+            beginStopping()
+            parts.cancel()
+            Task { [configuration, logger] in
+                try? await Task.sleep(for: configuration.stopGrace)
+                guard !ended.withLock({ $0 }) else { return }
+                let busy = frames.withLock { Array($0.sessions.values) }.map(\.state)
+                logger.warning("""
+                    stopping: still busy after \(configuration.stopGrace), left behind: \(busy.count) sockets\
+                    \(busy.isEmpty ? "" : " (" + busy.joined(separator: "; ") + ")")\
+                    \(feedStatus.withLock { $0.failure }.map { "; the feed: \($0)" } ?? "")
+                    """)
+                end(.failure(CancellationError()))
+            }
         }
     }
 
@@ -125,12 +166,7 @@ public final class SyncServer: Sendable {
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 defer { group.cancelAll() }
-                do {
-                    try await self.start()
-                } catch {
-                    failListening(error)
-                    throw error
-                }
+                try await self.start()
                 group.addTask { try await self.follow() }
                 group.addTask { try await self.beat() }
                 group.addTask { try await self.serve() }
@@ -140,6 +176,8 @@ public final class SyncServer: Sendable {
         } catch {
             outcome = .failure(error)
         }
+        // Whatever ended the node, nobody waits for a port that will not come.
+        if case .failure(let error) = outcome { failListening(error) } else { failListening(CancellationError()) }
         postgres.cancel()
         await postgres.value
         try outcome.get()
@@ -257,12 +295,23 @@ public final class SyncServer: Sendable {
     /// The position of a finished replica version (for labelling frames).
     func position(of version: Int64) -> PGOutput.LSN { timeline.position(of: version) }
 
-    func register(_ session: SyncSession) -> Bool {
+    /// Closes every socket (each told to come back later), and every socket that opens from now
+    /// on: the node is stopping.
+    package func beginStopping() {
+        let sessions = frames.withLock { state in
+            state.stopping = true
+            return Array(state.sessions.values)
+        }
+        for session in sessions { session.shutDown() }
+    }
+
+    func register(_ session: SyncSession) -> Admission {
         frames.withLock { state in
-            guard state.sessions.count < configuration.maxSockets else { return false }
+            guard !state.stopping else { return .stopping }
+            guard state.sessions.count < configuration.maxSockets else { return .full }
             state.sessions[ObjectIdentifier(session)] = session
             metrics.sockets.withLock { $0 = state.sessions.count }
-            return true
+            return .admitted
         }
     }
 
@@ -316,8 +365,11 @@ public final class SyncServer: Sendable {
         try await app.run()
     }
 
+    /// The node will not listen (any more): those waiting for its port, and those who ask
+    /// later, hear `error` (a node that listened keeps its port).
     private func failListening(_ error: any Error) {
         let waiters = listening.withLock { state -> [CheckedContinuation<Int, any Error>] in
+            if state.port == nil, state.failure == nil { state.failure = error }
             defer { state.waiters = [] }
             return state.waiters
         }

@@ -67,6 +67,11 @@ public struct SyncServerConfiguration: Sendable {
     /// The default ``activePollInterval``: 250 µs.
     public static let defaultActivePollInterval: Duration = .microseconds(250)
 
+    /// How long a stopping node waits for its parts (sockets closing, a push finishing, the feed)
+    /// before ``SyncServer/run()`` returns anyway, with a warning naming what was still busy:
+    /// a node must stop when told to. 10 s.
+    public var stopGrace: Duration = .seconds(10)
+
     public init(postgres: PostgresClient.Configuration, tables: [String], rules: SyncRules, secret: [UInt8],
                 replicaPath: String) {
         (self.postgres, self.tables, self.rules, self.secret, self.replicaPath) = (postgres, tables, rules, secret, replicaPath)

@@ -45,10 +45,17 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     // MARK: The socket's life
 
     func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
-        guard server.register(self) else {
+        switch server.register(self) {
+        case .admitted:
+            break
+        case .full:
             server.metrics.refusedSockets.withLock { $0 += 1 }
             closeAfter(.error(code: .retryLater, message: "the server holds as many sockets as it may (\(configuration.maxSockets)); "
                               + "try again later", id: nil))
+            await writeLoop(outbound)
+            return
+        case .stopping:
+            shutDown()
             await writeLoop(outbound)
             return
         }
@@ -133,6 +140,20 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
 
     private struct Envelope: Decodable { var type: String }
 
+    /// The message the socket is handling, and since when (for a node that cannot stop).
+    private let activity = Locked<(String, ContinuousClock.Instant)?>(nil)
+
+    /// What the socket is doing, in words: its phase and the message it handles.
+    var state: String {
+        let (current, waiting) = lock.withLock { (phase, attaching.count) }
+        let words = switch current {
+        case .greeting: "before hello"
+        case .open(let user, _): "open for \(user)"
+        }
+        let busy = activity.withLock { $0 }.map { what, since in ", handling its \(what) for \(ContinuousClock.now - since)" } ?? ""
+        return words + busy + (waiting > 0 ? ", \(waiting) subscriptions attaching" : "")
+    }
+
     private func receive(_ text: String) async {
         guard text.utf8.count <= configuration.maxMessageBytes else {
             send(.error(code: .messageTooLarge, message: "a message may hold at most \(configuration.maxMessageBytes) bytes; "
@@ -172,6 +193,15 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
                 return
             }
         }
+        let what = switch message {
+        case .hello: "hello"
+        case .subscribe(let id, _, _): "subscribe \(id)"
+        case .unsubscribe(let id): "unsubscribe \(id)"
+        case .ping: "ping"
+        case .push(let mutations): "push of \(mutations.count) mutations"
+        }
+        activity.withLock { $0 = (what, .now) }
+        defer { activity.withLock { $0 = nil } }
         switch message {
         case .hello(let version, let token, let client): await hello(protocol: version, token: token, client: client)
         case .subscribe(let id, let query, let resume): await subscribe(id: id, query: query, resume: resume)

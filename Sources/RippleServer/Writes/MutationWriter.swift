@@ -97,16 +97,27 @@ public final class MutationWriter: Sendable {
         var results: [MutationResult] = []
         var start = 0
         while start < mutations.count {
+            // A node stopping takes no more of the push: the client sends the rest again.
+            guard !Task.isCancelled else { return results }
             let batch = Array(mutations[start..<min(start + Self.batchSize, mutations.count)])
             if case .success(let applied) = await applyBatch(batch, client: clientID, user: user) {
                 results += applied
             } else {
-                // The batch kept failing for a passing reason: one mutation at a time, each tried
-                // again and, failing still, rejected alone.
+                // The batch kept failing: one mutation at a time, each tried again and, failing
+                // still for a reason of its own, rejected alone. A failure that passes (Postgres
+                // restarting, a lock that keeps deadlocking, the node stopping) rejects nothing:
+                // that mutation is answered `unavailable` (not stored) and the push ends there,
+                // so the client sends it, and those after it, again.
                 for mutation in batch {
                     switch await applyBatch([mutation], client: clientID, user: user) {
-                    case .success(let applied): results += applied
-                    case .failure(let rejection): results.append(await reject(mutation, client: clientID, rejection))
+                    case .success(let applied):
+                        results += applied
+                    case .failure(let rejection) where rejection.isTransient || Task.isCancelled:
+                        results.append(MutationResult(id: mutation.id, status: .rejected, code: "unavailable",
+                                                      message: "Postgres could not take it for now (\(rejection.code)); send it again"))
+                        return results
+                    case .failure(let rejection):
+                        results.append(await reject(mutation, client: clientID, rejection))
                     }
                 }
             }
@@ -203,7 +214,7 @@ public final class MutationWriter: Sendable {
     /// Moves the client's counter from `id - 1` to `id`; `false` when it was elsewhere.
     private func moveCounter(on connection: PostgresConnection, client clientID: String, user: String, to id: Int64) async throws -> Bool {
         var moved = false
-        for try await _ in try await connection.query("""
+        for _ in try await connection.gatheredRows("""
             UPDATE ripple_sync_clients SET last_mutation_id = \(id)
             WHERE client_id = \(clientID)::uuid AND user_id = \(user) AND last_mutation_id = \(id - 1) RETURNING 1
             """, logger: logger) { moved = true }
@@ -271,15 +282,15 @@ public final class MutationWriter: Sendable {
     /// (with `synchronous_commit = on`, its commit record is flushed), it is a position at or
     /// past that commit (the result's `lsn`) that the feed, which reads flushed WAL, reaches.
     private func position(on connection: PostgresConnection) async throws -> String {
-        for try await lsn in try await connection.query("SELECT pg_current_wal_flush_lsn()::text", logger: logger).decode(String.self) {
+        for lsn in try await connection.gatheredRows("SELECT pg_current_wal_flush_lsn()::text", logger: logger).map({ try $0.decode(String.self) }) {
             return lsn
         }
         throw SyncServerError("Postgres gave no WAL position")
     }
 
     private func user(of clientID: String, on connection: PostgresConnection) async throws -> String? {
-        for try await user in try await connection.query("SELECT user_id FROM ripple_sync_clients WHERE client_id = \(clientID)::uuid",
-                                                          logger: logger).decode(String.self) {
+        for user in try await connection.gatheredRows("SELECT user_id FROM ripple_sync_clients WHERE client_id = \(clientID)::uuid",
+                                                          logger: logger).map({ try $0.decode(String.self) }) {
             return user
         }
         return nil
@@ -296,7 +307,7 @@ public final class MutationWriter: Sendable {
         let read = try Self.lockedRead(incoming, of: table, rule: rule, withValues: true)
         var current: [String: WireValue]?
         var allowed = true
-        for try await row in try await connection.query(read.query, logger: logger) {
+        for row in try await connection.gatheredRows(read.query, logger: logger) {
             var values: [String: WireValue] = [:]
             var cells = row.makeIterator()
             allowed = (try cells.next()?.decode(Bool?.self)) == true
@@ -331,7 +342,7 @@ public final class MutationWriter: Sendable {
         try await connection.query(write.query, logger: logger)
         // The row as the operation left it must be one the user may write.
         guard let check = try Self.ruleAfter(op, of: table, rule: rule) else { return }
-        for try await allowedAfter in try await connection.query(check.query, logger: logger).decode(Bool?.self) where allowedAfter != true {
+        for allowedAfter in try await connection.gatheredRows(check.query, logger: logger).map({ try $0.decode(Bool?.self) }) where allowedAfter != true {
             throw Rejection(code: "write_rule", message: "the rules do not let this user write that row of \(table.name)")
         }
     }
@@ -419,8 +430,8 @@ public final class MutationWriter: Sendable {
             planned.append(entry)
         }
         let json = String(decoding: try JSONEncoder().encode(planned), as: UTF8.self)
-        for try await answer in try await connection.query("SELECT ripple_sync_apply(\(clientID)::uuid, \(user), \(json)::jsonb)::text",
-                                                            logger: logger).decode(String.self) {
+        for answer in try await connection.gatheredRows("SELECT ripple_sync_apply(\(clientID)::uuid, \(user), \(json)::jsonb)::text",
+                                                            logger: logger).map({ try $0.decode(String.self) }) {
             let results = try MutationBatch.results(from: answer)
             guard results.map(\.id) == batch.map(\.id) else { throw SyncServerError("ripple_sync_apply answered other mutations") }
             return results
@@ -475,12 +486,12 @@ public final class MutationWriter: Sendable {
 
     /// The rows of `query`, each column as text: on `connection`, or on one from the pool.
     private func texts(on connection: PostgresConnection? = nil, _ query: PostgresQuery) async throws -> [[String?]] {
-        var rows: [[String?]] = []
-        let sequence = if let connection { try await connection.query(query, logger: logger) } else { try await client.query(query, logger: logger) }
-        for try await row in sequence {
-            rows.append(try row.map { try $0.decode(String?.self) })
+        let rows = if let connection {
+            try await connection.gatheredRows(query, logger: logger)
+        } else {
+            try await client.gatheredRows(query, logger: logger)
         }
-        return rows
+        return try rows.map { row in try row.map { try $0.decode(String?.self) } }
     }
 }
 
@@ -498,6 +509,12 @@ struct Rejection: Error {
 
     /// The rejection an error of Postgres (or of the connection) stands for.
     init(_ error: any Error) {
+        if error is CancellationError {
+            // The node is stopping: not the mutation's fault.
+            self.init(code: "unavailable", message: "the node is stopping")
+            isTransient = true
+            return
+        }
         guard let error = error as? PSQLError else {
             // Not Postgres's (a bug, or a rule that names no column): trying again would not help.
             self.init(code: "internal", message: "the server failed: \(type(of: error))")

@@ -1,0 +1,59 @@
+import Logging
+import NIOCore
+import PostgresNIO
+import Ripple
+
+extension PostgresConnection {
+    /// How long the node waits for the answer to one of its reads before it gives up on the
+    /// connection: 15 s (a copy of a table waits as long as it takes).
+    static let answerLimit = TimeAmount.seconds(15)
+
+    /// Every row of `query`, gathered on the connection's event loop as they arrive; after
+    /// `limit` without the whole answer, the connection is closed and the read fails.
+    ///
+    /// * Read through PostgresNIO's async sequence, rows wait for their reader to ask for more.
+    ///   If Postgres drops the connection during that wait (a restart, a crash), PostgresNIO
+    ///   1.33 hands over the socket's last bytes although no read was asked for, and stops the
+    ///   process on a precondition. Gathered on the event loop, the rows never wait for a
+    ///   reader, and a dropped connection fails the query like any other error.
+    /// * Under repeated Postgres restarts, a read was seen never to return although Postgres
+    ///   had answered it (its backend idle, waiting for the next query): the feed, waiting on
+    ///   it, stood still. The limit turns that into an error the caller tries again from.
+    ///
+    /// The node reads every result with rows this way.
+    func gatheredRows(_ query: PostgresQuery, logger: Logger, within limit: TimeAmount = answerLimit) async throws -> PostgresQueryResult {
+        let answer: EventLoopFuture<PostgresQueryResult> = self.query(query, logger: logger)
+        let connection = self
+        return try await withCheckedThrowingContinuation { continuation in
+            let pending = Locked<CheckedContinuation<PostgresQueryResult, any Error>?>(continuation)
+            @Sendable func finish(_ result: Result<PostgresQueryResult, any Error>) {
+                pending.withLock { waiting in
+                    defer { waiting = nil }
+                    return waiting
+                }?.resume(with: result)
+            }
+            let timer = eventLoop.scheduleTask(in: limit) {
+                finish(.failure(PostgresAnswerTimeout(seconds: limit.nanoseconds / 1_000_000_000)))
+                connection.close().whenComplete { _ in }
+            }
+            answer.whenComplete { result in
+                timer.cancel()
+                finish(result)
+            }
+        }
+    }
+}
+
+extension PostgresClient {
+    /// Every row of `query`, on a connection of the pool (see
+    /// ``PostgresNIO/PostgresConnection/gatheredRows(_:logger:within:)``).
+    func gatheredRows(_ query: PostgresQuery, logger: Logger) async throws -> PostgresQueryResult {
+        try await withConnection { connection in try await connection.gatheredRows(query, logger: logger) }
+    }
+}
+
+/// Postgres did not answer one of the node's reads in time: the connection was closed.
+struct PostgresAnswerTimeout: Error, CustomStringConvertible {
+    let seconds: Int64
+    var description: String { "Postgres did not answer within \(seconds) s; the connection was closed" }
+}

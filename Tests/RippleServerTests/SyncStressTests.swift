@@ -1,0 +1,49 @@
+import Foundation
+import RippleSyncTesting
+import RippleTesting
+import Testing
+
+/// The sync stress checker (`ripple-server stress`), in short runs: a run with every fault
+/// finds nothing, and a broken server is found and its failure shrunk.
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync stress tests skipped"))
+struct SyncStressTests {
+    /// Three rounds of local writes, plain writers, disconnects, node restarts and Postgres
+    /// restarts: every count stays at 0.
+    @Test(.timeLimit(.minutes(5))) func aShortRunWithEveryFaultFindsNothing() async throws {
+        var configuration = SyncStressConfiguration()
+        configuration.seed = 3
+        configuration.seconds = 24 * 3600
+        configuration.maxOperations = 120
+        configuration.operationsPerRound = 40
+        let report = try await SyncStress.run(configuration)
+        #expect(report.passed, "\(report.summaryLine): \(report.findings)")
+        #expect(report.rounds == 3)
+        #expect(report.operations == 120)
+        #expect(report.mutations > 0)
+    }
+
+    /// A counter moved on the server behind the node's back (as if mutations had applied that
+    /// no device made) is a finding: the run stops at that round, and shrinking gives a run
+    /// that fails with fewer operations.
+    @Test(.timeLimit(.minutes(5))) func aCounterMovedBehindTheNodesBackIsFoundAndTheFailureShrunk() async throws {
+        var configuration = SyncStressConfiguration()
+        configuration.seed = 4
+        configuration.seconds = 24 * 3600
+        configuration.maxOperations = 60
+        configuration.operationsPerRound = 30
+        configuration.steps = [.localWrites]
+        configuration.beforeChecks = { postgres in
+            try await postgres.psql("UPDATE ripple_sync_clients SET last_mutation_id = last_mutation_id + 5")
+        }
+        let report = try await SyncStress.run(configuration)
+        #expect(!report.passed)
+        #expect(report.duplicated > 0, "\(report.summaryLine)")
+        #expect(report.failedAt == 30)
+        #expect(report.rounds == 1)
+
+        let (smaller, smallerReport) = try await SyncStress.shrink(configuration, failed: report, budget: 2)
+        #expect(!smallerReport.passed)
+        #expect((smaller.maxOperations ?? .max) < 30)
+        #expect(smaller.arguments.contains("--operations"))
+    }
+}
