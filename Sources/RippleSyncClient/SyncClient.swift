@@ -276,8 +276,19 @@ public actor SyncClient {
                 outbound = nil
                 try? await writer?.close(.goingAway, reason: nil)
                 socket.cancel()
-                // A socket that ends promptly is waited for (a stopped client is disconnected).
-                for _ in 0..<40 where ended.withLock({ $0 }) == nil { try? await Task.sleep(for: .milliseconds(50)) }
+                // A socket that ends promptly is waited for, even by a client stopping (so that,
+                // stopped, it is disconnected); one that does not is left behind after 2 s.
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let resumed = Locked(false)
+                    @Sendable func resume() {
+                        if resumed.withLock({ done in defer { done = true }; return !done }) { continuation.resume() }
+                    }
+                    Task.detached { _ = await socket.value; resume() }
+                    Task.detached {
+                        try? await Task.sleep(for: .seconds(2))
+                        resume()
+                    }
+                }
                 return givenUp
             }
             if welcomed, now - lastHeard > silenceTimeout / 2, !pinged {
@@ -352,7 +363,11 @@ public actor SyncClient {
             // A rejection the node did not store (out of order, Postgres unavailable for now, or
             // its result could not be stored) is not the mutation's fate: it is pushed again,
             // from the first of them (a moment later when Postgres was unavailable).
-            let again = results.filter { $0.status == .rejected && $0.lsn == nil && Self.notStored.contains($0.code ?? "") }
+            // (`out_of_order` and `unavailable` are never stored, whatever position a node names.)
+            let again = results.filter { result in
+                result.status == .rejected && ["out_of_order", "unavailable"].contains(result.code ?? "")
+                    || result.status == .rejected && result.lsn == nil && Self.notStored.contains(result.code ?? "")
+            }
             if let first = again.map(\.id).min() {
                 pushedThrough = min(pushedThrough, first - 1)
             }

@@ -178,6 +178,54 @@ struct SyncClientWriteTests {
         }
     }
 
+    /// The app dies after pushing a mutation and before hearing its result: started again on its
+    /// store, the client pushes the mutation again and it takes effect once (the node answers
+    /// the stored result, or applies it if the first push never committed); the local rows end
+    /// equal to Postgres.
+    @Test func aWriteWhoseResultWasNeverHeardTakesEffectOnceAfterARestart() async throws {
+        try await SyncWriteTests().withNode { postgres, node in
+            // Each update of counters takes a second on Postgres: the push is in flight long
+            // enough for the app to die in the middle of it.
+            try await postgres.psql("""
+                CREATE FUNCTION slow_down() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1); RETURN NEW; END $$;
+                CREATE TRIGGER counters_slow BEFORE UPDATE ON counters FOR EACH ROW EXECUTE FUNCTION slow_down();
+                """)
+            let directory = try TemporaryDirectory()
+            let path = directory.path("alice.sqlite")
+            let counters = QueryDescription(table: "counters", order: [OrderDescription(column: "id")])
+            let token = try node.token("alice")
+            do {
+                let store = try Store(path: path)
+                let client = SyncClient(url: node.url, store: store) { token }
+                try await client.start()
+                try await client.subscribe("counters", counters)
+                try await SyncClientTests.until(client) { await client.rows(of: "counters")?.count == 1 }
+                try store.write { db in try db.execute("UPDATE counters SET total = total + 5 WHERE id = 1") }
+                // The push reached Postgres (its update waits in the trigger): the app dies now.
+                let deadline = ContinuousClock.now + .seconds(30)
+                while try postgres.rows("""
+                    SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%ripple_sync_apply(%' AND pid <> pg_backend_pid()
+                    """) != ["1"] {
+                    guard ContinuousClock.now < deadline else { throw SyncClientTestError("the push did not reach Postgres") }
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+                await client.stop()
+            }
+            let store = try Store(path: path)
+            let client = SyncClient(url: node.url, store: store) { token }
+            await client.setBackoff(min: .milliseconds(20), max: .milliseconds(200))
+            try await client.start()
+            try await client.subscribe("counters", counters)
+            try await SyncClientTests.until(client) {
+                try await client.pendingMutations() == 0
+                    && (try store.read { db in try db.fetchValue("SELECT total FROM counters", as: Int64.self) }) == 15
+            }
+            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["15|1"])
+            #expect(try postgres.rows("SELECT count(*), max(mutation_id) FROM ripple_sync_results") == ["1|1"])
+            await client.stop()
+        }
+    }
+
     /// A program that is not Ripple cannot write a synced table (its write could not become a
     /// mutation, and the next rebase would erase it): the `sqlite3` shell fails, changing nothing.
     @Test func aWriteAroundRippleIsRefused() async throws {

@@ -217,6 +217,34 @@ import Testing
         }
     }
 
+    /// A mutation pushed before the one it follows (a push on a new socket while the old
+    /// socket's push is still applying) is answered `out_of_order` without a position — not
+    /// stored, so not its fate: the client sends it again — on either path (the batch function,
+    /// and a resolver table's statement by statement).
+    @Test func anOutOfOrderAnswerCarriesNoPosition() async throws {
+        try await withNode(adjust: { configuration in
+            configuration.resolvers["counters"] = { op, _, _ in .apply(op) }
+        }) { postgres, node in
+            let (socket, _) = try await self.socket(node, "alice")
+            defer { socket.close() }
+            let early = try await socket.push([
+                Mutation(id: 2, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("early")])])])
+            #expect(early.map(\.code) == ["out_of_order"])
+            #expect(early.first?.lsn == nil)
+            let earlyOnTheOtherPath = try await socket.push([
+                Mutation(id: 2, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(11)])])])
+            #expect(earlyOnTheOtherPath.map(\.code) == ["out_of_order"])
+            #expect(earlyOnTheOtherPath.first?.lsn == nil)
+            #expect(try postgres.rows("SELECT count(*) FROM ripple_sync_results") == ["0"])
+            // In order, both apply.
+            let results = try await socket.push([
+                Mutation(id: 1, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("first")])]),
+                Mutation(id: 2, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(11)])])])
+            #expect(results.map(\.status) == [.applied, .applied])
+            #expect(results.allSatisfy { $0.lsn != nil })
+        }
+    }
+
     /// A mutation that keeps failing for a reason that passes (here a serialization failure,
     /// every attempt) is not rejected for good: no result is stored, its counter stays, it is
     /// answered `unavailable` without a position (send it again), and the push stops there. Sent

@@ -88,6 +88,13 @@ public final class MutationWriter: Sendable {
         return (id, 0)
     }
 
+    /// Whether a result was stored with its mutation (applied, or rejected for good): only those
+    /// carry a position. An `out_of_order` answer is not stored — not the mutation's fate — and
+    /// must carry none, or a client would take it for final and drop the mutation.
+    static func isStored(_ result: MutationResult) -> Bool {
+        result.status == .applied || !["out_of_order", "unavailable"].contains(result.code ?? "")
+    }
+
     /// Mutations applied in one Postgres transaction at most (each in a savepoint of its own,
     /// with its own result): one commit, and one wait for the disk, per batch.
     public static let batchSize = 100
@@ -157,7 +164,7 @@ public final class MutationWriter: Sendable {
                     // from storage (a mutation applied before), which were visible to the batch.
                     // Failing here tries the batch again, which then answers the stored results.
                     let lsn = try await self.position(on: connection)
-                    for index in results.indices { results[index].lsn = lsn }
+                    for index in results.indices where Self.isStored(results[index]) { results[index].lsn = lsn }
                     return results
                 })
             } catch {
@@ -268,7 +275,7 @@ public final class MutationWriter: Sendable {
                 }
                 // Read after the rejection committed, or after the result stored by another
                 // socket was read (so committed): past either's commit.
-                answer.lsn = try await self.position(on: connection)
+                if Self.isStored(answer) { answer.lsn = try await self.position(on: connection) }
                 return answer
             }
         } catch {
