@@ -274,7 +274,9 @@ public actor SyncClient {
                 attempt += 1
                 let writer = outbound
                 outbound = nil
-                try? await writer?.close(.goingAway, reason: nil)
+                // (Closing, like any write, can wait on a socket the server does not read: it
+                // is not waited for here, only the socket's end below, boundedly.)
+                Task { try? await writer?.close(.goingAway, reason: nil) }
                 socket.cancel()
                 // A socket that ends promptly is waited for, even by a client stopping (so that,
                 // stopped, it is disconnected); one that does not is left behind after 2 s.
@@ -293,7 +295,9 @@ public actor SyncClient {
             }
             if welcomed, now - lastHeard > silenceTimeout / 2, !pinged {
                 pinged = true
-                await send(.ping)
+                // Not waited for: a write stuck on a socket the server no longer reads must not
+                // stop this watch (the silence then ends the connection).
+                Task { await self.send(.ping) }
             } else if now - lastHeard <= silenceTimeout / 2 {
                 pinged = false
             }
@@ -378,7 +382,7 @@ public actor SyncClient {
                     await self.pushPending()
                 }
             } else if !again.isEmpty {
-                await pushPending()
+                pushSoon()
             }
         case .heartbeat(let lsn), .pong(let lsn):
             serverPosition = SyncPosition(lsn)
@@ -542,7 +546,14 @@ public actor SyncClient {
         }
         canPush = true
         pushedThrough = 0
-        await pushPending()
+        pushSoon()
+    }
+
+    /// Pushes what is pending from a task of its own: a frame being handled never waits for a
+    /// push to be written (a write waits while the server is not reading, and the server may be
+    /// waiting for this client to read).
+    private func pushSoon() {
+        Task { await self.pushPending() }
     }
 
     /// The most mutations one `push` carries.
