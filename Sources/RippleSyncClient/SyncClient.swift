@@ -75,6 +75,15 @@ public actor SyncClient {
     private var attempt = 0
     /// When the current connection last heard from the server.
     private var lastHeard = ContinuousClock.now
+    /// The last answer the client pushes again after (for ``connectionState()``).
+    private var lastAgain = ""
+    /// When a push was last sent or answered on the current connection.
+    private var lastPushProgress = ContinuousClock.now
+    /// How long mutations may wait unanswered on a welcomed connection before the client sends
+    /// them again from the first (a push or its answer lost in a reconnect or a node restart).
+    /// Sending again is always safe: the node applies each mutation once and answers a repeat
+    /// with the stored result.
+    static let pushRetryInterval: Duration = .seconds(5)
     private var nextRemote = 0
 
     struct ClientSubscription {
@@ -293,6 +302,13 @@ public actor SyncClient {
                 }
                 return givenUp
             }
+            if welcomed, canPush, now - lastPushProgress > Self.pushRetryInterval {
+                lastPushProgress = now
+                if let waiting = try? store.read({ db in try Outbox.pending(after: 0, limit: 1, in: db) }), !waiting.isEmpty {
+                    pushedThrough = 0
+                    pushSoon()
+                }
+            }
             if welcomed, now - lastHeard > silenceTimeout / 2, !pinged {
                 pinged = true
                 // Not waited for: a write stuck on a socket the server no longer reads must not
@@ -306,6 +322,13 @@ public actor SyncClient {
     }
 
     private func isCurrent(_ number: Int) -> Bool { attempt == number }
+
+    /// The connection's state in words, for a stress run's findings.
+    package func connectionState() -> String {
+        "attempt \(attempt), connection \(connectionNumber), welcomed \(welcomed), can push \(canPush), pushed through "
+            + "\(pushedThrough), socket \(outbound == nil ? "none" : "open"), last heard \(ContinuousClock.now - lastHeard) ago, "
+            + "connect loop \(connection == nil ? "stopped" : "running"), last pushed again after: \(lastAgain)"
+    }
 
     /// The socket of attempt `number` is open: says hello and subscribes; `false` when that
     /// attempt was given up on.
@@ -364,6 +387,7 @@ public actor SyncClient {
             serverPosition = SyncPosition(lsn)
             await apply(lsn: lsn, snapshots: snapshots, changesets: changesets)
         case .pushed(let results):
+            lastPushProgress = .now
             // A rejection the node did not store (out of order, Postgres unavailable for now, or
             // its result could not be stored) is not the mutation's fate: it is pushed again,
             // from the first of them (a moment later when Postgres was unavailable).
@@ -374,6 +398,7 @@ public actor SyncClient {
             }
             if let first = again.map(\.id).min() {
                 pushedThrough = min(pushedThrough, first - 1)
+                lastAgain = again.first.map { "\($0.id): \($0.code ?? "") \($0.message ?? "")" } ?? ""
             }
             await settle(recording: results.filter { result in !again.contains { $0.id == result.id } })
             if again.contains(where: { $0.code == "unavailable" }) {
@@ -578,6 +603,7 @@ public actor SyncClient {
             }
             guard let last = batch.last else { return }
             pushedThrough = last.id
+            lastPushProgress = .now
             await send(.push(mutations: batch))
         }
     }

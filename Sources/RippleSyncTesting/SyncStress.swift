@@ -561,7 +561,8 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
                 last = difference
                 if Date() > deadline {
                     report.discrepancies += 1
-                    report.findings.append("round \(report.rounds + 1): \(device.user) (device \(devices.firstIndex { $0 === device }!)): \(last)")
+                    report.findings.append("round \(report.rounds + 1): \(device.user) (device \(devices.firstIndex { $0 === device }!)): \(last) "
+                                           + "(\(await device.client.connectionState()))")
                     break
                 }
                 try await Task.sleep(for: .milliseconds(50))

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOCore
 import PostgresNIO
 import Ripple
 import RippleSync
@@ -516,9 +517,9 @@ struct Rejection: Error {
 
     /// The rejection an error of Postgres (or of the connection) stands for.
     init(_ error: any Error) {
-        if error is CancellationError {
-            // The node is stopping: not the mutation's fault.
-            self.init(code: "unavailable", message: "the node is stopping")
+        if error is CancellationError || error is PostgresAnswerTimeout || error is ChannelError || error is IOError {
+            // The node is stopping, or its connection to Postgres failed: not the mutation's fault.
+            self.init(code: "unavailable", message: "the node is stopping, or lost Postgres for a moment")
             isTransient = true
             return
         }
