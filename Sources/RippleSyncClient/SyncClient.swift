@@ -391,9 +391,9 @@ public actor SyncClient {
             // A rejection the node did not store (out of order, Postgres unavailable for now, or
             // its result could not be stored) is not the mutation's fate: it is pushed again,
             // from the first of them (a moment later when Postgres was unavailable).
-            // (`out_of_order` and `unavailable` are never stored, whatever position a node names.)
+            // (`out_of_order` is never stored, whatever position a node names.)
             let again = results.filter { result in
-                result.status == .rejected && ["out_of_order", "unavailable"].contains(result.code ?? "")
+                result.status == .rejected && result.code == "out_of_order"
                     || result.status == .rejected && result.lsn == nil && Self.notStored.contains(result.code ?? "")
             }
             if let first = again.map(\.id).min() {

@@ -96,11 +96,16 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     private func readLoop(_ inbound: WebSocketInboundStream) async {
         do {
             for try await message in inbound.messages(maxSize: configuration.maxMessageBytes * 4) {
+                // A socket whose handling was cancelled (the node stopping it) takes no more
+                // messages: each push would fail (every wait for Postgres is cancelled at once)
+                // for as long as the client kept the socket. It closes, and the client
+                // connects again to a session that can serve it.
+                guard !Task.isCancelled else { return }
                 switch message {
                 case .text(let text): await receive(text)
                 case .binary: send(.error(code: .malformed, message: "frames are JSON text; a binary frame is not a message", id: nil))
                 }
-                if closing { return }
+                if closing || Task.isCancelled { return }
             }
         } catch {
             // The client went away, or sent what WebSocket itself refuses (the socket closes).

@@ -432,6 +432,12 @@ public final class MutationWriter: Sendable {
                 for op in mutation.ops { entry.ops.append(try await plan(op, user: user)) }
             } catch let error where !(error is PSQLError) {
                 let rejection = (error as? Rejection) ?? Rejection(error)
+                // Planning needs the table's description, which may need Postgres: a failure
+                // that passes fails the batch (tried again, or answered unavailable), and is
+                // never stored as the mutation's rejection. (The sync stress checker found a
+                // node that had stored `unavailable` for a mutation planned while Postgres
+                // restarted: the client sent it again forever.)
+                if rejection.isTransient { throw error }
                 entry = MutationBatch.PlannedMutation(id: mutation.id, ops: [],
                                                       reject: .init(code: rejection.code, message: rejection.message))
             }
