@@ -608,14 +608,22 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
             }
             let counts = try await rows("""
                 SELECT (SELECT last_mutation_id FROM ripple_sync_clients WHERE client_id = '\(clientID)'),
-                       count(*), count(DISTINCT mutation_id), coalesce(min(mutation_id), 0), coalesce(max(mutation_id), 0)
+                       count(*), count(DISTINCT mutation_id), coalesce(min(mutation_id), 0), coalesce(max(mutation_id), 0),
+                       count(*) FILTER (WHERE status = 'rejected' AND (code = 'unavailable' OR code IN ('40001', '40P01')
+                                        OR left(code, 2) IN ('08', '53') OR left(code, 3) = '57P'))
                 FROM ripple_sync_results WHERE client_id = '\(clientID)'
                 """).first ?? []
-            guard counts.count == 5, let counter = Int64(counts[0]), let results = Int64(counts[1]), let distinct = Int64(counts[2]),
-                  let lowest = Int64(counts[3]), let highest = Int64(counts[4]) else {
+            guard counts.count == 6, let counter = Int64(counts[0]), let results = Int64(counts[1]), let distinct = Int64(counts[2]),
+                  let lowest = Int64(counts[3]), let highest = Int64(counts[4]), let passing = Int64(counts[5]) else {
                 report.findings.append("device \(index): the server has no counter for client \(clientID)")
                 report.lost += Int(last)
                 continue
+            }
+            // A mutation rejected for a failure that passes (Postgres restarting, the node
+            // stopping) is a write lost: such failures must be tried again, never stored.
+            if passing > 0 {
+                report.lost += Int(passing)
+                report.findings.append("device \(index): \(passing) mutations rejected for a failure that passes")
             }
             // Every mutation 1…last has its one result, and the counter stands at the last.
             if counter < last || distinct < last {

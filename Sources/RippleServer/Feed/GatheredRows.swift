@@ -48,7 +48,29 @@ extension PostgresClient {
     /// Every row of `query`, on a connection of the pool (see
     /// ``PostgresNIO/PostgresConnection/gatheredRows(_:logger:within:)``).
     func gatheredRows(_ query: PostgresQuery, logger: Logger) async throws -> PostgresQueryResult {
-        try await withConnection { connection in try await connection.gatheredRows(query, logger: logger) }
+        try await withConnection(within: .seconds(30)) { connection in try await connection.gatheredRows(query, logger: logger) }
+    }
+
+    /// `body` on a connection of the pool, given up after `limit` (waiting for a connection
+    /// included): the pool was seen, under repeated Postgres restarts, to keep a request waiting
+    /// on a connection that never came. What runs then is cancelled; `body`'s statements are
+    /// each bounded by their answer limit.
+    ///
+    /// - Throws: ``PostgresAnswerTimeout`` after `limit`; what `body` throws.
+    func withConnection<T: Sendable>(within limit: Duration,
+                                     _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await self.withConnection(body) }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else {
+                throw PostgresAnswerTimeout(seconds: limit.components.seconds)
+            }
+            return value
+        }
     }
 }
 

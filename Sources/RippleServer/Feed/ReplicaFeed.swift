@@ -141,7 +141,7 @@ public actor ReplicaFeed {
              try db.fetchValue("SELECT value FROM ripple_replica WHERE key = 'tables'", as: String.self))
         }
         for name in configuration.tables { tables[name] = try await describe(name) }
-        try await client.query("CREATE TABLE IF NOT EXISTS ripple_sync_nodes (slot name PRIMARY KEY, replica uuid NOT NULL)",
+        _ = try await client.gatheredRows("CREATE TABLE IF NOT EXISTS ripple_sync_nodes (slot name PRIMARY KEY, replica uuid NOT NULL)",
                                logger: logger)
         try await installDDLTriggers()
         // The publication lists exactly the synced tables (made, or set again when the
@@ -149,13 +149,13 @@ public actor ReplicaFeed {
         let list = configuration.tables.map(SQLIdentifier.quoted).joined(separator: ", ")
         let publication = SQLIdentifier.quoted(configuration.publication)
         if try await rows("SELECT 1 FROM pg_publication WHERE pubname = \(configuration.publication)").isEmpty {
-            try await client.query(PostgresQuery(unsafeSQL: "CREATE PUBLICATION \(publication) FOR TABLE \(list)"), logger: logger)
+            _ = try await client.gatheredRows(PostgresQuery(unsafeSQL: "CREATE PUBLICATION \(publication) FOR TABLE \(list)"), logger: logger)
         } else {
             let published = try await rows("""
                 SELECT tablename::text FROM pg_publication_tables WHERE pubname = \(configuration.publication) AND schemaname = 'public'
                 """).map { $0[0] }
             if Set(published) != Set(configuration.tables) {
-                try await client.query(PostgresQuery(unsafeSQL: "ALTER PUBLICATION \(publication) SET TABLE \(list)"), logger: logger)
+                _ = try await client.gatheredRows(PostgresQuery(unsafeSQL: "ALTER PUBLICATION \(publication) SET TABLE \(list)"), logger: logger)
             }
         }
         let slot = try await rows("""
@@ -179,7 +179,7 @@ public actor ReplicaFeed {
         // below it may be missing from the snapshot).
         let created = try await rows("SELECT lsn::text FROM pg_create_logical_replication_slot(\(configuration.slot)::name, 'pgoutput')")
         guard let start = created.first.flatMap({ PGOutput.LSN($0[0]) }) else { throw FeedError("the slot was made without a position") }
-        try await client.query("""
+        _ = try await client.gatheredRows("""
             INSERT INTO ripple_sync_nodes VALUES (\(configuration.slot)::name, \(replica)::uuid)
             ON CONFLICT (slot) DO UPDATE SET replica = excluded.replica
             """, logger: logger)
@@ -191,7 +191,7 @@ public actor ReplicaFeed {
     /// a transactional logical message, prefix `ripple_ddl`, naming the table, which arrives in
     /// the slot with the change's commit.
     private func installDDLTriggers() async throws {
-        try await client.query("""
+        _ = try await client.gatheredRows("""
             CREATE OR REPLACE FUNCTION ripple_sync_ddl() RETURNS event_trigger LANGUAGE plpgsql AS $$
             DECLARE
                 changed record;
@@ -215,7 +215,7 @@ public actor ReplicaFeed {
         for (name, event) in [("ripple_sync_ddl_end", "ddl_command_end"), ("ripple_sync_drop", "sql_drop"),
                               ("ripple_sync_rewrite", "table_rewrite")] {
             if try await rows("SELECT 1 FROM pg_event_trigger WHERE evtname = \(name)").isEmpty {
-                try await client.query(PostgresQuery(unsafeSQL: "CREATE EVENT TRIGGER \(name) ON \(event) EXECUTE FUNCTION ripple_sync_ddl()"),
+                _ = try await client.gatheredRows(PostgresQuery(unsafeSQL: "CREATE EVENT TRIGGER \(name) ON \(event) EXECUTE FUNCTION ripple_sync_ddl()"),
                                        logger: logger)
             }
         }
@@ -280,7 +280,7 @@ public actor ReplicaFeed {
         let logger = logger
         return try await client.withConnection { connection in
             _ = try await connection.gatheredRows(Self.textForms, logger: logger)
-            try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: logger)
+            _ = try await connection.gatheredRows("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: logger)
             do {
                 var copied: [String: [[String?]]] = [:]
                 for name in names {
@@ -299,10 +299,10 @@ public actor ReplicaFeed {
                 for row in try await connection.gatheredRows("SELECT pg_current_wal_insert_lsn()::text", logger: logger) {
                     position = try row.decode(String.self)
                 }
-                try await connection.query("COMMIT", logger: logger)
+                _ = try await connection.gatheredRows("COMMIT", logger: logger)
                 return (copied, position)
             } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
+                _ = try? await connection.gatheredRows("ROLLBACK", logger: logger)
                 throw error
             }
         }
@@ -425,7 +425,7 @@ public actor ReplicaFeed {
     /// The next batch of whole transactions from the slot (the slot does not move).
     public func peek() async throws -> [PGOutput.Message] {
         let (slot, size, publication, logger) = (configuration.slot, configuration.batchSize, configuration.publication, logger)
-        return try await client.withConnection { [textFormsSet] connection in
+        return try await client.withConnection(within: .seconds(60)) { [textFormsSet] connection in
             // Values are written in the session's text forms: the same ones as the copy's, set
             // once per connection (they are session settings; a round trip fewer per peek).
             if textFormsSet.withLock({ !$0.contains(connection.id) }) {

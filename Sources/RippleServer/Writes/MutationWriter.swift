@@ -58,18 +58,18 @@ public final class MutationWriter: Sendable {
 
     /// Creates the server's own tables when missing.
     public func prepare() async throws {
-        try await client.query("""
+        _ = try await client.gatheredRows("""
             CREATE TABLE IF NOT EXISTS ripple_sync_clients (
                 client_id uuid PRIMARY KEY DEFAULT gen_random_uuid(), user_id text NOT NULL,
                 last_mutation_id int8 NOT NULL DEFAULT 0, created_at timestamptz NOT NULL DEFAULT now())
             """, logger: logger)
-        try await client.query("""
+        _ = try await client.gatheredRows("""
             CREATE TABLE IF NOT EXISTS ripple_sync_results (
                 client_id uuid NOT NULL REFERENCES ripple_sync_clients ON DELETE CASCADE, mutation_id int8 NOT NULL,
                 status text NOT NULL, code text, constraint_name text, message text,
                 applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (client_id, mutation_id))
             """, logger: logger)
-        try await client.query(PostgresQuery(unsafeSQL: MutationBatch.function), logger: logger)
+        _ = try await client.gatheredRows(PostgresQuery(unsafeSQL: MutationBatch.function), logger: logger)
     }
 
     /// The client id for `user` on a device that claims `claimed` (the id the server gave it
@@ -95,6 +95,10 @@ public final class MutationWriter: Sendable {
     static func isStored(_ result: MutationResult) -> Bool {
         result.status == .applied || !["out_of_order", "unavailable"].contains(result.code ?? "")
     }
+
+    /// How long one attempt at a batch may take, waiting for a connection included, before it
+    /// is given up (and tried again, or answered `unavailable`): 60 s.
+    static let batchLimit: Duration = .seconds(60)
 
     /// Mutations applied in one Postgres transaction at most (each in a savepoint of its own,
     /// with its own result): one commit, and one wait for the disk, per batch.
@@ -143,11 +147,11 @@ public final class MutationWriter: Sendable {
         var attempt = 1
         while true {
             do {
-                return .success(try await client.withConnection { connection in
-                    try await connection.query("BEGIN", logger: self.logger)
+                return .success(try await client.withConnection(within: Self.batchLimit) { connection in
+                    _ = try await connection.gatheredRows("BEGIN", logger: self.logger)
                     var results: [MutationResult] = []
                     do {
-                        try await connection.query("SET LOCAL synchronous_commit = on", logger: self.logger)
+                        _ = try await connection.gatheredRows("SET LOCAL synchronous_commit = on", logger: self.logger)
                         if batch.contains(where: { $0.ops.contains { self.resolvers[$0.table] != nil } }) {
                             // A resolver runs in the node: statement by statement.
                             for mutation in batch {
@@ -156,9 +160,9 @@ public final class MutationWriter: Sendable {
                         } else {
                             results = try await self.applyInPostgres(batch, on: connection, client: clientID, user: user)
                         }
-                        try await connection.query("COMMIT", logger: self.logger)
+                        _ = try await connection.gatheredRows("COMMIT", logger: self.logger)
                     } catch {
-                        _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                        _ = try? await connection.gatheredRows("ROLLBACK", logger: self.logger)
                         throw error
                     }
                     // Read after the commit: past it, and past the commits of the results read
@@ -183,37 +187,37 @@ public final class MutationWriter: Sendable {
     /// batch is tried again).
     private func applyInSavepoint(_ mutation: Mutation, on connection: PostgresConnection, client clientID: String,
                                   user: String) async throws -> MutationResult {
-        try await connection.query("SAVEPOINT ripple_mutation", logger: logger)
+        _ = try await connection.gatheredRows("SAVEPOINT ripple_mutation", logger: logger)
         guard try await moveCounter(on: connection, client: clientID, user: user, to: mutation.id) else {
-            try await connection.query("RELEASE SAVEPOINT ripple_mutation", logger: logger)
+            _ = try await connection.gatheredRows("RELEASE SAVEPOINT ripple_mutation", logger: logger)
             return try await earlierResult(of: mutation, client: clientID, user: user, on: connection)
         }
         do {
             for op in mutation.ops { try await apply(op, on: connection, user: user) }
             let result = MutationResult(id: mutation.id, status: .applied)
             try await store(result, client: clientID, on: connection)
-            try await connection.query("RELEASE SAVEPOINT ripple_mutation", logger: logger)
+            _ = try await connection.gatheredRows("RELEASE SAVEPOINT ripple_mutation", logger: logger)
             return result
         } catch {
             let rejection = (error as? Rejection) ?? Rejection(error)
             if rejection.isTransient { throw error }
             // Its operations undone (and the counter with them), the counter moves again with
             // the rejection stored.
-            try await connection.query("ROLLBACK TO SAVEPOINT ripple_mutation", logger: logger)
+            _ = try await connection.gatheredRows("ROLLBACK TO SAVEPOINT ripple_mutation", logger: logger)
             guard try await moveCounter(on: connection, client: clientID, user: user, to: mutation.id) else {
                 throw Rejection(code: "internal", message: "the client's counter moved under a held lock")
             }
             let result = MutationResult(id: mutation.id, status: .rejected, code: rejection.code, constraint: rejection.constraint,
                                         message: rejection.message)
             try await store(result, client: clientID, on: connection)
-            try await connection.query("RELEASE SAVEPOINT ripple_mutation", logger: logger)
+            _ = try await connection.gatheredRows("RELEASE SAVEPOINT ripple_mutation", logger: logger)
             return result
         }
     }
 
     /// Stores a mutation's result (in the transaction that moved its counter).
     private func store(_ result: MutationResult, client clientID: String, on connection: PostgresConnection) async throws {
-        try await connection.query("""
+        _ = try await connection.gatheredRows("""
             INSERT INTO ripple_sync_results (client_id, mutation_id, status, code, constraint_name, message)
             VALUES (\(clientID)::uuid, \(result.id), \(result.status.rawValue), \(result.code), \(result.constraint), \(result.message))
             """, logger: logger)
@@ -258,20 +262,20 @@ public final class MutationWriter: Sendable {
         let result = MutationResult(id: mutation.id, status: .rejected, code: rejection.code, constraint: rejection.constraint,
                                     message: rejection.message)
         do {
-            return try await client.withConnection { connection in
-                try await connection.query("BEGIN", logger: self.logger)
+            return try await client.withConnection(within: Self.batchLimit) { connection in
+                _ = try await connection.gatheredRows("BEGIN", logger: self.logger)
                 var answer = result
                 do {
                     let user = try await self.user(of: clientID, on: connection)
                     if let user, try await self.moveCounter(on: connection, client: clientID, user: user, to: mutation.id) {
                         try await self.store(result, client: clientID, on: connection)
-                        try await connection.query("COMMIT", logger: self.logger)
+                        _ = try await connection.gatheredRows("COMMIT", logger: self.logger)
                     } else {
-                        try await connection.query("ROLLBACK", logger: self.logger)
+                        _ = try await connection.gatheredRows("ROLLBACK", logger: self.logger)
                         answer = try await self.earlierResult(of: mutation, client: clientID, user: user ?? "", on: connection)
                     }
                 } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: self.logger)
+                    _ = try? await connection.gatheredRows("ROLLBACK", logger: self.logger)
                     throw error
                 }
                 // Read after the rejection committed, or after the result stored by another
@@ -347,7 +351,7 @@ public final class MutationWriter: Sendable {
         }
         if current == nil && op.kind == .delete { return }
         guard let write = Self.write(op, of: table) else { return }
-        try await connection.query(write.query, logger: logger)
+        _ = try await connection.gatheredRows(write.query, logger: logger)
         // The row as the operation left it must be one the user may write.
         guard let check = try Self.ruleAfter(op, of: table, rule: rule) else { return }
         for allowedAfter in try await connection.gatheredRows(check.query, logger: logger).map({ try $0.decode(Bool?.self) }) where allowedAfter != true {
