@@ -280,7 +280,11 @@ public final class SyncServer: Sendable {
     /// lags beyond the wait leaves the writer's position (reached at the next synced commit).
     func positioned(_ results: [MutationResult]) async -> [MutationResult] {
         guard let committed = results.compactMap({ $0.lsn.flatMap(PGOutput.LSN.init) }).max() else { return results }
-        let deadline = ContinuousClock.now + configuration.resumeCatchUpTimeout
+        // (Longer than a read's answer limit: a feed that lost Postgres for a moment and tries
+        // again still names a position in time. The writer's own position would only be
+        // reached at the next synced commit, which a quiet server may not have: the client
+        // would keep the mutation waiting. Seen in the sync stress checker.)
+        let deadline = ContinuousClock.now + max(configuration.resumeCatchUpTimeout, .seconds(40))
         while feedStatus.withLock({ $0.readThrough }) < committed {
             guard ContinuousClock.now < deadline, (try? await Task.sleep(for: .milliseconds(1))) != nil else { return results }
         }
