@@ -48,7 +48,7 @@ extension PostgresClient {
     /// Every row of `query`, on a connection of the pool (see
     /// ``PostgresNIO/PostgresConnection/gatheredRows(_:logger:within:)``).
     func gatheredRows(_ query: PostgresQuery, logger: Logger) async throws -> PostgresQueryResult {
-        try await withConnection(within: .seconds(30)) { connection in try await connection.gatheredRows(query, logger: logger) }
+        try await withConnection { connection in try await connection.gatheredRows(query, logger: logger) }
     }
 
     /// `body` on a connection of the pool, given up after `limit` (waiting for a connection

@@ -425,7 +425,7 @@ public actor ReplicaFeed {
     /// The next batch of whole transactions from the slot (the slot does not move).
     public func peek() async throws -> [PGOutput.Message] {
         let (slot, size, publication, logger) = (configuration.slot, configuration.batchSize, configuration.publication, logger)
-        return try await client.withConnection(within: .seconds(60)) { [textFormsSet] connection in
+        return try await client.withConnection { [textFormsSet] connection in
             // Values are written in the session's text forms: the same ones as the copy's, set
             // once per connection (they are session settings; a round trip fewer per peek).
             if textFormsSet.withLock({ !$0.contains(connection.id) }) {

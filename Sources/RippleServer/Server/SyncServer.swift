@@ -213,10 +213,31 @@ public final class SyncServer: Sendable {
         let delay = Locked(Duration.milliseconds(50))
         while true {
             do {
-                try await feed.follow(pollInterval: configuration.pollInterval,
-                                      activePollInterval: configuration.activePollInterval) { [feedStatus] position in
-                    feedStatus.withLock { ($0.readThrough, $0.caughtUpAt, $0.failure) = (position, .now, nil) }
-                    delay.withLock { $0 = .milliseconds(50) }
+                // A feed that has not read for 5 minutes is given up on and started again: a wait
+                // for a pooled connection was seen never to end under repeated Postgres restarts
+                // (each read itself has an answer limit). Cheaper than bounding each lease on the
+                // poll's hot path. (A catch-up of millions of commits, longer than that, starts
+                // again too: it then never ends. The limit is well past any backlog seen.)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        try await self.feed.follow(pollInterval: self.configuration.pollInterval,
+                                                   activePollInterval: self.configuration.activePollInterval) { [feedStatus = self.feedStatus] position in
+                            feedStatus.withLock { ($0.readThrough, $0.caughtUpAt, $0.failure) = (position, .now, nil) }
+                            delay.withLock { $0 = .milliseconds(50) }
+                        }
+                    }
+                    group.addTask { [feedStatus = self.feedStatus] in
+                        let started = ContinuousClock.now
+                        while true {
+                            try await Task.sleep(for: .seconds(5))
+                            let last = feedStatus.withLock { $0.caughtUpAt } ?? started
+                            if ContinuousClock.now - max(last, started) > .seconds(300) {
+                                throw SyncServerError("the feed read nothing for 5 minutes")
+                            }
+                        }
+                    }
+                    defer { group.cancelAll() }
+                    try await group.next()
                 }
             } catch where !Task.isCancelled {
                 let wait = delay.withLock { value -> Duration in
