@@ -123,18 +123,26 @@ public final class SyncServer: Sendable {
         // must not hold it. Whatever still runs after ``SyncServerConfiguration/stopGrace``
         // is left behind, named in a warning: the node stops when told to.
         let parts = Task { try await self.runParts() }
-        let ending = Locked<CheckedContinuation<Void, any Error>?>(nil)
+        // The first outcome (the parts' end, or the grace running out) ends run(), whichever
+        // comes first and whether or not run() is waiting yet.
+        let ending = Locked<(waiting: CheckedContinuation<Void, any Error>?, outcome: Result<Void, any Error>?)>((nil, nil))
         let ended = Locked(false)
         @Sendable func end(_ result: Result<Void, any Error>) {
-            let waiting = ending.withLock { waiting in
-                defer { waiting = nil }
-                return waiting
+            guard ended.withLock({ done in defer { done = true }; return !done }) else { return }
+            let waiting = ending.withLock { state in
+                defer { state.waiting = nil }
+                if state.waiting == nil { state.outcome = result }
+                return state.waiting
             }
-            if ended.withLock({ done in defer { done = true }; return !done }) { waiting?.resume(with: result) }
+            waiting?.resume(with: result)
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                ending.withLock { $0 = continuation }
+                let outcome = ending.withLock { state in
+                    if state.outcome == nil { state.waiting = continuation }
+                    return state.outcome
+                }
+                if let outcome { continuation.resume(with: outcome) }
                 Task {
                     let result = await parts.result
                     end(result)
