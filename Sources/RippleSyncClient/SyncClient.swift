@@ -289,17 +289,13 @@ public actor SyncClient {
                 socket.cancel()
                 // A socket that ends promptly is waited for, even by a client stopping (so that,
                 // stopped, it is disconnected); one that does not is left behind after 2 s.
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    let resumed = Locked(false)
-                    @Sendable func resume() {
-                        if resumed.withLock({ done in defer { done = true }; return !done }) { continuation.resume() }
-                    }
-                    Task.detached { _ = await socket.value; resume() }
-                    Task.detached {
-                        try? await Task.sleep(for: .seconds(2))
-                        resume()
-                    }
+                let closed = FirstOutcome<Bool>()
+                Task.detached { _ = await socket.value; closed.finish(true) }
+                Task.detached {
+                    try? await Task.sleep(for: .seconds(2))
+                    closed.finish(false)
                 }
+                _ = await closed.value
                 return givenUp
             }
             if welcomed, canPush, now - lastPushProgress > Self.pushRetryInterval {

@@ -24,23 +24,16 @@ extension PostgresConnection {
     func gatheredRows(_ query: PostgresQuery, logger: Logger, within limit: TimeAmount = answerLimit) async throws -> PostgresQueryResult {
         let answer: EventLoopFuture<PostgresQueryResult> = self.query(query, logger: logger)
         let connection = self
-        return try await withCheckedThrowingContinuation { continuation in
-            let pending = Locked<CheckedContinuation<PostgresQueryResult, any Error>?>(continuation)
-            @Sendable func finish(_ result: Result<PostgresQueryResult, any Error>) {
-                pending.withLock { waiting in
-                    defer { waiting = nil }
-                    return waiting
-                }?.resume(with: result)
-            }
-            let timer = eventLoop.scheduleTask(in: limit) {
-                finish(.failure(PostgresAnswerTimeout(seconds: limit.nanoseconds / 1_000_000_000)))
-                connection.close().whenComplete { _ in }
-            }
-            answer.whenComplete { result in
-                timer.cancel()
-                finish(result)
-            }
+        let outcome = FirstOutcome<Result<PostgresQueryResult, any Error>>()
+        let timer = eventLoop.scheduleTask(in: limit) {
+            outcome.finish(.failure(PostgresAnswerTimeout(seconds: limit.nanoseconds / 1_000_000_000)))
+            connection.close().whenComplete { _ in }
         }
+        answer.whenComplete { result in
+            timer.cancel()
+            outcome.finish(result)
+        }
+        return try await outcome.value.get()
     }
 }
 

@@ -125,42 +125,23 @@ public final class SyncServer: Sendable {
         let parts = Task { try await self.runParts() }
         // The first outcome (the parts' end, or the grace running out) ends run(), whichever
         // comes first and whether or not run() is waiting yet.
-        let ending = Locked<(waiting: CheckedContinuation<Void, any Error>?, outcome: Result<Void, any Error>?)>((nil, nil))
-        let ended = Locked(false)
-        @Sendable func end(_ result: Result<Void, any Error>) {
-            guard ended.withLock({ done in defer { done = true }; return !done }) else { return }
-            let waiting = ending.withLock { state in
-                defer { state.waiting = nil }
-                if state.waiting == nil { state.outcome = result }
-                return state.waiting
-            }
-            waiting?.resume(with: result)
-        }
+        let ending = FirstOutcome<Result<Void, any Error>>()
+        Task { ending.finish(await parts.result) }
         try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                let outcome = ending.withLock { state in
-                    if state.outcome == nil { state.waiting = continuation }
-                    return state.outcome
-                }
-                if let outcome { continuation.resume(with: outcome) }
-                Task {
-                    let result = await parts.result
-                    end(result)
-                }
-            }
+            try await ending.value.get()
         } onCancel: {
             beginStopping()
             parts.cancel()
             Task { [configuration, logger] in
                 try? await Task.sleep(for: configuration.stopGrace)
-                guard !ended.withLock({ $0 }) else { return }
+                guard !ending.isDecided else { return }
                 let busy = frames.withLock { Array($0.sessions.values) }.map(\.state)
                 logger.warning("""
                     stopping: still busy after \(configuration.stopGrace), left behind: \(busy.count) sockets\
                     \(busy.isEmpty ? "" : " (" + busy.joined(separator: "; ") + ")")\
                     \(feedStatus.withLock { $0.failure }.map { "; the feed: \($0)" } ?? "")
                     """)
-                end(.failure(CancellationError()))
+                ending.finish(.failure(CancellationError()))
             }
         }
     }

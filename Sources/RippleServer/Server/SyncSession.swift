@@ -512,17 +512,13 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
                 // A closing socket's last frames: given up on after a second (a client that
                 // does not read must not hold the socket open).
                 // (Not a task group: it would wait for a write that never ends.)
-                written = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                    let done = Locked(false)
-                    @Sendable func finish(_ value: Bool) {
-                        if done.withLock({ finished in defer { finished = true }; return !finished }) { continuation.resume(returning: value) }
-                    }
-                    Task { finish((try? await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: frame)))) != nil) }
-                    Task {
-                        try? await Task.sleep(for: .seconds(1))
-                        finish(false)
-                    }
+                let outcome = FirstOutcome<Bool>()
+                Task { outcome.finish((try? await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: frame)))) != nil) }
+                Task {
+                    try? await Task.sleep(for: .seconds(1))
+                    outcome.finish(false)
                 }
+                written = await outcome.value
             } else {
                 written = (try? await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: frame)))) != nil
             }
