@@ -196,13 +196,6 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
         return query.isTieVariant(rows, of: state.rows(of: query.table))
     }
 
-    /// Whether `rows` are query `index`'s newest result, or that but for the order of tied rows.
-    private func isCurrent(_ rows: [StressRow], of index: Int) -> Bool {
-        let query = queries[index]
-        let shown = query.comparable(rows)
-        return shown == expected(index, at: model.version) || isTieVariant(shown, of: index, at: model.version)
-    }
-
     private func compare(_ check: PendingCheck) {
         let subscriber = check.subscriber
         for (member, index) in subscriber.queryIndices.enumerated() {
@@ -322,34 +315,7 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
         var lastProgress = Date()
         var lastSerial = locked { serial }
         while true {
-            let open = locked { subscribers.keys.sorted().compactMap { subscribers[$0] }.filter { !flagged.contains($0.id) } }
-            let lasts = open.map { ($0, $0.last) }
-            let (behind, waiting, seen, patient) = locked { () -> ([StressSubscriber], Bool, Int, Bool) in
-                var behind: [StressSubscriber] = []
-                var waiting = false
-                // An `events()` loop runs as a task: when other work holds every thread of the
-                // concurrency pool (the test suite's other tests), its events come late, not wrong.
-                // Such a subscriber is waited for until `limit`, not only while others progress.
-                var patient = false
-                for (subscriber, last) in lasts {
-                    guard let last else {
-                        behind.append(subscriber)
-                        waiting = true
-                        patient = patient || subscriber.kind == .asyncLoop
-                        continue
-                    }
-                    let members = Array(subscriber.queryIndices.enumerated())
-                    if members.contains(where: { queries[$1].comparable(last.rows[$0]) != expected($1, at: model.version) }) {
-                        behind.append(subscriber)
-                        // Tied rows ordered otherwise will not change: no event is coming for them.
-                        if members.contains(where: { !isCurrent(last.rows[$0], of: $1) }) {
-                            waiting = true
-                            patient = patient || subscriber.kind == .asyncLoop
-                        }
-                    }
-                }
-                return (behind, waiting, serial, patient)
-            }
+            let (behind, waiting, seen, patient) = finalSnapshotProgress()
             if seen != lastSerial {
                 lastSerial = seen
                 lastProgress = Date()
@@ -369,6 +335,37 @@ final class StressLedger: @unchecked Sendable {   // every stored `var` is guard
                 if !condition.wait(until: deadline) { return subscribers.isEmpty }
             }
             return true
+        }
+    }
+
+    /// Which open subscribers that have not misbehaved do not show the model's newest result
+    /// yet (`behind`), whether an event is still to be waited for (`waiting`), the delivery
+    /// serial this was judged at, and whether to wait until the limit rather than only while
+    /// others progress (`patient`).
+    ///
+    /// A collection query's order is total (ties come in key order), so a subscriber showing
+    /// the newest rows with tied rows in another order is behind like any other: its event is
+    /// still to come (or, if it never comes, a finding). It is not let off the wait.
+    func finalSnapshotProgress() -> (behind: [StressSubscriber], waiting: Bool, serial: Int, patient: Bool) {
+        let open = locked { subscribers.keys.sorted().compactMap { subscribers[$0] }.filter { !flagged.contains($0.id) } }
+        let lasts = open.map { ($0, $0.last) }
+        return locked {
+            var behind: [StressSubscriber] = []
+            // An `events()` loop runs as a task: when other work holds every thread of the
+            // concurrency pool (the test suite's other tests), its events come late, not wrong.
+            // Such a subscriber is waited for until `limit`, not only while others progress.
+            var patient = false
+            for (subscriber, last) in lasts {
+                let current = last.map { last in
+                    subscriber.queryIndices.enumerated().allSatisfy { member, index in
+                        queries[index].comparable(last.rows[member]) == expected(index, at: model.version)
+                    }
+                } ?? false
+                guard !current else { continue }
+                behind.append(subscriber)
+                patient = patient || subscriber.kind == .asyncLoop
+            }
+            return (behind, !behind.isEmpty, serial, patient)
         }
     }
 
