@@ -77,6 +77,9 @@ let package = Package(
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOWebSocket", package: "swift-nio"),
+        ], resources: [
+            // The live-list web page the node serves, compiled into the binary (no bundle to find).
+            .embedInCode("Web/live-list.html"), .embedInCode("Web/live-list.js"),
         ]),
         // The sync stress checker: clients, writers and faults against a real Postgres and node.
         .target(name: "RippleSyncTesting", dependencies: [

@@ -49,6 +49,9 @@ struct DemoCommand: AsyncParsableCommand {
                 say("""
 
                     Ripple Sync demo: serving ws://127.0.0.1:\(port)/sync
+
+                    Open alice's live list in a browser (it follows every change, and reconnects by itself):
+                      http://127.0.0.1:\(port)/#token=\(alice)&table=todos&order=rank
                       health   http://127.0.0.1:\(port)/health    metrics  http://127.0.0.1:\(port)/metrics
                       table    todos(id, title, owner, done, rank); each user reads the rows they own
 

@@ -355,6 +355,24 @@ public final class SyncServer: Sendable {
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                             body: .init(byteBuffer: ByteBuffer(string: text)))
         }
+        // The live-list page (see ``LiveListPage``) and the tables it may choose from.
+        let page: HTTPFields = [.contentType: "text/html; charset=utf-8", .cacheControl: "no-cache",
+                                .contentSecurityPolicy: "default-src 'self'; style-src 'self' 'unsafe-inline'"]
+        router.get("/") { _, _ -> Response in
+            Response(status: .ok, headers: page, body: .init(byteBuffer: ByteBuffer(bytes: LiveListPage.html)))
+        }
+        router.get("/live-list.js") { _, _ -> Response in
+            Response(status: .ok, headers: [.contentType: "text/javascript; charset=utf-8", .cacheControl: "no-cache"],
+                     body: .init(byteBuffer: ByteBuffer(bytes: LiveListPage.script)))
+        }
+        router.get("/tables") { _, _ -> Response in
+            var schemas: [SyncedTableSchema] = []
+            for table in self.configuration.tables {
+                if let schema = await self.schema(of: table) { schemas.append(schema) }
+            }
+            return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-cache"],
+                            body: .init(byteBuffer: ByteBuffer(string: LiveListPage.tablesJSON(schemas))))
+        }
         let sockets = Router(context: BasicWebSocketRequestContext.self)
         sockets.ws("/sync") { inbound, outbound, _ in
             let session = SyncSession(server: self)
