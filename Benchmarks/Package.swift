@@ -18,6 +18,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // N1–N3: a lean WebSocket load generator and the fan-out floor, on bare NIO channels.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // The system libsqlite3, for the C-API floor.
@@ -34,6 +36,10 @@ let package = Package(
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 "BenchSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Logging
 import PostgresNIO
 import Ripple
@@ -45,6 +48,18 @@ struct TestNode {
             return try await group.next()!
         }
         return TestNode(postgres: postgres, server: server, task: task, port: port)
+    }
+
+    /// Returns once the node's `/health` says `ok`: its feed has copied Postgres (or caught up
+    /// from its slot). A node listens before that.
+    func untilReady(within seconds: Double = 120) async throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let (body, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/health")!),
+               String(decoding: body, as: UTF8.self) == "ok\n" { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw SyncClientTestError("the node was not ready within \(seconds) s")
     }
 
     func token(_ user: String, expires: Date = Date().addingTimeInterval(3600)) throws -> String {

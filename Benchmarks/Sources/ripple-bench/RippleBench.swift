@@ -9,7 +9,7 @@ struct RippleBench: ParsableCommand {
         commandName: "ripple-bench",
         abstract: "Ripple's benchmarks: one JSON object per line on stdout, notes on stderr.",
         subcommands: [DiffBenchmark.self, DiffMemoryProbe.self, StoreBenchmark.self, ObserveBenchmark.self, ObserveChild.self,
-                      HistoryBenchmark.self, HistoryMemoryProbe.self, SyncBenchmark.self]
+                      HistoryBenchmark.self, HistoryMemoryProbe.self, SyncBenchmark.self, SyncScaleChild.self]
     )
 }
 

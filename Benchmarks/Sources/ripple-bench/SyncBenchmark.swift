@@ -31,9 +31,9 @@ import RippleTesting
 struct SyncBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
-        abstract: "Ripple Sync against its floors (S1–S5, W1–W3): bytes, latency, fan-out, initial sync, resume, writes.")
+        abstract: "Ripple Sync against its floors (S1–S5, W1–W3, N1–N3): bytes, latency, fan-out, initial sync, resume, writes, scale.")
 
-    @Option(help: "Run only this workload: S1…S5, W1…W3 (default: all).")
+    @Option(help: "Run only this workload: S1…S5, W1…W3, N1…N3 (default: all).")
     var workload: SyncWorkload?
 
     @Option(help: "S2: timed commits per impl.")
@@ -48,14 +48,26 @@ struct SyncBenchmark: ParsableCommand {
     @Option(help: "W3: mutations written offline.")
     var offline = 10_000
 
+    @Option(help: "N1, N2: WebSockets held by the node (from three load processes).")
+    var sockets = 15_000
+
+    @Option(help: "N2: timed commits per query.")
+    var rounds = 20
+
+    @Option(help: "N3: commits per measurement.")
+    var nodeCommits = 5_000
+
     @Option(help: "Seconds after which a run that has not finished stops its clusters and fails.")
-    var watchdog: Double = 280
+    var watchdog: Double = 900
 
     func validate() throws {
         if samples < 10 { throw ValidationError("--samples must be at least 10") }
         if commits < 100 { throw ValidationError("--commits must be at least 100") }
         if rows < 1 { throw ValidationError("--rows must be at least 1") }
         if offline < 1 { throw ValidationError("--offline must be at least 1") }
+        if sockets < 15 || sockets > 18_000 { throw ValidationError("--sockets must be 15…18,000 (one process holds them all)") }
+        if rounds < 1 { throw ValidationError("--rounds must be at least 1") }
+        if nodeCommits < 100 { throw ValidationError("--node-commits must be at least 100") }
         if watchdog <= 0 { throw ValidationError("--watchdog must be positive") }
         if case .missing(let reason) = ThrowawayPostgres.availability { throw ValidationError(reason) }
     }
@@ -116,6 +128,9 @@ struct SyncBenchmark: ParsableCommand {
         if chosen.contains(.s4) { failures += await SyncInitialSync(rows: rows).run() }
         let writes = chosen.filter { [.w1, .w2, .w3].contains($0) }
         if !writes.isEmpty { failures += await SyncWrites(samples: samples, offline: offline).run(writes) }
+        let scale = chosen.filter { [.n1, .n2].contains($0) }
+        if !scale.isEmpty { failures += await SyncScale(sockets: sockets, rounds: rounds).run(scale) }
+        if chosen.contains(.n3) { failures += await SyncNodesCost(commits: nodeCommits).run() }
         if !SyncProgress.isAbandoned {
             Report.emit([("bench", "sync"), ("info", "run"), ("seconds", .number((ContinuousClock.now - started).seconds))])
         }
@@ -160,7 +175,7 @@ enum SyncProgress {
 
 /// The names of the sync workloads, as given to `--workload`.
 enum SyncWorkload: String, CaseIterable, ExpressibleByArgument, Sendable {
-    case s1 = "S1", s2 = "S2", s3 = "S3", s4 = "S4", s5 = "S5", w1 = "W1", w2 = "W2", w3 = "W3"
+    case s1 = "S1", s2 = "S2", s3 = "S3", s4 = "S4", s5 = "S5", w1 = "W1", w2 = "W2", w3 = "W3", n1 = "N1", n2 = "N2", n3 = "N3"
 }
 
 /// How a sync workload prints its lines.

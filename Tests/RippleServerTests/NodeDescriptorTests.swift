@@ -1,0 +1,133 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+import Ripple
+import RippleServer
+import RippleSync
+import RippleTesting
+import Testing
+
+/// A node that runs out of descriptors (EMFILE): `ripple-server serve` as a child process under
+/// a hard limit of 160 open files, flooded with connections until it cannot accept any more.
+/// Its open socket goes on receiving Postgres's changes (its feed, replica readers and Postgres
+/// connections unharmed), and once connections go away it accepts again.
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: descriptor tests skipped"))
+struct NodeDescriptorTests {
+    static let limit = 160
+
+    /// The `ripple-server` beside the test bundle (built with the tests), if any.
+    static var serverExecutable: String? {
+        RippleExecutable.url().map { $0.deletingLastPathComponent().appendingPathComponent("ripple-server").path }
+            .flatMap { FileManager.default.isExecutableFile(atPath: $0) ? $0 : nil }
+    }
+
+    /// How many descriptors process `pid` holds open.
+    static func openDescriptors(_ pid: Int32) -> Int {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []).count
+    }
+
+    /// A plain TCP connection to 127.0.0.1:`port` (the kernel completes it from the listen
+    /// backlog whether or not the node accepts it).
+    static func connectTCP(_ port: Int) -> Int32? {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { return nil }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(descriptor)
+            return nil
+        }
+        return descriptor
+    }
+
+    @Test func aNodeOutOfDescriptorsKeepsItsSocketsAndItsPostgresAndAcceptsAgain() async throws {
+        let executable = try #require(Self.serverExecutable, "ripple-server is not built beside the tests")
+        let postgres = try await ThrowawayPostgres.started()
+        defer { try? postgres.stop() }
+        try await postgres.psql("""
+            CREATE TABLE todos(id int8 PRIMARY KEY, title text NOT NULL);
+            INSERT INTO todos SELECT n, 'todo ' || n FROM generate_series(1, 5) AS n;
+            """)
+        let directory = try TemporaryDirectory()
+        let secret = "a descriptor test secret of at least thirty-two bytes"
+        try #"{"tables": {"todos": {"read": true}}}"#.write(toFile: directory.path("rules.json"), atomically: true, encoding: .utf8)
+        try secret.write(toFile: directory.path("secret"), atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+        process.arguments = ["--nofile=\(Self.limit):\(Self.limit)", executable, "serve", "--postgres", postgres.url,
+                             "--tables", "todos", "--rules", directory.path("rules.json"), "--secret-file", directory.path("secret"),
+                             "--replica", directory.path("replica.sqlite"), "--slot", "ripple_descriptors", "--port", "0",
+                             "--heartbeat", "0.2", "--log-level", "error"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try process.run()
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        // It says where it serves once it listens.
+        let reader = output.fileHandleForReading
+        let served = try await onOwnThread("node output") { () -> String in
+            var text = ""
+            while !text.contains("/sync") {
+                let data = reader.availableData
+                if data.isEmpty { break }
+                text += String(decoding: data, as: UTF8.self)
+            }
+            return text
+        }
+        let port = try #require(served.firstMatch(of: /127\.0\.0\.1:(\d+)\/sync/).flatMap { Int($0.1) }, "\(served)")
+        let token = try SyncToken.sign(user: "u", expires: Date().addingTimeInterval(3600), secret: Array(secret.utf8))
+
+        // A socket subscribed before the flood.
+        let socket = try await TestSocket(url: "ws://127.0.0.1:\(port)/sync")
+        defer { socket.close() }
+        _ = try await socket.hello(token)
+        try await socket.send(.subscribe(id: "all", query: QueryDescription(table: "todos", order: [OrderDescription(column: "id")]),
+                                         resume: nil))
+        var rows = ClientRows()
+        try await rows.readFirstResult(from: socket, id: "all")
+
+        // The flood: connections until the node holds every descriptor it may.
+        var flood: [Int32] = []
+        defer { for descriptor in flood { close(descriptor) } }
+        let pid = process.processIdentifier
+        for _ in 0..<(Self.limit + 60) {
+            guard let descriptor = Self.connectTCP(port) else { break }
+            flood.append(descriptor)
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while Self.openDescriptors(pid) < Self.limit, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(Self.openDescriptors(pid) >= Self.limit - 1, "the node never ran out of descriptors")
+
+        // Out of descriptors, it still follows Postgres and serves the socket it has.
+        try await postgres.psql("UPDATE todos SET title = 'while full' WHERE id = 3")
+        while rows.rows.map(psqlText) != (try postgres.rows("SELECT id, title FROM todos ORDER BY id")) {
+            _ = try rows.take(try #require(try await socket.nextSkippingHeartbeats(within: 30), "the open socket heard nothing"),
+                              id: "all")
+        }
+        #expect(process.isRunning)
+
+        // The flood goes away: the node accepts again.
+        for descriptor in flood { close(descriptor) }
+        flood = []
+        let again = try await TestSocket(url: "ws://127.0.0.1:\(port)/sync")
+        defer { again.close() }
+        let welcome = try await again.hello(token)
+        #expect(welcome.user == "u")
+        let (health, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/health")!)
+        #expect(String(decoding: health, as: UTF8.self) == "ok\n")
+    }
+}
