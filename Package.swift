@@ -86,6 +86,7 @@ let package = Package(
             "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple", "RippleDiffTesting",
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "WSClient", package: "swift-websocket"),
         ]),
         // The `ripple-server` command: a node, its demo, and a terminal subscriber.
         .executableTarget(name: "RippleServerCLI", dependencies: [

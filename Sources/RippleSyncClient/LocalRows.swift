@@ -37,11 +37,7 @@ enum LocalRows {
     static func apply(_ changes: [LocalChange], in db: Database) throws -> [String: TouchedRows] {
         var touched: [String: TouchedRows] = [:]
         for change in changes {
-            switch (touched[change.table], try apply(change, in: db)) {
-            case (.all, _), (_, .all): touched[change.table] = .all
-            case (.keys(let earlier), .keys(let keys)): touched[change.table] = .keys(earlier + keys)
-            case (nil, let rows): touched[change.table] = rows
-            }
+            touched[change.table, default: TouchedRows(keys: [])].keys += try apply(change, in: db).keys
         }
         return touched
     }
@@ -130,16 +126,15 @@ enum LocalRows {
             while try statement.step() {}
             statement.reset()
         }
-        guard let written = change.written else {
-            for row in change.new { try write(row) }
-            return .all
-        }
-        for index in written {
+        // A snapshot writes each of its rows; what it wrote is those rows (and the ones it
+        // deleted), never "the whole table": rows of the table that no subscription holds (a
+        // pending insert outside every window) are not the server's.
+        for index in change.written ?? Array(change.new.indices) {
             let row = change.new[index]
             try write(row)
             touchedKeys.append(try change.key.map { try WireTypes.localValue(row[$0], kind: kinds[$0]) })
         }
-        return .keys(touchedKeys)
+        return TouchedRows(keys: touchedKeys)
     }
 
     /// Records the synced table's shape for the outbox (its capture of local writes): the

@@ -2,10 +2,10 @@ import Foundation
 import Ripple
 import RippleSync
 
-/// What a frame wrote to a synced table: every row (a snapshot), or the rows with these keys.
-enum TouchedRows {
-    case all
-    case keys([[SQLValue]])
+/// What a frame wrote to a synced table: the keys of the rows it wrote or deleted (a
+/// snapshot's too: the table also holds rows no subscription holds, a pending insert's).
+struct TouchedRows {
+    var keys: [[SQLValue]]
 }
 
 /// Keeps the local store equal to the server's rows plus the mutations still pending, in the same
@@ -59,14 +59,8 @@ enum Rebase {
             guard let shape = try shape(table) else { continue }
             let keyNames = shape.keyColumns.map(SQLIdentifier.quoted)
             let base = Outbox.baseTable(table)
-            let refs: [[SQLValue]]
-            switch written {
-            case .all:
-                refs = try db.fetchAll("SELECT \(keyNames.joined(separator: ", ")) FROM \(base)").map(\.values)
-            case .keys(let keys):
-                refs = try keys.filter { key in
-                    try db.fetchValue("SELECT 1 FROM \(base) WHERE \(condition(keyNames))", key, as: Int.self) != nil
-                }
+            let refs = try written.keys.filter { key in
+                try db.fetchValue("SELECT 1 FROM \(base) WHERE \(condition(keyNames))", key, as: Int.self) != nil
             }
             for key in refs {
                 try keepServerRow(key, of: shape, in: db)

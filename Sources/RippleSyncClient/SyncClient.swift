@@ -24,8 +24,12 @@ import WSClient
 public actor SyncClient {
     /// The local store the rows are kept in.
     public nonisolated let store: Store
-    /// The server's `/sync` address (`ws://…` or `wss://…`).
-    public nonisolated let url: String
+    /// The server's `/sync` address (`ws://…` or `wss://…`): the first of ``urls``.
+    public nonisolated var url: String { urls[0] }
+    /// The addresses of the nodes the client may connect to (one, usually: a load balancer's).
+    /// Each connection attempt takes the next, so a client whose node goes away reconnects to
+    /// another and resumes there (nodes of one Postgres cluster share positions).
+    public nonisolated let urls: [String]
     private let token: @Sendable () async throws -> String
     private let logger: Logger
     /// What happens on the connection, for an app's status line and for tests. It keeps the
@@ -111,7 +115,17 @@ public actor SyncClient {
     /// A client of the server at `url` keeping rows in `store`; `token` gives a signed token
     /// each time the client connects (fetch a fresh one when it expires).
     public init(url: String, store: Store, logger: Logger? = nil, token: @escaping @Sendable () async throws -> String) {
-        self.url = url
+        self.init(urls: [url], store: store, logger: logger, token: token)
+    }
+
+    /// A client of the nodes at `urls` (of one Postgres cluster), keeping rows in `store`:
+    /// each connection attempt goes to the next address in turn, and the client resumes its
+    /// subscriptions on whichever node it reaches. `token` as for ``init(url:store:logger:token:)``.
+    ///
+    /// - Precondition: `urls` is not empty.
+    public init(urls: [String], store: Store, logger: Logger? = nil, token: @escaping @Sendable () async throws -> String) {
+        precondition(!urls.isEmpty, "a SyncClient needs at least one address")
+        self.urls = urls
         self.store = store
         self.token = token
         self.logger = logger ?? Logger(label: "ripple.sync.client", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -244,7 +258,8 @@ public actor SyncClient {
         // The socket runs in a task of its own: the WebSocket client cannot be interrupted
         // before the server answers its upgrade, so a socket given up on is left to end by
         // itself (its frames, if any come, are ignored and it is closed).
-        let socket = Task { [url, logger, token] in
+        let url = urls[(number - 1) % urls.count]
+        let socket = Task { [logger, token] in
             let reason: String
             do {
                 let token = try await token()

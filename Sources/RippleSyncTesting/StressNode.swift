@@ -6,6 +6,7 @@ import Logging
 import Ripple
 import RippleServer
 import RippleTesting
+import WSClient
 
 /// The node of a sync stress run: in the run's process, or a child process that faults can kill.
 enum StressNode {
@@ -78,6 +79,14 @@ final class StressNodeProcess: Sendable {
         return process.terminationReason == .uncaughtSignal ? "signal \(process.terminationStatus)" : "status \(process.terminationStatus)"
     }
 
+    /// The process's resident memory in bytes (`VmRSS`), while it runs.
+    var residentBytes: Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "") else { return nil }
+        return kilobytes * 1024
+    }
+
     /// Sends SIGTERM and waits up to `limit` for the process to end.
     ///
     /// - Returns: whether it ended in time.
@@ -140,4 +149,42 @@ struct FileLogHandler: LogHandler {
         let line = "\(Date()) \(event.level) \(label): \(event.message)\n"
         file.withLock { $0.write(Data(line.utf8)) }
     }
+}
+
+/// One socket of a reconnect storm: it connects, says hello, subscribes to the user's notes and
+/// closes once an answer comes (the subscription's result, or `retry_later`).
+enum StormSocket {
+    /// Whether the node answered within 60 s (the socket is left to close by itself after that).
+    static func visit(url: String, token: String) async -> Bool {
+        let outcome = FirstOutcome<Bool>()
+        let hello = #"{"type":"hello","protocol":1,"token":""# + token + #""}"#
+        let subscribe = #"{"type":"subscribe","id":"storm","query":{"table":"notes","order":[{"column":"id"}]}}"#
+        Task {
+            var configuration = WebSocketClientConfiguration()
+            configuration.maxFrameSize = 1 << 24
+            do {
+                try await WebSocketClient.connect(url: url, configuration: configuration, logger: Self.logger) { inbound, outbound, _ in
+                    try await outbound.write(.text(hello))
+                    try await outbound.write(.text(subscribe))
+                    for try await message in inbound.messages(maxSize: 1 << 24) {
+                        guard case .text(let text) = message else { continue }
+                        if text.hasPrefix(#"{"type":"changes""#) || text.contains(#""retry_later""#) {
+                            outcome.finish(true)
+                            break
+                        }
+                    }
+                    try? await outbound.close(.normalClosure, reason: nil)
+                }
+            } catch {}
+            outcome.finish(false)
+        }
+        let limit = Task {
+            try await Task.sleep(for: .seconds(60))
+            outcome.finish(false)
+        }
+        defer { limit.cancel() }
+        return await outcome.value
+    }
+
+    private static let logger = Logger(label: "ripple.stress.storm", factory: { _ in SwiftLogNoOpLogHandler() })
 }

@@ -35,6 +35,12 @@ public struct SyncStressConfiguration: Sendable {
     /// can kill (SIGKILL) as well as stop (SIGTERM); `nil`: the node runs in this process, where
     /// it can only be stopped (cancelled), never killed.
     public var nodeExecutable: String?
+    /// Nodes on the cluster, each with its own slot and replica; every device is given all
+    /// their addresses (in its own order) and moves to the next one on each reconnect.
+    public var nodes = 2
+    /// Sockets of a reconnect storm: opened at once against one node, each saying hello and
+    /// subscribing, then closed.
+    public var stormSockets = 5_000
     /// Where to report progress (`nil`: nowhere).
     public var log: (@Sendable (String) -> Void)?
     /// Runs on the cluster before each quiescent point's checks: the checker's own tests break
@@ -50,6 +56,8 @@ public struct SyncStressConfiguration: Sendable {
         var words = ["--seed \(seed)"]
         if let maxOperations { words.append("--operations \(maxOperations)") } else { words.append("--seconds \(Int(seconds.rounded(.up)))") }
         words.append("--round \(operationsPerRound)")
+        if nodes != 2 { words.append("--nodes \(nodes)") }
+        if stormSockets != 5_000 { words.append("--storm \(stormSockets)") }
         let without = SyncStressStep.allCases.filter { !steps.contains($0) }
         if !without.isEmpty { words.append("--without \(without.map(\.rawValue).joined(separator: ","))") }
         return words.joined(separator: " ")
@@ -64,11 +72,16 @@ public enum SyncStressStep: String, CaseIterable, Sendable {
     case plainWrites = "plain-writes"
     /// A device goes offline, or comes back.
     case disconnects
-    /// The node stops (its sockets told to come back later) and starts again on its replica.
+    /// A node stops (its sockets told to come back later) and starts again on its replica.
     case nodeRestarts = "node-restarts"
-    /// The node is killed (SIGKILL: mid-push, mid-apply) and starts again on its replica. Only
-    /// with a node in a child process; otherwise a restart.
+    /// A node is killed (SIGKILL: mid-push, mid-apply) and starts again on its replica. Only
+    /// with nodes in child processes; otherwise a restart.
     case nodeKills = "node-kills"
+    /// A node is killed and a new node takes its place with an empty replica (a fresh copy).
+    case nodeReplacements = "node-replacements"
+    /// ``SyncStressConfiguration/stormSockets`` sockets connect to a node at once, subscribe,
+    /// and go (the node must not fall over, and must let go of them).
+    case reconnectStorms = "reconnect-storms"
     /// PostgreSQL restarts (`pg_ctl restart -m immediate`: a crash and recovery).
     case postgresRestarts = "postgres-restarts"
 }
@@ -93,6 +106,8 @@ public struct SyncStressReport: Sendable {
     public var leaked = 0
     /// Local writes that failed (before a device had its first result: no table yet).
     public var localWriteErrors = 0
+    /// How many steps of each kind the run took (by ``SyncStressStep`` raw value).
+    public var steps: [String: Int] = [:]
     /// What went wrong, first things first.
     public var findings: [String] = []
     /// The operations taken when the first finding was checked (the run stops at that round).
@@ -223,10 +238,10 @@ final class StressDevice: @unchecked Sendable {   // used by the run's one drivi
     /// Writes the client's events to `<path>.events` (what it heard: for a failed run's files).
     let eventLog: Task<Void, Never>
 
-    init(user: String, index: Int, path: String, url: String, token: @escaping @Sendable () async throws -> String) throws {
+    init(user: String, index: Int, path: String, urls: [String], token: @escaping @Sendable () async throws -> String) throws {
         self.user = user
         store = try Store(path: path)
-        client = SyncClient(url: url, store: store, token: token)
+        client = SyncClient(urls: urls, store: store, token: token)
         nextID = Int64(index + 1) * 1_000_000
         let handler = try FileLogHandler(label: "device \(index)", path: path + ".events")
         eventLog = Task { [events = client.events] in
@@ -255,12 +270,15 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
     let postgres: ThrowawayPostgres
     let directory: TemporaryDirectory
     var random: SeededGenerator
-    var node: StressNode?
-    /// The node's port: below Linux's ephemeral range (32768 on), so that no client socket
-    /// reconnecting while the node is down can take it (a socket can connect to itself on a
+    /// The nodes (`nil`: down for the moment).
+    var nodes: [StressNode?]
+    /// The nodes' ports: below Linux's ephemeral range (32768 on), so that no client socket
+    /// reconnecting while a node is down can take one (a socket can connect to itself on a
     /// port of that range) and keep the node from listening again.
-    var port = 0
-    var url = ""
+    var ports: [Int]
+    var urls: [String]
+    /// A node's resident memory after each reconnect storm against it (bytes; child nodes only).
+    var stormMemory: [Int: [Int]] = [:]
     var devices: [StressDevice] = []
     var report: SyncStressReport
     let secret = Array("ripple sync stress: a token secret of 32 bytes or more".utf8)
@@ -276,6 +294,10 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         self.directory = directory
         random = SeededGenerator(seed: configuration.seed)
         report = SyncStressReport(seed: configuration.seed)
+        let count = max(configuration.nodes, 1)
+        nodes = Array(repeating: nil, count: count)
+        ports = Array(repeating: 0, count: count)
+        urls = Array(repeating: "", count: count)
     }
 
     static func start(_ configuration: SyncStressConfiguration) async throws -> SyncStressRun {
@@ -290,12 +312,15 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
                 INSERT INTO notes SELECT i, 'u' || (i % 3), i % 10, i % 4 = 0, 'note ' || i FROM generate_series(1, 30) AS i;
                 """)
             run.nextPlainID = 31
-            try await run.startNode()
+            for index in run.nodes.indices { try await run.startNode(index) }
             // Two devices of u0, one each of u1 and u2.
             for (index, user) in ["u0", "u0", "u1", "u2"].enumerated() {
                 let token = try SyncToken.sign(user: user, expires: Date().addingTimeInterval(24 * 3600), secret: run.secret)
+                // Each device knows every node, starting with its own pick.
+                let first = Int(run.random.next() % UInt64(run.urls.count))
+                let urls = Array(run.urls[first...] + run.urls[..<first])
                 let device = try StressDevice(user: user, index: index, path: run.directory.path("device\(index).sqlite"),
-                                              url: run.url, token: { token })
+                                              urls: urls, token: { token })
                 await device.client.setBackoff(min: .milliseconds(20), max: .milliseconds(300))
                 try await device.client.start()
                 var chosen = Set<Int>()
@@ -319,58 +344,73 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         let kept = FileManager.default.temporaryDirectory
             .appendingPathComponent("ripple-sync-stress-seed\(configuration.seed)-\(UUID().uuidString.prefix(8))")
         // The node's own account, if it answers: its feed's health and its counters.
-        for page in ["health", "metrics"] {
-            guard node != nil, let address = URL(string: "http://127.0.0.1:\(port)/\(page)") else { continue }
-            var request = URLRequest(url: address)
-            request.timeoutInterval = 5
-            let text = (try? await URLSession.shared.data(for: request)).map { String(decoding: $0.0, as: UTF8.self) } ?? "(no answer)"
-            try? Data(text.utf8).write(to: URL(fileURLWithPath: directory.path("node-\(page).txt")))
+        for (index, port) in ports.enumerated() {
+            for page in ["health", "metrics"] {
+                guard nodes[index] != nil, let address = URL(string: "http://127.0.0.1:\(port)/\(page)") else { continue }
+                var request = URLRequest(url: address)
+                request.timeoutInterval = 5
+                let text = (try? await URLSession.shared.data(for: request)).map { String(decoding: $0.0, as: UTF8.self) } ?? "(no answer)"
+                try? Data(text.utf8).write(to: URL(fileURLWithPath: directory.path("node\(index)-\(page).txt")))
+            }
         }
         do {
             try FileManager.default.copyItem(at: directory.url, to: kept)
             try? FileManager.default.copyItem(atPath: postgres.logFile, toPath: kept.appendingPathComponent("postgres.log").path)
-            report.findings.append("the run's files (node.log, postgres.log, the stores) are kept in \(kept.path)")
+            report.findings.append("the run's files (nodeN.log, postgres.log, the stores) are kept in \(kept.path)")
         } catch {
             report.findings.append("the run's files could not be kept: \(error)")
         }
     }
 
-    /// Starts the node on its port, trying again (a node killed a moment ago may still hold its
-    /// slot; before the clients know the port, another port) until it listens.
-    func startNode() async throws {
+    /// Starts node `index` on its port, trying again (a node killed a moment ago may still
+    /// hold its slot; before the clients know the port, another port) until it listens.
+    func startNode(_ index: Int) async throws {
         var failures = 0
         while true {
-            if port == 0 { port = Int.random(in: 20_000..<32_000) }
+            if ports[index] == 0 {
+                var port = 0
+                repeat { port = Int.random(in: 20_000..<32_000) } while ports.contains(port)
+                ports[index] = port
+            }
             do {
-                node = try await launchNode()
-                url = "ws://127.0.0.1:\(port)/sync"
+                nodes[index] = try await launchNode(index)
+                urls[index] = "ws://127.0.0.1:\(ports[index])/sync"
                 return
             } catch {
                 failures += 1
-                configuration.log?("sync-stress: the node did not start on port \(port) (\(error)); trying again")
+                configuration.log?("sync-stress: node \(index) did not start on port \(ports[index]) (\(error)); trying again")
                 guard failures < 20 else { throw error }
-                if url.isEmpty { port = 0 }
+                if urls[index].isEmpty { ports[index] = 0 }
                 try await Task.sleep(for: .milliseconds(50 * failures))
             }
         }
     }
 
-    private func launchNode() async throws -> StressNode {
+    /// How many times each node was replaced (its replica file's generation).
+    private var generations: [Int: Int] = [:]
+
+    /// Node `index`'s replica file (its own, as its slot is; a replacement starts a new file).
+    private func replicaPath(_ index: Int) -> String {
+        directory.path("node\(index)" + (generations[index].map { "-\($0)" } ?? "") + ".sqlite")
+    }
+
+    private func launchNode(_ index: Int) async throws -> StressNode {
+        let port = ports[index]
         if let executable = configuration.nodeExecutable {
             return .child(try await StressNodeProcess.start(executable, arguments: [
                 "serve", "--postgres", postgres.url, "--tables", "notes", "--rules", directory.path("rules.json"),
-                "--secret-file", directory.path("secret"), "--port", String(port), "--replica", directory.path("node.sqlite"),
-                "--slot", "ripple_stress", "--heartbeat", "0.2",
+                "--secret-file", directory.path("secret"), "--port", String(port), "--replica", replicaPath(index),
+                "--slot", "ripple_stress_\(index)", "--heartbeat", "0.2",
                 "--log-level", ProcessInfo.processInfo.environment["RIPPLE_STRESS_NODE_LOG"] ?? "info",
-            ], log: directory.path("node.log")))
+            ], log: directory.path("node\(index).log")))
         }
         var configuration = SyncServerConfiguration(
             postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: ["notes"],
-            rules: try SyncRules(json: Data(SyncStress.rules.utf8)), secret: secret, replicaPath: directory.path("node.sqlite"))
+            rules: try SyncRules(json: Data(SyncStress.rules.utf8)), secret: secret, replicaPath: replicaPath(index))
         configuration.port = port
-        configuration.slot = "ripple_stress"
+        configuration.slot = "ripple_stress_\(index)"
         configuration.heartbeatInterval = .milliseconds(200)
-        let handler = try FileLogHandler(label: "ripple-server", path: directory.path("node.log"))
+        let handler = try FileLogHandler(label: "ripple-server \(index)", path: directory.path("node\(index).log"))
         let server = try SyncServer(configuration: configuration, logger: Logger(label: "ripple-server") { _ in handler })
         let task = Task { try await server.run() }
         do {
@@ -384,9 +424,9 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
 
     /// Stops the node (`kill`: SIGKILL, when it is a process). A node that does not stop
     /// within 30 s is a finding (then killed).
-    func stopNode(kill: Bool = false) async {
-        guard let node else { return }
-        self.node = nil
+    func stopNode(_ index: Int, kill: Bool = false) async {
+        guard let node = nodes[index] else { return }
+        nodes[index] = nil
         switch node {
         case .inProcess(_, let task):
             task.cancel()
@@ -394,7 +434,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         case .child(let process):
             if !kill, !(await process.stop(within: .seconds(30))) {
                 report.discrepancies += 1
-                report.findings.append("round \(report.rounds + 1): the node did not stop within 30 s of SIGTERM")
+                report.findings.append("round \(report.rounds + 1): node \(index) did not stop within 30 s of SIGTERM")
             }
             await process.kill()
         }
@@ -402,7 +442,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
 
     func stop() async {
         for device in devices { await device.client.stop() }
-        await stopNode()
+        for index in nodes.indices { await stopNode(index) }
         if SyncStress.running.withLock({ $0.clusters.removeValue(forKey: ObjectIdentifier(postgres)) }) != nil { try? postgres.stop() }
     }
 
@@ -452,14 +492,17 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
     private func operation() async throws {
         let roll = pick(100)
         let step: SyncStressStep = switch roll {
-        case 0..<55: .localWrites
-        case 55..<80: .plainWrites
-        case 80..<93: .disconnects
-        case 93..<96: .nodeRestarts
-        case 96..<98: .nodeKills
+        case 0..<53: .localWrites
+        case 53..<77: .plainWrites
+        case 77..<90: .disconnects
+        case 90..<93: .nodeRestarts
+        case 93..<95: .nodeKills
+        case 95..<96: .nodeReplacements
+        case 96..<97: .reconnectStorms
         default: .postgresRestarts
         }
         guard configuration.steps.contains(step) else { return }
+        report.steps[step.rawValue, default: 0] += 1
         doing("operation \(report.operations + 1): \(step.rawValue)")
         switch step {
         case .localWrites:
@@ -472,8 +515,23 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
             if device.online { await device.client.stop() } else { try await device.client.start() }
             device.online.toggle()
         case .nodeRestarts, .nodeKills:
-            await stopNode(kill: step == .nodeKills)
-            try await startNode()
+            let index = pick(nodes.count)
+            doing("operation \(report.operations + 1): node \(index) \(step == .nodeKills ? "killed" : "restarted")")
+            await stopNode(index, kill: step == .nodeKills)
+            try await startNode(index)
+        case .nodeReplacements:
+            let index = pick(nodes.count)
+            doing("operation \(report.operations + 1): node \(index) replaced by a node with an empty replica")
+            await stopNode(index, kill: true)
+            // The new node's replica is a new, empty file: its slot (the old node's) does not
+            // belong to it, so it makes a fresh slot and copy. (The old file stays: an
+            // in-process node's store may not have let go of it yet.)
+            generations[index, default: 0] += 1
+            try await startNode(index)
+        case .reconnectStorms:
+            let index = pick(nodes.count)
+            doing("operation \(report.operations + 1): a storm of \(configuration.stormSockets) sockets on node \(index)")
+            try await storm(index)
         case .postgresRestarts:
             try await postgres.restart(immediate: true)
         }
@@ -540,13 +598,15 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
     /// Postgres; then the accounting of mutations and the rules.
     private func quiescentPoint() async throws {
         doing("round \(report.rounds + 1)'s quiescent point")
-        if case .child(let process) = node, let ended = process.ended {
+        for (index, node) in nodes.enumerated() {
+            guard case .child(let process) = node, let ended = process.ended else { continue }
             // Nothing stopped it: the node died by itself.
             report.discrepancies += 1
-            report.findings.append("round \(report.rounds + 1): the node died by itself (\(ended)); see its log")
-            node = nil
-            try await startNode()
+            report.findings.append("round \(report.rounds + 1): node \(index) died by itself (\(ended)); see its log")
+            nodes[index] = nil
+            try await startNode(index)
         }
+
         for device in devices where !device.online {
             try await device.client.start()
             device.online = true
@@ -568,9 +628,63 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
                 try await Task.sleep(for: .milliseconds(50))
             }
         }
+        // Every node lets go of the sockets it no longer holds (a storm's among them): each
+        // holds at most one per device once the devices settled (given 30 s to close the rest).
+        for (index, port) in ports.enumerated() where nodes[index] != nil {
+            let limit = Date().addingTimeInterval(30)
+            var held = await socketsHeld(port: port)
+            while let count = held, count > devices.count, Date() < limit {
+                try await Task.sleep(for: .milliseconds(100))
+                held = await socketsHeld(port: port)
+            }
+            if let held, held > devices.count {
+                report.discrepancies += 1
+                report.findings.append("round \(report.rounds + 1): node \(index) holds \(held) sockets for \(devices.count) devices")
+            }
+        }
         try await configuration.beforeChecks?(postgres)
         try await checkMutations()
         try checkRules()
+    }
+
+    /// A reconnect storm on node `index`: ``SyncStressConfiguration/stormSockets`` sockets open
+    /// at once, each says hello and subscribes to a user's notes, and all go once each has an
+    /// answer (a result, or `retry_later`). The node must survive it (checked at the quiescent
+    /// point) and its memory must not grow storm after storm.
+    private func storm(_ index: Int) async throws {
+        let url = urls[index]
+        let tokens = try SyncStress.users.map { user in
+            try SyncToken.sign(user: user, expires: Date().addingTimeInterval(3600), secret: secret)
+        }
+        let count = configuration.stormSockets
+        let answered = Locked(0)
+        await withTaskGroup(of: Void.self) { group in
+            for socket in 0..<count {
+                group.addTask {
+                    if await StormSocket.visit(url: url, token: tokens[socket % tokens.count]) { answered.withLock { $0 += 1 } }
+                }
+            }
+        }
+        configuration.log?("sync-stress: storm on node \(index): \(answered.withLock { $0 }) of \(count) sockets answered")
+        guard case .child(let process) = nodes[index], let resident = process.residentBytes else { return }
+        stormMemory[index, default: []].append(resident)
+        // Storm after storm, a node that lets go of its sockets comes back to the same memory
+        // (allocators keep some): growth beyond the second storm's by half is a leak.
+        if let history = stormMemory[index], history.count >= 3, resident > history[1] * 3 / 2 + (64 << 20) {
+            report.discrepancies += 1
+            report.findings.append("round \(report.rounds + 1): node \(index)'s memory grows storm after storm: "
+                                   + history.map { "\($0 >> 20) MiB" }.joined(separator: ", "))
+        }
+    }
+
+    /// How many sockets the node on `port` holds, from its `/metrics` (`nil`: no answer).
+    private func socketsHeld(port: Int) async -> Int? {
+        guard let address = URL(string: "http://127.0.0.1:\(port)/metrics") else { return nil }
+        var request = URLRequest(url: address)
+        request.timeoutInterval = 10
+        guard let (data, _) = try? await URLSession.shared.data(for: request) else { return nil }
+        let line = String(decoding: data, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("ripple_sockets ") }
+        return line.flatMap { Int($0.split(separator: " ")[1]) }
     }
 
     /// How the device's rows differ from Postgres (`nil`: they do not).

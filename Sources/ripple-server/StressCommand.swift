@@ -33,6 +33,12 @@ struct StressCommand: AsyncParsableCommand {
     @Option(help: "Kinds of step to leave out, comma-separated: \(SyncStressStep.allCases.map(\.rawValue).joined(separator: ", ")).")
     var without: String?
 
+    @Option(help: "Nodes on the cluster, each with its own slot and replica (clients move between them).")
+    var nodes = 2
+
+    @Option(help: "Sockets of a reconnect storm (opened at once against one node).")
+    var storm = 5_000
+
     @Flag(help: "Do not restart PostgreSQL (as --without postgres-restarts).")
     var noPostgresRestarts = false
 
@@ -50,6 +56,10 @@ struct StressCommand: AsyncParsableCommand {
         configuration.seed = seed
         configuration.seconds = seconds
         configuration.operationsPerRound = round
+        guard (1...8).contains(nodes) else { throw ValidationError("--nodes must be 1…8") }
+        guard (1...15_000).contains(storm) else { throw ValidationError("--storm must be 1…15,000") }
+        configuration.nodes = nodes
+        configuration.stormSockets = storm
         configuration.maxOperations = operations
         if operations != nil { configuration.seconds = 24 * 3600 }
         for word in (without ?? "").split(separator: ",") {

@@ -15,11 +15,30 @@ struct SyncStressTests {
         configuration.seconds = 24 * 3600
         configuration.maxOperations = 120
         configuration.operationsPerRound = 40
+        configuration.stormSockets = 300
         let report = try await SyncStress.run(configuration)
         #expect(report.passed, "\(report.summaryLine): \(report.findings)")
         #expect(report.rounds == 3)
         #expect(report.operations == 120)
         #expect(report.mutations > 0)
+    }
+
+    /// Two nodes, devices moving between them on every reconnect, nodes replaced by new ones
+    /// with empty replicas, and storms of sockets: nothing lost, repeated, stale or leaked,
+    /// and the nodes let go of the storms' sockets.
+    @Test(.timeLimit(.minutes(5))) func nodesReplacedAndReconnectStormsFindNothing() async throws {
+        var configuration = SyncStressConfiguration()
+        configuration.seed = 7
+        configuration.seconds = 24 * 3600
+        configuration.maxOperations = 400
+        configuration.operationsPerRound = 200
+        configuration.stormSockets = 300
+        configuration.steps = [.localWrites, .disconnects, .nodeReplacements, .reconnectStorms]
+        let report = try await SyncStress.run(configuration)
+        #expect(report.passed, "\(report.summaryLine): \(report.findings)")
+        #expect(report.steps["node-replacements", default: 0] > 0 && report.steps["reconnect-storms", default: 0] > 0,
+                "\(report.steps)")
+        #expect(report.steps["disconnects", default: 0] > 0)
     }
 
     /// A counter moved on the server behind the node's back (as if mutations had applied that
