@@ -665,9 +665,13 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
                 }
             }
         }
-        configuration.log?("sync-stress: storm on node \(index): \(answered.withLock { $0 }) of \(count) sockets answered")
-        guard case .child(let process) = nodes[index], let resident = process.residentBytes else { return }
+        guard case .child(let process) = nodes[index], let resident = process.residentBytes else {
+            configuration.log?("sync-stress: storm on node \(index): \(answered.withLock { $0 }) of \(count) sockets answered")
+            return
+        }
         stormMemory[index, default: []].append(resident)
+        configuration.log?("sync-stress: storm on node \(index): \(answered.withLock { $0 }) of \(count) sockets answered; "
+                           + "the node's memory after its storms: \(stormMemory[index]!.map { "\($0 >> 20)" }.joined(separator: ", ")) MiB")
         // Storm after storm, a node that lets go of its sockets comes back to the same memory
         // (allocators keep some): growth beyond the second storm's by half is a leak.
         if let history = stormMemory[index], history.count >= 3, resident > history[1] * 3 / 2 + (64 << 20) {
