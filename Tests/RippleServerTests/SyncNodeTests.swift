@@ -381,3 +381,42 @@ final class RawWebSocket: @unchecked Sendable {
 
     func close() { _ = Glibc.close(descriptor) }
 }
+
+extension SyncNodeTests {
+    /// The feed's watchdog starts a feed again when it makes no progress for `feedStallLimit`;
+    /// a long catch-up that applies commit after commit is progress. (It measured progress by
+    /// finished catch-ups only: a writer that kept the feed catching up for longer than the
+    /// limit had its feed torn down and started again, over and over.)
+    @Test func aLongCatchUpIsProgressNotAStall() async throws {
+        let postgres = try await ThrowawayPostgres.started()
+        defer { try? postgres.stop() }
+        try await postgres.pgbench(["-i", "-s", "1", "-q"])
+        let directory = try TemporaryDirectory()
+        let rules = #"{"tables": {"pgbench_tellers": {"read": true}, "pgbench_branches": {"read": true}}}"#
+        let node = try await TestNode.start(postgres, tables: ["pgbench_tellers", "pgbench_branches"], rules: rules,
+                                            directory: directory) { configuration in
+            configuration.feedStallLimit = .milliseconds(500)
+            configuration.feedBatchSize = 50   // a backlog of more than 50 changes keeps it catching up
+        }
+        defer { Task { await node.stop() } }
+        try await node.untilReady()
+        // pgbench keeps the feed catching up for seconds, well past the limit. (A count of
+        // transactions, not `-T`: pgbench times `-T` with SIGALRM, which a child of this test
+        // process may have blocked, and would then never stop.)
+        _ = try await postgres.pgbench(["-c", "4", "-j", "2", "-t", "600", "-n"])
+        let socket = try await TestSocket(url: node.url)
+        defer { socket.close() }
+        _ = try await socket.hello(try node.token("u"))
+        try await socket.send(.subscribe(id: "tellers", query: QueryDescription(table: "pgbench_tellers", order: [OrderDescription(column: "tid")],
+                                                                                columns: ["tid", "tbalance"]), resume: nil))
+        var tellers = ClientRows()
+        try await tellers.readFirstResult(from: socket, id: "tellers")
+        let expected = "SELECT tid, tbalance FROM pgbench_tellers ORDER BY tid"
+        while tellers.rows.map(psqlText) != (try postgres.rows(expected)) {
+            _ = try tellers.take(try #require(try await socket.nextSkippingHeartbeats(within: 60)), id: "tellers")
+        }
+        let restarts = await node.server.metricsText().split(separator: "\n")
+            .first { $0.hasPrefix("ripple_feed_restarts_total ") }.flatMap { Int($0.split(separator: " ")[1]) }
+        #expect(restarts == 0, "the feed was started again \(restarts.map(String.init) ?? "?") times while it applied commits")
+    }
+}

@@ -316,8 +316,10 @@ public actor ReplicaFeed {
     ///
     /// One call at a time (``run(pollInterval:)`` makes them so): the actor is re-entered at
     /// each await, and two overlapping calls would read the slot twice.
+    ///
+    /// `progress` runs after each Postgres transaction applied (a long catch-up is alive).
     @discardableResult
-    public func catchUp(confirm: Bool = true) async throws -> Int {
+    public func catchUp(confirm: Bool = true, progress: @Sendable () -> Void = {}) async throws -> Int {
         var applied = 0
         while true {
             let batch = try await peek()
@@ -338,6 +340,7 @@ public actor ReplicaFeed {
                         let recopy = changed.isEmpty ? nil : try await recopy(changed)
                         try apply(transaction, commit: commit, recopy: recopy)
                         applied += 1
+                        progress()
                     }
                     last = commit.endLSN
                     transaction = []
@@ -370,18 +373,20 @@ public actor ReplicaFeed {
     /// cheap read: decoding sees only flushed WAL) every `pollInterval` — every
     /// `activePollInterval`, when given, for ``activeWindow`` after it last moved — and catches
     /// up whenever it moved, until the task is cancelled. `read` hears each position the replica has read
-    /// through (after a catch-up, and at each look that found nothing new).
+    /// through (after a catch-up, and at each look that found nothing new); `progress`, each look
+    /// answered and each transaction applied.
     ///
     /// - Throws: what ``catchUp(confirm:)`` throws; `CancellationError` when cancelled.
     public func follow(pollInterval: Duration = .milliseconds(5), activePollInterval: Duration? = nil,
-                       read: @Sendable (PGOutput.LSN) -> Void = { _ in }) async throws {
+                       read: @Sendable (PGOutput.LSN) -> Void = { _ in }, progress: @Sendable () -> Void = {}) async throws {
         var seen = PGOutput.LSN(0)
         var movedAt = ContinuousClock.now - Self.activeWindow
         while true {
             try Task.checkCancellation()
             let flushed = try await flushedPosition()
+            progress()
             if flushed != seen {
-                try await catchUp()
+                try await catchUp(progress: progress)
                 seen = flushed
                 movedAt = .now
                 read(flushed)

@@ -53,6 +53,8 @@ public final class SyncServer: Sendable {
     struct FeedStatus {
         var readThrough = PGOutput.LSN(0)
         var caughtUpAt: ContinuousClock.Instant?
+        /// When the feed last made progress (a look answered, a transaction applied).
+        var progressAt: ContinuousClock.Instant?
         var ready = false
         var failure: String?
     }
@@ -80,6 +82,7 @@ public final class SyncServer: Sendable {
         var feedConfiguration = FeedConfiguration(tables: configuration.tables)
         feedConfiguration.slot = configuration.slot
         feedConfiguration.publication = configuration.publication
+        feedConfiguration.batchSize = configuration.feedBatchSize
         let timeline = timeline
         let frames = frames
         let hubs = hubs
@@ -202,26 +205,30 @@ public final class SyncServer: Sendable {
         let delay = Locked(Duration.milliseconds(50))
         while true {
             do {
-                // A feed that has not read for 5 minutes is given up on and started again: a wait
-                // for a pooled connection was seen never to end under repeated Postgres restarts
-                // (each read itself has an answer limit). Cheaper than bounding each lease on the
-                // poll's hot path. (A catch-up of millions of commits, longer than that, starts
-                // again too: it then never ends. The limit is well past any backlog seen.)
+                // A feed that makes no progress for `feedStallLimit` (5 minutes) is given up on
+                // and started again: a wait for a pooled connection was seen never to end under
+                // repeated Postgres restarts (each read itself has an answer limit). Cheaper than
+                // bounding each lease on the poll's hot path. Progress is each look at Postgres
+                // answered and each transaction applied, so a long catch-up is never cut short.
+                let limit = configuration.feedStallLimit
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
                         try await self.feed.follow(pollInterval: self.configuration.pollInterval,
-                                                   activePollInterval: self.configuration.activePollInterval) { [feedStatus = self.feedStatus] position in
+                                                   activePollInterval: self.configuration.activePollInterval,
+                                                   read: { [feedStatus = self.feedStatus] position in
                             feedStatus.withLock { ($0.readThrough, $0.caughtUpAt, $0.failure) = (position, .now, nil) }
                             delay.withLock { $0 = .milliseconds(50) }
-                        }
+                        }, progress: { [feedStatus = self.feedStatus] in
+                            feedStatus.withLock { $0.progressAt = .now }
+                        })
                     }
                     group.addTask { [feedStatus = self.feedStatus] in
                         let started = ContinuousClock.now
                         while true {
-                            try await Task.sleep(for: .seconds(5))
-                            let last = feedStatus.withLock { $0.caughtUpAt } ?? started
-                            if ContinuousClock.now - max(last, started) > .seconds(300) {
-                                throw SyncServerError("the feed read nothing for 5 minutes")
+                            try await Task.sleep(for: min(.seconds(5), limit / 4))
+                            let last = feedStatus.withLock { $0.progressAt } ?? started
+                            if ContinuousClock.now - max(last, started) > limit {
+                                throw SyncServerError("the feed made no progress for \(limit)")
                             }
                         }
                     }
@@ -234,6 +241,7 @@ public final class SyncServer: Sendable {
                     return value
                 }
                 feedStatus.withLock { $0.failure = "\(error)" }
+                metrics.feedRestarts.withLock { $0 += 1 }
                 logger.warning("the feed failed; trying again in \(wait): \(error)")
                 try await Task.sleep(for: wait)
             }
@@ -439,6 +447,8 @@ public final class SyncServer: Sendable {
             String(metrics.droppedSockets.withLock { $0 }))
         add("ripple_refused_sockets_total", "Sockets refused beyond the configured limit.", "counter",
             String(metrics.refusedSockets.withLock { $0 }))
+        add("ripple_feed_restarts_total", "Times the feed failed (Postgres gone, no progress) and started again.", "counter",
+            String(metrics.feedRestarts.withLock { $0 }))
         add("ripple_replica_version", "The replica's newest finished version.", "gauge", String(version))
         add("ripple_replica_position", "The Postgres position the replica stands at (as a number).", "gauge", String(position.value))
         add("ripple_replica_lag_bytes", "WAL Postgres flushed that the feed has not read yet.", "gauge", String(lagBytes))
@@ -455,4 +465,5 @@ final class SyncMetrics: Sendable {
     let sentFrames = Locked(0)
     let droppedSockets = Locked(0)
     let refusedSockets = Locked(0)
+    let feedRestarts = Locked(0)
 }

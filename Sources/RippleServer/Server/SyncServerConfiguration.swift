@@ -67,6 +67,14 @@ public struct SyncServerConfiguration: Sendable {
     /// The default ``activePollInterval``: 250 µs.
     public static let defaultActivePollInterval: Duration = .microseconds(250)
 
+    /// How long the feed may go without progress — a look at Postgres answered, a Postgres
+    /// transaction applied — before the node gives up on it and starts it again (a wait that
+    /// never ends, seen under repeated Postgres restarts). A long catch-up is progress. 5 minutes.
+    public var feedStallLimit: Duration = .seconds(300)
+    /// The most changes the feed asks Postgres for at once (a peek); it peeks again while the
+    /// slot gives it that many. 10,000.
+    public var feedBatchSize = 10_000
+
     /// How long a stopping node waits for its parts (sockets closing, a push finishing, the feed)
     /// before ``SyncServer/run()`` returns anyway, with a warning naming what was still busy:
     /// a node must stop when told to. 10 s.
