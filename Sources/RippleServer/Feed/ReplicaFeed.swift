@@ -317,12 +317,14 @@ public actor ReplicaFeed {
     /// One call at a time (``run(pollInterval:)`` makes them so): the actor is re-entered at
     /// each await, and two overlapping calls would read the slot twice.
     ///
-    /// `progress` runs after each Postgres transaction applied (a long catch-up is alive).
+    /// `progress` runs after each peek answered and each Postgres transaction applied (a long
+    /// catch-up is alive).
     @discardableResult
     public func catchUp(confirm: Bool = true, progress: @Sendable () -> Void = {}) async throws -> Int {
         var applied = 0
         while true {
             let batch = try await peek()
+            progress()
             guard !batch.isEmpty else { return applied }
             var last: PGOutput.LSN?
             var transaction: [PGOutput.Message] = []
