@@ -362,9 +362,9 @@ public actor ReplicaFeed {
         }
     }
 
-    /// Follows Postgres until the task is cancelled: prepares, then ``follow(pollInterval:activePollInterval:read:)``.
+    /// Follows Postgres until the task is cancelled: prepares, then ``follow(pollInterval:activePollInterval:read:progress:)``.
     ///
-    /// - Throws: what ``prepare()`` or ``catchUp(confirm:)`` throws (Postgres gone, a value that
+    /// - Throws: what ``prepare()`` or ``catchUp(confirm:progress:)`` throws (Postgres gone, a value that
     ///   does not fit its type); `CancellationError` when cancelled.
     public func run(pollInterval: Duration = .milliseconds(5)) async throws {
         try await prepare()
@@ -378,7 +378,7 @@ public actor ReplicaFeed {
     /// through (after a catch-up, and at each look that found nothing new); `progress`, each look
     /// answered and each transaction applied.
     ///
-    /// - Throws: what ``catchUp(confirm:)`` throws; `CancellationError` when cancelled.
+    /// - Throws: what ``catchUp(confirm:progress:)`` throws; `CancellationError` when cancelled.
     public func follow(pollInterval: Duration = .milliseconds(5), activePollInterval: Duration? = nil,
                        read: @Sendable (PGOutput.LSN) -> Void = { _ in }, progress: @Sendable () -> Void = {}) async throws {
         var seen = PGOutput.LSN(0)
@@ -400,7 +400,7 @@ public actor ReplicaFeed {
         }
     }
 
-    /// How long after the WAL last moved ``follow(pollInterval:activePollInterval:read:)`` looks
+    /// How long after the WAL last moved ``follow(pollInterval:activePollInterval:read:progress:)`` looks
     /// every `activePollInterval`: 100 ms.
     public static let activeWindow: Duration = .milliseconds(100)
 

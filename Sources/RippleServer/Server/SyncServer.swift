@@ -198,7 +198,7 @@ public final class SyncServer: Sendable {
         }
     }
 
-    /// Follows Postgres (``ReplicaFeed/follow(pollInterval:activePollInterval:read:)``). When Postgres fails or goes
+    /// Follows Postgres (``ReplicaFeed/follow(pollInterval:activePollInterval:read:progress:)``). When Postgres fails or goes
     /// away, the node says so on `/health` and tries again, waiting longer each time (up to
     /// 5 s): the feed replays from its slot, so nothing is skipped or applied twice.
     private func follow() async throws {
