@@ -59,36 +59,36 @@ import Testing
         }
     }
 
-    /// Writes the server's `rows` (after `previous`) to the local store as a frame, settling
-    /// `settled`, and rebases, as the client does in one local write.
-    static func frame(_ rows: Rows, after previous: Rows, settling settled: [Int64], in store: Store) throws -> [(mutation: Int64, reason: String)] {
-        let old = wire(previous)
-        let new = wire(rows)
-        let written = new.indices.filter { index in
-            let id = rows.keys.sorted()[index]
-            return previous[id] != rows[id]
+    /// A client's store whose subscription `id` holds `rows` (its first result), with the
+    /// outbox capturing the app's writes.
+    static func client(in directory: TemporaryDirectory, subscription id: String, holding rows: Rows) throws -> Store {
+        let store = try Store(path: directory.path("client.sqlite"))
+        try store.write(origin: .sync, tag: nil) { db in
+            try LocalRows.prepare(db)
+            try Outbox.prepare(db)
         }
-        let change = LocalChange(subscription: "all", table: "items", columns: columns, types: types, key: [0],
-                                 old: old, new: new, written: written, isFirst: false)
-        return try store.write(origin: .sync, tag: nil) { db in
-            let touched = try LocalRows.apply([change], in: db)
-            return try Rebase.run(touched: touched, settled: settled, in: db)
-        }
+        _ = store.addCommitParticipant { db, origin in if origin != .sync { try Outbox.seal(db) } }
+        let first = LocalChange(subscription: id, table: "items", columns: columns, types: types, key: [0],
+                                old: [], new: wire(rows), written: nil, isFirst: true)
+        _ = try store.write(origin: .sync, tag: nil) { db in try LocalRows.apply([first], in: db) }
+        return store
     }
 
     /// The rows a subscription that holds only `a < 5` sees of `rows`.
     static func window(_ rows: Rows) -> Rows { rows.filter { $0.value[1].integerValue.map { $0 < 5 } ?? false } }
 
-    /// A frame of the windowed subscription: a changeset, or (`snapshot`) the whole result, as
-    /// a resume the node could not make into a changeset sends it.
-    static func windowFrame(_ rows: Rows, after previous: Rows, snapshot: Bool, settling settled: [Int64],
-                            in store: Store) throws -> [(mutation: Int64, reason: String)] {
-        let (shown, before) = (window(rows), window(previous))
+    /// Writes the server's `rows` (after `previous`) to the local store as a frame of
+    /// subscription `id`, which holds the rows `view` keeps — a changeset, or (`snapshot`) the
+    /// whole result, as a resume the node could not make into a changeset sends it — settling
+    /// `settled`, and rebases, as the client does in one local write.
+    static func frame(_ rows: Rows, after previous: Rows, of id: String = "all", holding view: (Rows) -> Rows = { $0 },
+                      snapshot: Bool = false, settling settled: [Int64], in store: Store) throws -> [(mutation: Int64, reason: String)] {
+        let (shown, before) = (view(rows), view(previous))
         let written = snapshot ? nil : shown.keys.sorted().indices.filter { index in
             let id = shown.keys.sorted()[index]
             return before[id] != shown[id]
         }
-        let change = LocalChange(subscription: "window", table: "items", columns: columns, types: types, key: [0],
+        let change = LocalChange(subscription: id, table: "items", columns: columns, types: types, key: [0],
                                  old: wire(before), new: wire(shown), written: written, isFirst: false)
         return try store.write(origin: .sync, tag: nil) { db in
             let touched = try LocalRows.apply([change], in: db)
@@ -105,16 +105,8 @@ import Testing
     func aWindowedSubscriptionsSnapshotsLeaveOnlyItsRowsAndThePendingOnes(seed: UInt64) throws {
         var random = SeededGenerator(seed: seed)
         let directory = try TemporaryDirectory()
-        let store = try Store(path: directory.path("client.sqlite"))
-        try store.write(origin: .sync, tag: nil) { db in
-            try LocalRows.prepare(db)
-            try Outbox.prepare(db)
-        }
-        _ = store.addCommitParticipant { db, origin in if origin != .sync { try Outbox.seal(db) } }
         var server: Rows = [1: [.integer(1), .integer(0), .text("x")], 2: [.integer(2), .integer(7), .null]]
-        let first = LocalChange(subscription: "window", table: "items", columns: Self.columns, types: Self.types, key: [0],
-                                old: [], new: Self.wire(Self.window(server)), written: nil, isFirst: true)
-        _ = try store.write(origin: .sync, tag: nil) { db in try LocalRows.apply([first], in: db) }
+        let store = try Self.client(in: directory, subscription: "window", holding: Self.window(server))
         var pending: [(id: Int64, ops: [ModelOp])] = []
         for step in 0..<300 {
             switch Int.random(in: 0..<10, using: &random) {
@@ -147,15 +139,15 @@ import Testing
                 } else {
                     server[id] = [.integer(id), .integer(Int64.random(in: 0...9, using: &random)), .text("o\(step)")]
                 }
-                _ = try Self.windowFrame(server, after: previous, snapshot: Int.random(in: 0..<3, using: &random) == 0,
-                                         settling: [], in: store)
+                _ = try Self.frame(server, after: previous, of: "window", holding: Self.window,
+                                   snapshot: Int.random(in: 0..<3, using: &random) == 0, settling: [], in: store)
             default:
                 guard let oldest = pending.first else { continue }
                 pending.removeFirst()
                 let previous = server
                 server = Self.applying(oldest.ops, to: server) ?? server
-                _ = try Self.windowFrame(server, after: previous, snapshot: Int.random(in: 0..<3, using: &random) == 0,
-                                         settling: [oldest.id], in: store)
+                _ = try Self.frame(server, after: previous, of: "window", holding: Self.window,
+                                   snapshot: Int.random(in: 0..<3, using: &random) == 0, settling: [oldest.id], in: store)
             }
             // The rows the subscription holds, then each pending mutation that still applies.
             var expected = Self.window(server)
@@ -170,16 +162,8 @@ import Testing
     func theLocalRowsAreTheServersWithThePendingMutationsOnTop(seed: UInt64) throws {
         var random = SeededGenerator(seed: seed)
         let directory = try TemporaryDirectory()
-        let store = try Store(path: directory.path("client.sqlite"))
-        try store.write(origin: .sync, tag: nil) { db in
-            try LocalRows.prepare(db)
-            try Outbox.prepare(db)
-        }
-        _ = store.addCommitParticipant { db, origin in if origin != .sync { try Outbox.seal(db) } }
         var server: Rows = [1: [.integer(1), .integer(0), .text("x")], 2: [.integer(2), .integer(5), .null]]
-        let first = LocalChange(subscription: "all", table: "items", columns: Self.columns, types: Self.types, key: [0],
-                                old: [], new: Self.wire(server), written: nil, isFirst: true)
-        _ = try store.write(origin: .sync, tag: nil) { db in try LocalRows.apply([first], in: db) }
+        let store = try Self.client(in: directory, subscription: "all", holding: server)
         var pending: [(id: Int64, ops: [ModelOp])] = []
         var conflicts = 0
 

@@ -373,13 +373,8 @@ final class ScaleLoad: Sendable {
     }
 }
 
-/// This process's resident memory, in bytes (`VmRSS` of /proc/self/status).
-func residentBytes() -> Int {
-    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-          let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
-    return kilobytes * 1024
-}
+/// This process's resident memory, in bytes (``PeakMemory/residentNow()``).
+func residentBytes() -> Int { (PeakMemory.residentNow() ?? 0) * 1024 }
 
 /// The CPU this process used so far (user and system), in seconds.
 func processCPUSeconds() -> Double {
