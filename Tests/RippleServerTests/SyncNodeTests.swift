@@ -115,6 +115,15 @@ struct SyncNodeTests {
         #expect(rows.rows.count == 40, "the reading socket has every row")
         let metrics = await node.server.metricsText()
         #expect(metrics.contains("ripple_dropped_sockets_total 1"), "\(metrics)")
+        // The dropped socket is let go without its client reading anything more: its last
+        // frame waits a second at most.
+        var sockets = ""
+        for _ in 0..<300 {
+            sockets = await node.server.metricsText().split(separator: "\n").first { $0.hasPrefix("ripple_sockets ") }.map(String.init) ?? ""
+            if sockets == "ripple_sockets 1" { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(sockets == "ripple_sockets 1", "the node still holds the dropped socket")
     }
 
     /// Sockets beyond the limit are told to retry later; a dropped table ends its subscriptions

@@ -30,7 +30,7 @@ struct SocketFrames {
     private(set) var wasDropped = false
     let maxQueuedBytes: Int
 
-    private struct Item {
+    struct Item {
         var id: String
         var generation: Int
         var json: [UInt8]
@@ -83,17 +83,23 @@ struct SocketFrames {
     func hasPending(upTo version: Int64) -> Bool { pending.keys.contains { $0 <= version } }
 
     /// Queues the frames of the versions up to `version`, in order, each labelled with its
-    /// position (never below the socket's last); `true` when anything was queued.
+    /// position (never below the socket's last); `true` when anything was queued. Sockets
+    /// flushed with one `memo` share the frames that are alike.
     @discardableResult
-    mutating func flush(upTo version: Int64, position: (Int64) -> PGOutput.LSN) -> Bool {
+    mutating func flush(upTo version: Int64, position: (Int64) -> PGOutput.LSN, memo: FrameMemo? = nil) -> Bool {
+        guard !pending.isEmpty else { return false }
         var queued = false
-        for next in pending.keys.filter({ $0 <= version }).sorted() {
+        var due = pending.keys.filter { $0 <= version }
+        if due.count > 1 { due.sort() }
+        for next in due {
             let items = pending.removeValue(forKey: next)!
             let label = max(position(next), lastPosition)
             let live = { (item: Item) in self.holds(item.id, generation: item.generation) }
             let (snapshots, changesets) = (items.snapshots.filter(live), items.changesets.filter(live))
             if !snapshots.isEmpty || !changesets.isEmpty {
-                queued = push(Self.changesFrame(label, snapshots: snapshots, changesets: changesets)) || queued
+                let frame = memo?.frame(label, snapshots: snapshots, changesets: changesets)
+                    ?? Self.changesFrame(label, snapshots: snapshots, changesets: changesets)
+                queued = push(frame) || queued
             }
             for (id, reason) in items.ended {
                 queued = push(ServerMessage.error(code: .subscriptionEnded, message: reason, id: id).json) || queued
@@ -116,7 +122,7 @@ struct SocketFrames {
 
     /// `{"type":"changes","lsn":…,"snapshots":{id: …},"changesets":{id: …}}`, spliced from the
     /// events' encodings.
-    private static func changesFrame(_ position: PGOutput.LSN, snapshots: [Item], changesets: [Item]) -> [UInt8] {
+    static func changesFrame(_ position: PGOutput.LSN, snapshots: [Item], changesets: [Item]) -> [UInt8] {
         var out = JSONBytes(reservingCapacity: 64 + (snapshots + changesets).reduce(0) { $0 + $1.json.count + $1.id.utf8.count + 4 })
         out.raw(#"{"type":"changes","lsn":"#)
         out.string(position.description)
@@ -185,4 +191,37 @@ struct SocketFrames {
 
     /// A frame of `count` bytes was written.
     mutating func written(_ count: Int) { queuedBytes = max(0, queuedBytes - count) }
+}
+
+/// The `changes` frames made while one version is flushed to many sockets: sockets told the
+/// same thing at the same position (10,000 subscribers of one query) share one frame.
+///
+/// Used on one thread at a time. An event is known by its encoding's storage (shared by every
+/// subscriber of its live query); the memo holds the encodings it saw, so no other can take
+/// their place meanwhile.
+final class FrameMemo {
+    private struct Key: Hashable {
+        var position: PGOutput.LSN
+        var snapshot: Bool
+        var id: String
+        var encoding: UnsafeRawPointer?
+    }
+
+    private var frames: [Key: (encoding: [UInt8], frame: [UInt8])] = [:]
+
+    init() {}
+
+    /// The frame for `position` and these events: made once per distinct set. Only the common
+    /// case is shared (a socket with one subscription changed); others are made afresh.
+    func frame(_ position: PGOutput.LSN, snapshots: [SocketFrames.Item], changesets: [SocketFrames.Item]) -> [UInt8] {
+        guard snapshots.count + changesets.count == 1, let item = snapshots.first ?? changesets.first, !item.json.isEmpty else {
+            return SocketFrames.changesFrame(position, snapshots: snapshots, changesets: changesets)
+        }
+        let key = Key(position: position, snapshot: !snapshots.isEmpty, id: item.id,
+                      encoding: item.json.withUnsafeBytes { UnsafeRawPointer($0.baseAddress) })
+        if let known = frames[key] { return known.frame }
+        let frame = SocketFrames.changesFrame(position, snapshots: snapshots, changesets: changesets)
+        frames[key] = (item.json, frame)
+        return frame
+    }
 }

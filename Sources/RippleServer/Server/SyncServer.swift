@@ -253,9 +253,7 @@ public final class SyncServer: Sendable {
         while true {
             try await Task.sleep(for: configuration.heartbeatInterval)
             let (version, position) = timeline.completed
-            for session in frames.withLock({ Array($0.sessions.values) }) {
-                session.heartbeat(version: version, position: position)
-            }
+            Self.wake(frames.withLock({ Array($0.sessions.values) })) { $0.queueHeartbeat(version: version, position: position) }
         }
     }
 
@@ -269,7 +267,30 @@ public final class SyncServer: Sendable {
             return Array(state.dirty.values)
         }
         let (version, _) = timeline.completed
-        for session in waiting { session.flush(upTo: version) }
+        let memo = FrameMemo()
+        wake(waiting) { $0.queueFlush(upTo: version, memo: memo) }
+    }
+
+    /// Queues frames for `sessions` (`queue` returns whether the session's writer must be
+    /// woken) and wakes those writers: on each event loop, a task per batch of its sockets (a
+    /// change that reaches 10,000 sockets makes a few dozen tasks, not 10,000; the first batches
+    /// are written while later ones are still being queued).
+    static func wake(_ sessions: [SyncSession], queue: (SyncSession) -> Bool) {
+        let batch = 256
+        var byLoop: [ObjectIdentifier: [SyncSession]] = [:]
+        func hand(_ sessions: [SyncSession]) {
+            guard let loop = sessions.first?.eventLoop else { return }
+            loop.execute {
+                var cache = SocketWriter.WireCache()
+                for session in sessions { session.pump(&cache) }
+            }
+        }
+        for session in sessions where queue(session) {
+            let loop = ObjectIdentifier(session.eventLoop)
+            byLoop[loop, default: []].append(session)
+            if byLoop[loop]!.count == batch { hand(byLoop.removeValue(forKey: loop)!) }
+        }
+        for sessions in byLoop.values { hand(sessions) }
     }
 
     /// Files `event` for `session` under the version it belongs to: sent at once when that
@@ -381,10 +402,11 @@ public final class SyncServer: Sendable {
             return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-cache"],
                             body: .init(byteBuffer: ByteBuffer(string: LiveListPage.tablesJSON(schemas))))
         }
-        let sockets = Router(context: BasicWebSocketRequestContext.self)
-        sockets.ws("/sync") { inbound, outbound, _ in
-            let session = SyncSession(server: self)
-            await session.run(inbound: inbound, outbound: outbound)
+        let sockets = Router(context: SocketRequestContext.self)
+        sockets.ws("/sync") { inbound, _, context in
+            // (Frames are written by the session's own writer, straight into the channel.)
+            let session = SyncSession(server: self, channel: context.requestContext.channel)
+            await session.run(inbound: inbound)
         }
         let ws = WebSocketServerConfiguration(maxFrameSize: max(configuration.maxMessageBytes * 4, 1 << 16),
                                               autoPing: .enabled(timePeriod: .seconds(30)), closeTimeout: .seconds(2))
@@ -441,8 +463,8 @@ public final class SyncServer: Sendable {
         add("ripple_subscriptions", "Subscriptions held by open sockets.", "gauge", String(metrics.subscriptions.withLock { $0 }))
         add("ripple_live_queries", "Live queries evaluating them (equal subscriptions share one).", "gauge",
             String(hub?.liveQueryCount ?? 0))
-        add("ripple_sent_bytes_total", "Bytes of frames sent to clients.", "counter", String(metrics.sentBytes.withLock { $0 }))
-        add("ripple_sent_frames_total", "Frames sent to clients.", "counter", String(metrics.sentFrames.withLock { $0 }))
+        add("ripple_sent_bytes_total", "Bytes of frames sent to clients.", "counter", String(metrics.sent.withLock { $0.bytes }))
+        add("ripple_sent_frames_total", "Frames sent to clients.", "counter", String(metrics.sent.withLock { $0.frames }))
         add("ripple_dropped_sockets_total", "Sockets dropped for not reading their frames.", "counter",
             String(metrics.droppedSockets.withLock { $0 }))
         add("ripple_refused_sockets_total", "Sockets refused beyond the configured limit.", "counter",
@@ -461,8 +483,7 @@ public final class SyncServer: Sendable {
 final class SyncMetrics: Sendable {
     let sockets = Locked(0)
     let subscriptions = Locked(0)
-    let sentBytes = Locked(0)
-    let sentFrames = Locked(0)
+    let sent = Locked((frames: 0, bytes: 0))
     let droppedSockets = Locked(0)
     let refusedSockets = Locked(0)
     let feedRestarts = Locked(0)

@@ -25,26 +25,43 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     private var tokens: [String: SubscriptionToken] = [:]
     /// Subscriptions being attached, by generation (cancelled when the socket closes).
     private var attaching: [Int: Task<Void, Never>] = [:]
-    private var writer: CheckedContinuation<Void, Never>?
+    /// Writes the queued frames into the channel (see ``SocketWriter``).
+    private var writer: SocketWriter!
+    /// Whether the writer was woken since it last found the queue empty.
+    private var writerWoken = false
+    private var writerState = WriterState.running
     private let opened = ContinuousClock.now
+
+    private enum WriterState {
+        case running
+        case waited(CheckedContinuation<Void, Never>)
+        case finished
+    }
 
     enum Phase {
         case greeting
         case open(user: String, expires: Date)
     }
 
-    init(server: SyncServer) {
+    init(server: SyncServer, channel: any Channel) {
         self.server = server
         frames = SocketFrames(maxQueuedBytes: server.configuration.maxQueuedBytes)
+        writer = SocketWriter(channel: channel, source: self)
     }
 
-    private var closing: Bool { lock.withLock { frames.isClosing } }
+    /// The event loop the socket's frames are written on.
+    var eventLoop: any EventLoop { writer.eventLoop }
 
     private var configuration: SyncServerConfiguration { server.configuration }
 
     // MARK: The socket's life
 
-    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
+    func run(inbound: WebSocketInboundStream) async {
+        do {
+            try await writer.install()
+        } catch {
+            return   // the channel closed already
+        }
         switch server.register(self) {
         case .admitted:
             break
@@ -52,15 +69,15 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
             server.metrics.refusedSockets.withLock { $0 += 1 }
             closeAfter(.error(code: .retryLater, message: "the server holds as many sockets as it may (\(configuration.maxSockets)); "
                               + "try again later", id: nil))
-            await writeLoop(outbound)
+            await writerDone()
             return
         case .stopping:
             shutDown()
-            await writeLoop(outbound)
+            await writerDone()
             return
         }
         await withTaskGroup(of: Role.self) { group in
-            group.addTask { await self.writeLoop(outbound); return .writer }
+            group.addTask { await self.writerDone(); return .writer }
             group.addTask { await self.readLoop(inbound); return .reader }
             group.addTask { await self.watchClock(); return .clock }
             loop: while let role = await group.next() {
@@ -73,7 +90,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
                 case .reader:
                     // The client went away (stop writing), or the socket is closing after its
                     // last frame (the writer ends once it is written).
-                    if !self.closing { self.close() }
+                    if !self.isClosing { self.close() }
                 }
             }
             self.close()
@@ -105,7 +122,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
                 case .text(let text): await receive(text)
                 case .binary: send(.error(code: .malformed, message: "frames are JSON text; a binary frame is not a message", id: nil))
                 }
-                if closing || Task.isCancelled { return }
+                if isClosing || Task.isCancelled { return }
             }
         } catch {
             // The client went away, or sent what WebSocket itself refuses (the socket closes).
@@ -431,32 +448,51 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
 
     /// Sends what waits for versions up to `version`, one frame per version.
     func flush(upTo version: Int64) {
-        perform { frames in frames.flush(upTo: version, position: server.position(of:)) }
+        if queueFlush(upTo: version) { writer.wake() }
     }
 
-    /// Flushes what the finished version holds, then, when the socket heard nothing since an
-    /// earlier position, tells it that its subscriptions stand at `position`.
-    func heartbeat(version: Int64, position: PGOutput.LSN) {
-        flush(upTo: version)
-        perform { frames in
+    /// Queues what waits for versions up to `version`; whether the writer must be woken (see
+    /// ``SyncServer/wake(_:queue:)``).
+    func queueFlush(upTo version: Int64, memo: FrameMemo? = nil) -> Bool {
+        queue { frames in frames.flush(upTo: version, position: server.position(of:), memo: memo) }
+    }
+
+    /// Queues what the finished version holds, then, when the socket heard nothing since an
+    /// earlier position, that its subscriptions stand at `position`; whether the writer must be
+    /// woken.
+    func queueHeartbeat(version: Int64, position: PGOutput.LSN) -> Bool {
+        let flushed = queueFlush(upTo: version)
+        let beat = queue { frames in
             guard case .open = phase else { return false }
             return frames.heartbeat(version: version, position: position)
         }
+        return flushed || beat
     }
+
+    /// Writes what waits (on the socket's event loop).
+    func pump(_ cache: inout SocketWriter.WireCache) { writer.pump(&cache) }
 
     // MARK: The outbound queue
 
     /// Runs `change` on the frames under the lock; wakes the writer when it queued something
     /// (and counts a socket dropped for not reading).
     private func perform(_ change: (inout SocketFrames) -> Bool) {
-        let (waiting, dropped) = lock.withLock { () -> (CheckedContinuation<Void, Never>?, Bool) in
-            let wasDropped = frames.wasDropped
-            guard change(&frames) else { return (nil, false) }
-            defer { writer = nil }
-            return (writer, frames.wasDropped && !wasDropped)
+        if queue(change) { writer.wake() }
+    }
+
+    /// Runs `change` on the frames under the lock; `true` when the writer must be woken (it
+    /// then counts as woken: the caller wakes it, alone or with other sockets of its loop).
+    private func queue(_ change: (inout SocketFrames) -> Bool) -> Bool {
+        let (wake, dropped) = lock.withLock { () -> (Bool, Bool) in
+            let (wasDropped, wasClosing) = (frames.wasDropped, frames.isClosing)
+            guard change(&frames) else { return (false, false) }
+            defer { writerWoken = true }
+            // (A socket that starts closing always wakes its writer: one that waits for the
+            // channel to become writable starts the closing grace.)
+            return (!writerWoken || frames.isClosing != wasClosing, frames.wasDropped && !wasDropped)
         }
         if dropped { server.metrics.droppedSockets.withLock { $0 += 1 } }
-        waiting?.resume()
+        return wake
     }
 
     private func send(_ message: ServerMessage) {
@@ -476,56 +512,57 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
         }
     }
 
-    /// Closes at once: what waits is not written.
+    /// Closes at once: what waits is not written (and the writer is done).
     private func close() {
-        perform { frames in
-            frames.close()
-            return true
+        lock.withLock { frames.close() }
+        writerFinished()
+    }
+
+    /// Returns once the writer is done: the closing socket's frames written (or given up on),
+    /// or the channel closed.
+    private func writerDone() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = lock.withLock { () -> Bool in
+                if case .finished = writerState { return true }
+                writerState = .waited(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+}
+
+extension SyncSession: SocketWriter.Source {
+    func takeFrames(budget: Int) -> (frames: [[UInt8]], closing: Bool, drained: Bool) {
+        lock.withLock {
+            var taken: [[UInt8]] = []
+            var bytes = 0
+            while bytes < budget, let frame = frames.next() {
+                frames.written(frame.count)
+                taken.append(frame)
+                bytes += frame.count
+            }
+            // An empty queue: the next frame queued wakes the writer again.
+            if !frames.hasNext { writerWoken = false }
+            return (taken, frames.isClosing, frames.isFinished)
         }
     }
 
-    /// The next frame to write; `nil` once the socket closes and its queue is empty.
-    private func nextFrame() async -> [UInt8]? {
-        while true {
-            let next = lock.withLock { () -> [UInt8]?? in
-                if let frame = frames.next() { return .some(frame) }
-                return frames.isFinished ? .some(nil) : nil
-            }
-            if let next { return next }
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let ready = lock.withLock { () -> Bool in
-                    if frames.hasNext || frames.isFinished { return true }
-                    writer = continuation
-                    return false
-                }
-                if ready { continuation.resume() }
-            }
+    var isClosing: Bool { lock.withLock { frames.isClosing } }
+
+    func wrote(frames: Int, bytes: Int) {
+        server.metrics.sent.withLock {
+            $0.frames += frames
+            $0.bytes += bytes
         }
     }
 
-    private func writeLoop(_ outbound: WebSocketOutboundWriter) async {
-        while let bytes = await nextFrame() {
-            let count = bytes.count
-            let frame = ByteBuffer(bytes: bytes)
-            let written: Bool
-            if closing {
-                // A closing socket's last frames: given up on after a second (a client that
-                // does not read must not hold the socket open).
-                // (Not a task group: it would wait for a write that never ends.)
-                let outcome = FirstOutcome<Bool>()
-                Task { outcome.finish((try? await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: frame)))) != nil) }
-                Task {
-                    try? await Task.sleep(for: .seconds(1))
-                    outcome.finish(false)
-                }
-                written = await outcome.value
-            } else {
-                written = (try? await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: frame)))) != nil
-            }
-            guard written else { return }
-            lock.withLock { frames.written(count) }
-            server.metrics.sentBytes.withLock { $0 += count }
-            server.metrics.sentFrames.withLock { $0 += 1 }
+    func writerFinished() {
+        let waiting = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+            defer { writerState = .finished }
+            if case .waited(let continuation) = writerState { return continuation }
+            return nil
         }
+        waiting?.resume()
     }
 }
