@@ -33,8 +33,8 @@ struct SyncBenchmark: ParsableCommand {
         commandName: "sync",
         abstract: "Ripple Sync against its floors (S1–S5, W1–W3, N1–N3): bytes, latency, fan-out, initial sync, resume, writes, scale.")
 
-    @Option(help: "Run only this workload: S1…S5, W1…W3, N1…N3 (default: all).")
-    var workload: SyncWorkload?
+    @Option(help: "Run only this workload: S1…S5, W1…W3, N1…N3 (repeat it for several; default: all).")
+    var workload: [SyncWorkload] = []
 
     @Option(help: "S2: timed commits per impl.")
     var samples = 300
@@ -117,7 +117,7 @@ struct SyncBenchmark: ParsableCommand {
     private func runWorkloads() async throws -> Int {
         let started = ContinuousClock.now
         emitMachine()
-        let chosen = workload.map { [$0] } ?? SyncWorkload.allCases
+        let chosen = workload.isEmpty ? SyncWorkload.allCases : workload
         var failures = 0
         // S1, S5 and S2 share one cluster and node (a window of the same table).
         let window = chosen.filter { [.s1, .s2, .s5].contains($0) }

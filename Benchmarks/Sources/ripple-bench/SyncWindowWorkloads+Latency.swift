@@ -59,6 +59,14 @@ extension SyncWindowWorkloads {
     /// client holding it in its local store (the frame is applied). Each alone on the node.
     func measureRipple(node: SyncNode, cluster: SyncCluster, into results: inout SyncLatencyResults) async {
         Report.note("S2: ripple, \(samples) commits (socket), then \(samples) (Swift client)")
+        // Each peek decodes the WAL from the slot's restart point (Postgres moves it at its
+        // standby snapshots, every 15 s): after a burst of commits, the node re-reads the burst.
+        if let slots = try? await cluster.psql("""
+            SELECT string_agg(slot_name || ': ' || pg_wal_lsn_diff(confirmed_flush_lsn, restart_lsn)::bigint || ' bytes', ', ')
+            FROM pg_replication_slots
+            """) {
+            Report.note("S2: WAL between each slot's restart point and its confirmed position: \(slots.trimmingCharacters(in: .whitespacesAndNewlines))")
+        }
         SyncProgress.phase = "S2: ripple (socket)"
         let writer: PostgresConnection
         do {
