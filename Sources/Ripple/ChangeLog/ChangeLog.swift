@@ -732,17 +732,22 @@ struct ReadVersion: Sendable {
     /// process's store committed lately: the common case, which then reads no page of that
     /// table).
     init(_ db: Database, recent: RecentOrigins? = nil) throws {
+        // (The schema version by its own cached PRAGMA statement: the table-valued
+        // `pragma_schema_version` inside the SELECT prepares a PRAGMA statement each time it
+        // runs, on every refresh of every live query.)
+        let schema = try db.cachedStatement("PRAGMA schema_version")
+        defer { schema.reset() }
+        schemaVersion = try schema.step() ? schema.integer(at: 0) : 0
         let meta = try db.cachedStatement("""
-            SELECT m.value, (SELECT value FROM ripple_meta WHERE key = 'oldest_version'),
-                   (SELECT schema_version FROM pragma_schema_version)
+            SELECT m.value, (SELECT value FROM ripple_meta WHERE key = 'oldest_version')
             FROM ripple_meta AS m WHERE m.key = 'version'
             """)
         defer { meta.reset() }
         guard try meta.step() else {
-            (version, oldest, origin, tag, schemaVersion) = (0, 0, nil, nil, 0)
+            (version, oldest, origin, tag) = (0, 0, nil, nil)
             return
         }
-        (version, oldest, schemaVersion) = (meta.integer(at: 0), meta.integer(at: 1), meta.integer(at: 2))
+        (version, oldest) = (meta.integer(at: 0), meta.integer(at: 1))
         if let known = recent?.origin(of: version) {
             (origin, tag) = known
             return
