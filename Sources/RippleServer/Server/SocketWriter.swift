@@ -1,19 +1,22 @@
 import NIOCore
+import NIOWebSocket
 
 /// Writes a session's frames straight into its channel, on the channel's event loop.
 ///
 /// A change that reaches 10,000 sockets costs one write per socket and a few tasks per event
-/// loop (``SyncServer/wake(_:)`` hands each loop its sockets in batches) — no task per socket,
-/// no hop through an async writer, no frame encoder: the handler sits first in the pipeline,
-/// next to the socket, and writes each frame as its header and payload in one buffer. The
-/// node negotiates no WebSocket extension, so a server's text frame is exactly that. The
-/// frames Hummingbird writes itself (pongs, pings, the closing handshake) pass by it.
+/// loop (``SyncServer/wake(_:queue:)`` hands each loop its sockets in batches) — no task per
+/// socket, no hop through an async writer, no frame encoder: the handler sits on the socket's
+/// side of the WebSocket frame encoder and writes each frame as its header and payload in one
+/// buffer. The node negotiates no WebSocket extension, so a server's text frame is exactly
+/// that. The frames Hummingbird writes itself (pongs, pings, the closing handshake) pass by
+/// it; once its close frame went, nothing more is written.
 ///
 /// It writes only while the channel is writable: the frames a client has not read wait in its
 /// session's bounded queue (``SocketFrames``), where a socket that never reads is dropped, and
-/// writing goes on when the channel becomes writable again.
+/// writing goes on when the channel becomes writable again. A closing socket whose client does
+/// not read is given ``closingGrace`` from its last progress, then closed.
 final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
-    // `context` and `closeTimer` are touched only on the channel's event loop.
+    // `context`, `closeSent` and `graceTimer` are touched only on the channel's event loop.
     typealias InboundIn = NIOAny
     typealias OutboundOut = ByteBuffer
 
@@ -25,6 +28,8 @@ final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unche
         func takeFrames(budget: Int) -> (frames: [[UInt8]], closing: Bool, drained: Bool)
         /// Whether the socket is closing (its last frames wait).
         var isClosing: Bool { get }
+        /// Whether nothing more will ever be queued and nothing waits.
+        var isDrained: Bool { get }
         /// Frames and their bytes written by one pump (for the metrics).
         func wrote(frames: Int, bytes: Int)
         /// The writer is done: everything was written, the client did not read the last frames
@@ -61,7 +66,10 @@ final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unche
     let channel: any Channel
     private weak var source: (any Source)?
     private var context: ChannelHandlerContext?
-    private var closeTimer: Scheduled<Void>?
+    /// Set once the WebSocket's close frame went out (Hummingbird's): nothing follows it.
+    private var closeSent = false
+    /// The grace of a socket that closes, armed while its client does not read.
+    private var graceTimer: Scheduled<Void>?
 
     init(channel: any Channel, source: any Source) {
         self.channel = channel
@@ -70,9 +78,19 @@ final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unche
 
     var eventLoop: any EventLoop { channel.eventLoop }
 
-    /// Puts the writer first in the channel's pipeline.
+    /// Puts the writer in the channel's pipeline, on the socket's side of the WebSocket frame
+    /// encoder (its frames are encoded already; a TLS handler nearer the socket would still
+    /// see them), and a watcher of the frames the encoder gets (``CloseWatch``).
     func install() async throws {
-        try await channel.pipeline.addHandler(self, position: .first).get()
+        try await eventLoop.submit { try self.installOnLoop() }.get()
+    }
+
+    /// ``install()``, on the channel's event loop.
+    func installOnLoop() throws {
+        let pipeline = channel.pipeline.syncOperations
+        let encoder = try pipeline.handler(type: WebSocketFrameEncoder.self)
+        try pipeline.addHandler(self, position: .before(encoder))
+        try pipeline.addHandler(CloseWatch(writer: self), position: .after(encoder))
     }
 
     /// Pumps on the channel's event loop (from any thread).
@@ -87,12 +105,12 @@ final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unche
     func pump(_ cache: inout WireCache) {
         eventLoop.preconditionInEventLoop()
         guard let source else { return }
-        guard let context, channel.isActive else {
-            if context == nil, !channel.isActive { source.writerFinished() }
+        guard let context, channel.isActive, !closeSent else {
+            if closeSent || (context == nil && !channel.isActive) { source.writerFinished() }
             return
         }
         var (frames, bytes) = (0, 0)
-        var closing: Bool?
+        var drained = false
         while channel.isWritable {
             let taken = source.takeFrames(budget: Self.budget)
             for payload in taken.frames {
@@ -100,28 +118,50 @@ final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unche
                 bytes += payload.count
             }
             frames += taken.frames.count
-            closing = taken.closing
-            if taken.drained {
-                if frames > 0 { context.flush() }
-                source.wrote(frames: frames, bytes: bytes)
-                source.writerFinished()
-                return
+            if taken.drained || taken.frames.isEmpty {
+                drained = taken.drained
+                break
             }
-            if taken.frames.isEmpty { break }
         }
         if frames > 0 {
+            // (A flush can make the channel writable again and pump within this one.)
             context.flush()
             source.wrote(frames: frames, bytes: bytes)
+            // Progress: a slow reader's grace starts again.
+            graceTimer?.cancel()
+            graceTimer = nil
         }
-        if closing ?? source.isClosing, closeTimer == nil {
-            // A closing socket whose client does not read its last frames is given up on: the
-            // connection closes (what waits for the client is not worth holding for it).
-            closeTimer = eventLoop.scheduleTask(in: Self.closingGrace) { [weak self] in
-                guard let self else { return }
-                self.source?.writerFinished()
-                self.context?.close(promise: nil)
-            }
+        if drained { source.writerFinished() }
+        if source.isClosing, !channel.isWritable { armGrace() }
+    }
+
+    /// The session let go of a closing socket (its queue dropped): one that its client does not
+    /// read is given its grace.
+    func released() {
+        eventLoop.execute { [self] in
+            if channel.isActive, !channel.isWritable { armGrace() }
         }
+    }
+
+    /// A closing socket whose client does not read gets ``closingGrace``: then the writer is
+    /// done and, unless everything was written and the channel can take Hummingbird's close
+    /// frame, the connection closes (what waits for that client is not worth holding for it;
+    /// Hummingbird's closing handshake would wait for it to read).
+    private func armGrace() {
+        guard graceTimer == nil else { return }
+        graceTimer = eventLoop.scheduleTask(in: Self.closingGrace) { [weak self] in
+            guard let self else { return }
+            self.graceTimer = nil
+            let stuck = !(self.source?.isDrained ?? true) || !self.channel.isWritable
+            self.source?.writerFinished()
+            if stuck { self.context?.close(promise: nil) }
+        }
+    }
+
+    /// Hummingbird wrote the WebSocket's close frame: nothing more is written after it.
+    fileprivate func closeFrameSent() {
+        closeSent = true
+        source?.writerFinished()
     }
 
     /// A server's text frame (unmasked, no extension): its header and `payload`.
@@ -146,13 +186,18 @@ final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unche
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        guard context.channel.isActive else {
+            source?.writerFinished()
+            return
+        }
         var cache = WireCache()
         pump(&cache)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
-        closeTimer?.cancel()
+        graceTimer?.cancel()
+        source?.writerFinished()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -164,8 +209,24 @@ final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unche
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        closeTimer?.cancel()
+        graceTimer?.cancel()
         source?.writerFinished()
         context.fireChannelInactive()
+    }
+}
+
+/// Watches the frames Hummingbird writes (it sits on their way to the frame encoder) and tells
+/// the ``SocketWriter`` when the close frame goes: a WebSocket sends nothing after it.
+private final class CloseWatch: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private let writer: SocketWriter
+
+    init(writer: SocketWriter) { self.writer = writer }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if unwrapOutboundIn(data).opcode == .connectionClose { writer.closeFrameSent() }
+        context.write(data, promise: promise)
     }
 }

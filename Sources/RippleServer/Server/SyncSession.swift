@@ -516,6 +516,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     private func close() {
         lock.withLock { frames.close() }
         writerFinished()
+        writer.released()
     }
 
     /// Returns once the writer is done: the closing socket's frames written (or given up on),
@@ -549,6 +550,8 @@ extension SyncSession: SocketWriter.Source {
     }
 
     var isClosing: Bool { lock.withLock { frames.isClosing } }
+
+    var isDrained: Bool { lock.withLock { frames.isFinished } }
 
     func wrote(frames: Int, bytes: Int) {
         server.metrics.sent.withLock {
