@@ -25,14 +25,14 @@ import Testing
             }
         }
 
-        func takeFrames(budget: Int) -> (frames: [[UInt8]], closing: Bool, drained: Bool) {
+        func takeFrames(budget: Int) -> (frames: [[UInt8]], drained: Bool) {
             lock.withLock {
                 var (taken, bytes) = ([[UInt8]](), 0)
                 while bytes < budget, !frames.isEmpty {
                     bytes += frames[0].count
                     taken.append(frames.removeFirst())
                 }
-                return (taken, closing, closing && frames.isEmpty)
+                return (taken, closing && frames.isEmpty)
             }
         }
 

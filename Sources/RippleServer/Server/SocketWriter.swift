@@ -23,9 +23,9 @@ final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unche
     /// What the writer writes and tells: the session.
     protocol Source: AnyObject, Sendable {
         /// The next frames' payloads (about `budget` bytes, at least one frame when any waits),
-        /// counted as written; and whether the socket is closing, and whether nothing more will
-        /// ever come. When they empty the queue, the source wakes the writer for the next frame.
-        func takeFrames(budget: Int) -> (frames: [[UInt8]], closing: Bool, drained: Bool)
+        /// counted as written; and whether nothing more will ever come. When they empty the
+        /// queue, the source wakes the writer for the next frame.
+        func takeFrames(budget: Int) -> (frames: [[UInt8]], drained: Bool)
         /// Whether the socket is closing (its last frames wait).
         var isClosing: Bool { get }
         /// Whether nothing more will ever be queued and nothing waits.

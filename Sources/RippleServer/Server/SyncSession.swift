@@ -534,7 +534,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
 }
 
 extension SyncSession: SocketWriter.Source {
-    func takeFrames(budget: Int) -> (frames: [[UInt8]], closing: Bool, drained: Bool) {
+    func takeFrames(budget: Int) -> (frames: [[UInt8]], drained: Bool) {
         lock.withLock {
             var taken: [[UInt8]] = []
             var bytes = 0
@@ -545,7 +545,7 @@ extension SyncSession: SocketWriter.Source {
             }
             // An empty queue: the next frame queued wakes the writer again.
             if !frames.hasNext { writerWoken = false }
-            return (taken, frames.isClosing, frames.isFinished)
+            return (taken, frames.isFinished)
         }
     }
 
