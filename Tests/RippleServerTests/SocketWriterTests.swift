@@ -45,6 +45,16 @@ import Testing
         func writerFinished() { lock.withLock { finished += 1 } }
     }
 
+    /// A connected channel with a writer (first in its pipeline) for a queue of its own.
+    static func connectedWriter() throws -> (EmbeddedChannel, Queue, SocketWriter) {
+        let channel = EmbeddedChannel()
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        let queue = Queue()
+        let writer = SocketWriter(channel: channel, source: queue)
+        try channel.pipeline.syncOperations.addHandler(writer, position: .first)
+        return (channel, queue, writer)
+    }
+
     /// The text frames written to `channel` so far, decoded by NIO's own WebSocket decoder.
     static func sent(_ channel: EmbeddedChannel) throws -> [String] {
         let decoder = EmbeddedChannel(handler: ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 1 << 22)))
@@ -60,7 +70,6 @@ import Testing
 
     @Test func aFrameOfEveryLengthClassIsWhatAClientDecodes() throws {
         let channel = EmbeddedChannel()
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         for length in [0, 1, 125, 126, 127, 65_535, 65_536, 300_000] {
             let payload = (0..<length).map { UInt8(ascii: "a") + UInt8($0 % 26) }
             try channel.writeOutbound(SocketWriter.textFrame(payload, allocator: channel.allocator))
@@ -69,11 +78,7 @@ import Testing
     }
 
     @Test func framesAreWrittenWhileTheChannelIsWritableAndResumeWhenItIsAgain() throws {
-        let channel = EmbeddedChannel()
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-        let queue = Queue()
-        let writer = SocketWriter(channel: channel, source: queue)
-        try channel.pipeline.syncOperations.addHandler(writer, position: .first)
+        let (channel, queue, writer) = try Self.connectedWriter()
         queue.push("one")
         queue.push("two")
         writer.wake()
@@ -95,11 +100,7 @@ import Testing
 
     @Test func aClosingSocketIsDoneOnceWrittenOrAfterItsGrace() throws {
         // Written: done at once.
-        let channel = EmbeddedChannel()
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-        let queue = Queue()
-        let writer = SocketWriter(channel: channel, source: queue)
-        try channel.pipeline.syncOperations.addHandler(writer, position: .first)
+        let (channel, queue, writer) = try Self.connectedWriter()
         queue.push("bye", last: true)
         writer.wake()
         channel.embeddedEventLoop.run()
@@ -108,11 +109,7 @@ import Testing
         _ = try channel.finish()
 
         // Not read: done after the grace, the frame unwritten.
-        let stalled = EmbeddedChannel()
-        try stalled.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-        let left = Queue()
-        let stalledWriter = SocketWriter(channel: stalled, source: left)
-        try stalled.pipeline.syncOperations.addHandler(stalledWriter, position: .first)
+        let (stalled, left, stalledWriter) = try Self.connectedWriter()
         stalled.isWritable = false
         left.push("bye", last: true)
         stalledWriter.wake()
@@ -139,11 +136,7 @@ import Testing
         // Its last frame went, and filled the client's buffers: Hummingbird's close frame
         // would wait for the client to read. (It was held for as long as the client kept
         // the connection.)
-        let channel = EmbeddedChannel()
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-        let queue = Queue()
-        let writer = SocketWriter(channel: channel, source: queue)
-        try channel.pipeline.syncOperations.addHandler(writer, position: .first)
+        let (channel, queue, writer) = try Self.connectedWriter()
         try channel.pipeline.syncOperations.addHandler(FillsTheBuffers(), position: .first)
         queue.push("bye", last: true)
         writer.wake()
@@ -154,24 +147,17 @@ import Testing
         #expect(!channel.isActive, "the connection is closed")
 
         // A session that let go of its socket (queue dropped) while the client does not read.
-        let other = EmbeddedChannel()
-        try other.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-        let dropped = Queue()
-        let otherWriter = SocketWriter(channel: other, source: dropped)
-        try other.pipeline.syncOperations.addHandler(otherWriter, position: .first)
+        let (other, dropped, otherWriter) = try Self.connectedWriter()
         other.isWritable = false
         otherWriter.released()
         other.embeddedEventLoop.run()
         other.embeddedEventLoop.advanceTime(by: SocketWriter.closingGrace)
         #expect(!other.isActive, "the connection is closed")
+        withExtendedLifetime(dropped) {}   // (the writer holds its session weakly)
     }
 
     @Test func aSlowReaderGetsItsGraceFromItsLastProgress() throws {
-        let channel = EmbeddedChannel()
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
-        let queue = Queue()
-        let writer = SocketWriter(channel: channel, source: queue)
-        try channel.pipeline.syncOperations.addHandler(writer, position: .first)
+        let (channel, queue, writer) = try Self.connectedWriter()
         channel.isWritable = false
         queue.push("one")
         queue.push("bye", last: true)

@@ -15,8 +15,7 @@ import NIOWebSocket
 /// session's bounded queue (``SocketFrames``), where a socket that never reads is dropped, and
 /// writing goes on when the channel becomes writable again. A closing socket whose client does
 /// not read is given ``closingGrace`` from its last progress, then closed.
-final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
-    // `context`, `closeSent` and `graceTimer` are touched only on the channel's event loop.
+final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {   // its mutable fields are touched only on the channel's event loop
     typealias InboundIn = NIOAny
     typealias OutboundOut = ByteBuffer
 
