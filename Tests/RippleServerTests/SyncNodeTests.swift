@@ -225,19 +225,39 @@ extension SyncNodeTests {
         let directory = try TemporaryDirectory()
         let node = try await TestNode.start(postgres, tables: ["items"], rules: #"{"tables": {"items": {"read": true}}}"#, directory: directory)
         node.server.beginStopping()
-        // Alone it passes, as in CI; run beside this suite's other tests on this machine it
-        // sometimes sees neither the frame nor the close (not understood yet: see the stop note).
-        await withKnownIssue("beside the suite's other node tests the socket sometimes hears nothing", isIntermittent: true) {
-            let socket = try await TestSocket(url: node.url)
-            defer { socket.close() }
-            guard case .error(let code, _, _) = try await socket.next(within: 30) else {
-                Issue.record("the socket was not told to come back later")
-                return
-            }
-            #expect(code == .retryLater)
-            #expect(try await socket.next(within: 30) == nil, "the socket was not closed")
+        // (The answer waits for the client's hello, or a second: a frame written at once can
+        // come in the same read as the upgrade's answer, and the WebSocket client these tests
+        // use then lost it, and heard nothing more, about one time in twenty.)
+        let socket = try await TestSocket(url: node.url)
+        defer { socket.close() }
+        guard case .error(let code, _, _) = try await socket.next(within: 30) else {
+            Issue.record("the socket was not told to come back later")
+            return
         }
+        #expect(code == .retryLater)
+        #expect(try await socket.next(within: 30) == nil, "the socket was not closed")
         await node.stop()
+    }
+
+    /// A socket the node refuses (beyond its limit) is answered once its client spoke: a frame
+    /// written at once can come in the same read as the upgrade's answer, where WebSocket clients
+    /// are known to lose it (the one these tests use did, and then heard nothing more).
+    @Test func aRefusedSocketIsAnsweredOnceItsClientSpoke() async throws {
+        let postgres = try await ThrowawayPostgres.started()
+        defer { try? postgres.stop() }
+        try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY)")
+        let directory = try TemporaryDirectory()
+        let node = try await TestNode.start(postgres, tables: ["items"], rules: #"{"tables": {"items": {"read": true}}}"#,
+                                            directory: directory) { $0.maxSockets = 1 }
+        defer { Task { await node.stop() } }
+        let admitted = try await TestSocket(url: node.url)
+        defer { admitted.close() }
+        _ = try await admitted.hello(try node.token("u"))
+        let refused = try RawWebSocket(port: node.port)
+        defer { refused.close() }
+        #expect(!refused.hearsSomething(within: 300), "the node wrote before the client spoke")
+        try refused.send(#"{"type":"hello","protocol":1,"token":"\#(try node.token("u"))"}"#)
+        #expect(refused.read(within: 5_000).contains(#""code":"retry_later""#))
     }
 
     /// A node down long enough for its slot to pass `max_slot_wal_keep_size` finds the slot
@@ -386,6 +406,28 @@ final class RawWebSocket: @unchecked Sendable {
             guard written > 0 else { throw SyncClientTestError("send: errno \(errno)") }
             sent += written
         }
+    }
+
+    /// Whether bytes arrive within `milliseconds` (nothing is read).
+    func hearsSomething(within milliseconds: Int32) -> Bool {
+        var descriptors = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptors, 1, milliseconds) > 0
+    }
+
+    /// What arrives within `milliseconds` (frame headers and all), as text.
+    func read(within milliseconds: Int32) -> String {
+        var received: [UInt8] = []
+        let deadline = ContinuousClock.now + .milliseconds(Int64(milliseconds))
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while ContinuousClock.now < deadline {
+            let left = Int32(max(1, (deadline - ContinuousClock.now).components.seconds * 1000
+                                 + (deadline - ContinuousClock.now).components.attoseconds / 1_000_000_000_000_000))
+            guard hearsSomething(within: left) else { break }
+            let count = recv(descriptor, &chunk, chunk.count, 0)
+            guard count > 0 else { break }
+            received += chunk[..<count]
+        }
+        return String(decoding: received, as: UTF8.self)
     }
 
     func close() { _ = Glibc.close(descriptor) }

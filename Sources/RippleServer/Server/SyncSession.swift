@@ -67,11 +67,13 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
             break
         case .full:
             server.metrics.refusedSockets.withLock { $0 += 1 }
+            await firstMessage(inbound)
             closeAfter(.error(code: .retryLater, message: "the server holds as many sockets as it may (\(configuration.maxSockets)); "
                               + "try again later", id: nil))
             await writerDone()
             return
         case .stopping:
+            await firstMessage(inbound)
             shutDown()
             await writerDone()
             return
@@ -109,6 +111,27 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     }
 
     private enum Role { case writer, reader, clock }
+
+    /// How long a refused socket's answer waits for the client to speak first.
+    static let firstMessageWait = Duration.seconds(1)
+
+    /// Waits for the client's first message (its `hello`, not handled), at most
+    /// ``firstMessageWait``. A frame the node wrote at once could reach the client in the same
+    /// read as the upgrade's answer, and WebSocket clients are known to lose such a frame, and
+    /// then to hear nothing more (the Swift WebSocket client the tests use did, about one time
+    /// in twenty); once a client spoke, its upgrade is done.
+    private func firstMessage(_ inbound: WebSocketInboundStream) async {
+        let limit = configuration.maxMessageBytes * 4
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var messages = inbound.messages(maxSize: limit).makeAsyncIterator()
+                _ = try? await messages.next()
+            }
+            group.addTask { try? await Task.sleep(for: Self.firstMessageWait) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
 
     private func readLoop(_ inbound: WebSocketInboundStream) async {
         do {
