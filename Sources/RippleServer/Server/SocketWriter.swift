@@ -70,8 +70,14 @@ final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unche
     /// The grace of a socket that closes, armed while its client does not read.
     private var graceTimer: Scheduled<Void>?
 
-    init(channel: any Channel, source: any Source) {
+    /// A writer for `channel`; it writes nothing until ``serve(_:)`` names its source.
+    init(channel: any Channel) {
         self.channel = channel
+    }
+
+    /// Makes `source` what the writer writes (held weakly: the source owns the writer). Call it
+    /// before ``install()``.
+    func serve(_ source: any Source) {
         self.source = source
     }
 
@@ -94,10 +100,13 @@ final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unche
 
     /// Pumps on the channel's event loop (from any thread).
     func wake() {
-        eventLoop.execute {
-            var cache = WireCache()
-            self.pump(&cache)
-        }
+        eventLoop.execute { self.pump() }
+    }
+
+    /// ``pump(_:)`` with a cache of its own (a socket pumped alone).
+    private func pump() {
+        var cache = WireCache()
+        pump(&cache)
     }
 
     /// Writes what waits while the channel is writable; on the channel's event loop.
@@ -189,8 +198,7 @@ final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unche
             source?.writerFinished()
             return
         }
-        var cache = WireCache()
-        pump(&cache)
+        pump()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -200,10 +208,7 @@ final class SocketWriter: ChannelInboundHandler, RemovableChannelHandler, @unche
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable {
-            var cache = WireCache()
-            pump(&cache)
-        }
+        if context.channel.isWritable { pump() }
         context.fireChannelWritabilityChanged()
     }
 

@@ -26,7 +26,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     /// Subscriptions being attached, by generation (cancelled when the socket closes).
     private var attaching: [Int: Task<Void, Never>] = [:]
     /// Writes the queued frames into the channel (see ``SocketWriter``).
-    private var writer: SocketWriter!
+    private let writer: SocketWriter
     /// Whether the writer was woken since it last found the queue empty.
     private var writerWoken = false
     private var writerState = WriterState.running
@@ -46,13 +46,17 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     init(server: SyncServer, channel: any Channel) {
         self.server = server
         frames = SocketFrames(maxQueuedBytes: server.configuration.maxQueuedBytes)
-        writer = SocketWriter(channel: channel, source: self)
+        writer = SocketWriter(channel: channel)
+        writer.serve(self)
     }
 
     /// The event loop the socket's frames are written on.
     var eventLoop: any EventLoop { writer.eventLoop }
 
     private var configuration: SyncServerConfiguration { server.configuration }
+
+    /// The largest message a client may send (its frames joined).
+    private var messageLimit: Int { configuration.maxMessageBytes * 4 }
 
     // MARK: The socket's life
 
@@ -121,7 +125,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
     /// then to hear nothing more (the Swift WebSocket client the tests use did, about one time
     /// in twenty); once a client spoke, its upgrade is done.
     private func firstMessage(_ inbound: WebSocketInboundStream) async {
-        let limit = configuration.maxMessageBytes * 4
+        let limit = messageLimit
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 var messages = inbound.messages(maxSize: limit).makeAsyncIterator()
@@ -135,7 +139,7 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
 
     private func readLoop(_ inbound: WebSocketInboundStream) async {
         do {
-            for try await message in inbound.messages(maxSize: configuration.maxMessageBytes * 4) {
+            for try await message in inbound.messages(maxSize: messageLimit) {
                 // A socket whose handling was cancelled (the node stopping it) takes no more
                 // messages: each push would fail (every wait for Postgres is cancelled at once)
                 // for as long as the client kept the socket. It closes, and the client
