@@ -29,7 +29,8 @@ struct MultiNodeTests {
         try await socket.send(.subscribe(id: "open", query: SyncProtocolTests.aliceOpen,
                                          resume: resume ? ResumePoint(basis: rows.basis, lsn: rows.lsn) : nil))
         var first: Bool?
-        while try first == nil || rows.rows.map(psqlText) != postgres.rows(SyncProtocolTests.aliceOpenSQL) {
+        while true {
+            if first != nil, try await rows.rows.map(psqlText) == postgres.rows(SyncProtocolTests.aliceOpenSQL) { break }
             let message = try #require(try await socket.nextSkippingHeartbeats())
             if case .changes(_, let snapshots, let changesets) = message, first == nil {
                 if snapshots["open"] != nil { first = true } else if changesets["open"] != nil { first = false }
@@ -45,7 +46,7 @@ struct MultiNodeTests {
     @Test func aClientMovingBetweenNodesResumesByPositionWithOneChangeset() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try SyncProtocolTests.prepare(postgres)
+        try await SyncProtocolTests.prepare(postgres)
         try await postgres.psql("CREATE TABLE noise(id int8 PRIMARY KEY, n int8 NOT NULL); INSERT INTO noise VALUES (1, 0)")
         let directory = try TemporaryDirectory()
         // Node b also follows `noise`, written often: its replica's versions run ahead of a's.
@@ -81,7 +82,7 @@ struct MultiNodeTests {
                 "the replicas number their versions differently (a: \(versionA ?? -1), b: \(versionB ?? -1))")
         // Later writes reach it there.
         try await postgres.psql("UPDATE todos SET title = 'on b' WHERE id = 100")
-        while rows.rows.map(psqlText) != (try postgres.rows(SyncProtocolTests.aliceOpenSQL)) {
+        while rows.rows.map(psqlText) != (try await postgres.rows(SyncProtocolTests.aliceOpenSQL)) {
             _ = try rows.take(try #require(try await socket.nextSkippingHeartbeats()), id: "open")
         }
         socket.close()

@@ -66,10 +66,12 @@ struct NodeDescriptorTests {
         process.arguments = ["--nofile=\(Self.limit):\(Self.limit)", executable, "serve", "--postgres", postgres.url,
                              "--tables", "todos", "--rules", directory.path("rules.json"), "--secret-file", directory.path("secret"),
                              "--replica", directory.path("replica.sqlite"), "--slot", "ripple_descriptors", "--port", "0",
-                             "--heartbeat", "0.2", "--log-level", "error"]
+                             "--heartbeat", "0.2", "--log-level", "warning"]
         let output = Pipe()
         process.standardOutput = output
-        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        // Its errors go to a file, told when the test fails.
+        _ = FileManager.default.createFile(atPath: directory.path("node.err"), contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: directory.path("node.err"))
         try process.run()
         defer {
             process.terminate()
@@ -114,11 +116,11 @@ struct NodeDescriptorTests {
 
         // Out of descriptors, it still follows Postgres and serves the socket it has.
         try await postgres.psql("UPDATE todos SET title = 'while full' WHERE id = 3")
-        while rows.rows.map(psqlText) != (try postgres.rows("SELECT id, title FROM todos ORDER BY id")) {
+        while rows.rows.map(psqlText) != (try await postgres.rows("SELECT id, title FROM todos ORDER BY id")) {
             _ = try rows.take(try #require(try await socket.nextSkippingHeartbeats(within: 30), "the open socket heard nothing"),
                               id: "all")
         }
-        #expect(process.isRunning)
+        #expect(process.isRunning, "the node ended: \((try? String(contentsOfFile: directory.path("node.err"), encoding: .utf8)) ?? "")")
 
         // The flood goes away: the node accepts again.
         for descriptor in flood { close(descriptor) }

@@ -36,8 +36,8 @@ import Testing
 @Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: pgoutput tests against it skipped"))
 struct PGOutputAgainstPostgresTests {
     /// The messages of the slot since it was made, decoded (peeked: the slot does not move).
-    func peek(_ postgres: ThrowawayPostgres) throws -> [PGOutput.Message] {
-        let rows = try postgres.psql("""
+    func peek(_ postgres: ThrowawayPostgres) async throws -> [PGOutput.Message] {
+        let rows = try await postgres.psql("""
             SELECT encode(data, 'hex') FROM pg_logical_slot_peek_binary_changes('feed', NULL, NULL,
                 'proto_version', '1', 'publication_names', 'synced', 'messages', 'true')
             """)
@@ -76,7 +76,7 @@ struct PGOutputAgainstPostgresTests {
             COMMIT;
             """)
         try await postgres.psql("TRUNCATE items")
-        let messages = try peek(postgres)
+        let messages = try await peek(postgres)
         // The transaction (begin, relation, 5 changes, message, commit), then the TRUNCATE's
         // (begin, relation, truncate, commit).
         guard messages.count == 13 else {

@@ -38,9 +38,9 @@ struct ReplicaFeedTests {
     }
 
     /// The table as Postgres has it, each value through the replica's rules.
-    func postgresRows() throws -> [[SQLValue]] {
+    func postgresRows() async throws -> [[SQLValue]] {
         let types: [UInt32] = [20, 25, 1700, 701, 16, 17, 2950, 3802, 1082, 1184, 25]
-        let text = try postgres.psql("""
+        let text = try await postgres.psql("""
             SET TimeZone = 'UTC'; SET DateStyle = 'ISO, MDY'; SET extra_float_digits = 1;
             SELECT json_agg(json_build_array(id::text, title::text, price::text, ratio::text, done::text, data::text, tag::text,
                    meta::text, due::text, at::text, big::text) ORDER BY id) FROM items
@@ -75,7 +75,7 @@ struct ReplicaFeedTests {
         try await withClient { client in
             let feed = ReplicaFeed(store: store, client: client, configuration: config)
             try await feed.prepare()
-            #expect(try replicaRows(store) == (try postgresRows()))
+            #expect(try replicaRows(store) == (try await postgresRows()))
             let live = store.liveQuery(sql: "SELECT id, title FROM items ORDER BY id", identity: "id")
             let subscription = live.subscribe(on: .immediate) { events.append($0) }
             defer { subscription.cancel() }
@@ -93,7 +93,7 @@ struct ReplicaFeedTests {
             let before = try store.currentVersion()
             #expect(try await feed.catchUp() == 4)
             #expect(try store.currentVersion() == before + 4)
-            #expect(try replicaRows(store) == (try postgresRows()))
+            #expect(try replicaRows(store) == (try await postgresRows()))
             #expect(try replicaRows(store).first?[10] != .null)   // the TOASTed value kept through the update
         }
         // Each Postgres transaction that changed the result was one event, whole (the second
@@ -143,7 +143,7 @@ struct ReplicaFeedTests {
             #expect(try await feed.catchUp() == 0)
         }
         #expect(try store.currentVersion() == afterCopy + 3)
-        #expect(try replicaRows(store) == (try postgresRows()))
+        #expect(try replicaRows(store) == (try await postgresRows()))
     }
 
     /// A new replica (its file lost) never resumes the old slot's position: a fresh slot and copy.
@@ -166,7 +166,7 @@ struct ReplicaFeedTests {
             try await feed.prepare()
             try await feed.catchUp()
         }
-        #expect(try replicaRows(second) == (try postgresRows()))
+        #expect(try replicaRows(second) == (try await postgresRows()))
         #expect(try replicaRows(second).count == 3)
     }
 
@@ -360,7 +360,7 @@ extension ReplicaFeedTests {
                 try await postgres.psql("UPDATE items SET title = '\(title)' WHERE id = 1")
                 for try await event in live.events() where event.snapshot.first?["title"] == .text(title) { break }
             }
-            #expect(try replicaRows(store) == (try postgresRows()))
+            #expect(try replicaRows(store) == (try await postgresRows()))
         }
     }
 }
@@ -370,11 +370,11 @@ extension ReplicaFeedTests {
 @Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: feed load tests skipped"))
 struct ReplicaFeedLoadTests {
     /// Every synced table's rows, ordered by key, each value through the replica's rules.
-    func postgresRows(_ postgres: ThrowawayPostgres, _ table: String, _ schema: SyncedTableSchema) throws -> [[SQLValue]] {
+    func postgresRows(_ postgres: ThrowawayPostgres, _ table: String, _ schema: SyncedTableSchema) async throws -> [[SQLValue]] {
         // Each value in its output form (NULL kept apart), as JSON.
         let list = schema.columns.map { "CASE WHEN \"\($0.name)\" IS NULL THEN NULL ELSE concat(\"\($0.name)\") END" }
         let key = schema.key.map { "\"\(schema.columns[$0].name)\"" }.joined(separator: ", ")
-        let text = try postgres.psql("SELECT json_agg(json_build_array(\(list.joined(separator: ", "))) ORDER BY \(key)) FROM \(table)")
+        let text = try await postgres.psql("SELECT json_agg(json_build_array(\(list.joined(separator: ", "))) ORDER BY \(key)) FROM \(table)")
         guard let rows = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[Any]] else { return [] }
         return try rows.map { row in
             try zip(row, schema.columns).map { value, column in
@@ -413,7 +413,7 @@ struct ReplicaFeedLoadTests {
             try await feed.catchUp()
             for table in tables {
                 let schema = try #require(await feed.schema(of: table))
-                let (replica, expected) = (try replicaRows(store, table, schema), try postgresRows(postgres, table, schema))
+                let (replica, expected) = (try replicaRows(store, table, schema), try await postgresRows(postgres, table, schema))
                 let differing = zip(replica, expected).filter { $0 != $1 }.prefix(3)
                 #expect(replica == expected, "\(table): \(replica.count) rows vs \(expected.count); first differences \(Array(differing))")
             }
@@ -450,7 +450,7 @@ struct ReplicaFeedLoadTests {
             try await feed.prepare()
             #expect(try await feed.catchUp() == 1)   // the update, once
             let schema = try #require(await feed.schema(of: "items"))
-            #expect(try replicaRows(store, "items", schema) == (try postgresRows(postgres, "items", schema)))
+            #expect(try replicaRows(store, "items", schema) == (try await postgresRows(postgres, "items", schema)))
         }
         #expect(try store.currentVersion() == versionBefore + 1)
     }

@@ -34,7 +34,7 @@ struct SyncClientTests {
     @Test func theLocalStoreHoldsEachSubscriptionsRowsAndLiveQueriesFire() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try SyncProtocolTests.prepare(postgres)
+        try await SyncProtocolTests.prepare(postgres)
         let directory = try TemporaryDirectory()
         let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
         defer { Task { await node.stop() } }
@@ -60,24 +60,24 @@ struct SyncClientTests {
                 }
             }.joined(separator: "|") } }
         }
-        try await Self.until(client) { try localRows() == (try postgres.rows(expected)) }
+        try await Self.until(client) { try localRows() == (try await postgres.rows(expected)) }
         // The app's own live query over the local store follows the server.
         let live = store.liveQuery(sql: "SELECT id, title FROM todos WHERE rank < 5 ORDER BY id", identity: "id")
         let seen = Locked<[[Row]]>([])
         let subscription = live.subscribe(on: .immediate) { event in seen.withLock { $0.append(event.snapshot) } }
         defer { subscription.cancel() }
         try await postgres.psql("UPDATE todos SET title = 'milk' WHERE id = 2; UPDATE todos SET done = true, rank = 1 WHERE id = 4")
-        try await Self.until(client) { try localRows() == (try postgres.rows(expected)) }
+        try await Self.until(client) { try localRows() == (try await postgres.rows(expected)) }
         #expect(seen.withLock { $0.last }?.first?.values == [.integer(2), .text("milk")])
         // A row leaving one subscription but held by the other stays; leaving both, it goes.
         try await postgres.psql("UPDATE todos SET done = true WHERE id = 6")
-        try await Self.until(client) { try localRows() == (try postgres.rows(expected)) }
+        try await Self.until(client) { try localRows() == (try await postgres.rows(expected)) }
         try await postgres.psql("UPDATE todos SET owner = 'bob' WHERE id = 8")
-        try await Self.until(client) { try localRows() == (try postgres.rows(expected)) }
+        try await Self.until(client) { try localRows() == (try await postgres.rows(expected)) }
         try await client.unsubscribe("first")
         let onlyOpen = "SELECT id, owner, title, rank, done FROM todos WHERE owner = 'alice' AND NOT done ORDER BY id LIMIT 100"
-        let window = try postgres.rows(SyncProtocolTests.aliceOpenSQL).map { $0.split(separator: "|")[0] }
-        #expect(try localRows().map { $0.split(separator: "|")[0] } == (try postgres.rows(onlyOpen)).map { $0.split(separator: "|")[0] }.filter(window.contains))
+        let window = try await postgres.rows(SyncProtocolTests.aliceOpenSQL).map { $0.split(separator: "|")[0] }
+        #expect(try localRows().map { $0.split(separator: "|")[0] } == (try await postgres.rows(onlyOpen)).map { $0.split(separator: "|")[0] }.filter(window.contains))
         await client.stop()
     }
 
@@ -94,7 +94,7 @@ struct SyncClientTests {
     @Test func aTypedQuerySubscribesAndItsCollectionReadsTheRows() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try SyncProtocolTests.prepare(postgres)
+        try await SyncProtocolTests.prepare(postgres)
         let directory = try TemporaryDirectory()
         let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
         defer { Task { await node.stop() } }
@@ -109,9 +109,9 @@ struct SyncClientTests {
             order: [OrderDescription(column: "rank", descending: true)], limit: 4))
         try await client.subscribe("open", open)
         let expected = "SELECT id FROM todos WHERE owner = 'alice' AND NOT done AND title LIKE 'todo 1%' ORDER BY rank DESC, id LIMIT 4"
-        try await Self.until(client) { try open.fetchAll().map { String($0.id) } == (try postgres.rows(expected)) }
+        try await Self.until(client) { try open.fetchAll().map { String($0.id) } == (try await postgres.rows(expected)) }
         try await postgres.psql("UPDATE todos SET done = true WHERE id = 18")
-        try await Self.until(client) { try open.fetchAll().map { String($0.id) } == (try postgres.rows(expected)) }
+        try await Self.until(client) { try open.fetchAll().map { String($0.id) } == (try await postgres.rows(expected)) }
         #expect(try todos.fetchAll().allSatisfy { $0.owner == "alice" })
         await client.stop()
     }
@@ -121,7 +121,7 @@ struct SyncClientTests {
     @Test func aColumnAddedOnPostgresReachesTheLocalStore() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try SyncProtocolTests.prepare(postgres)
+        try await SyncProtocolTests.prepare(postgres)
         let directory = try TemporaryDirectory()
         let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
         defer { Task { await node.stop() } }
@@ -141,7 +141,7 @@ struct SyncClientTests {
         let expected = "SELECT id || ':' || note FROM todos WHERE owner = 'alice' AND NOT done ORDER BY rank, id LIMIT 10"
         try await Self.until(client) { await client.rows(of: "open")?.count == 10 }
         try await postgres.psql("ALTER TABLE todos ADD COLUMN note text NOT NULL DEFAULT 'n'; UPDATE todos SET note = 'two' WHERE id = 2")
-        try await Self.until(client) { try notes() == (try postgres.rows(expected)).sorted { Int($0.split(separator: ":")[0])! < Int($1.split(separator: ":")[0])! } }
+        try await Self.until(client) { try notes() == (try await postgres.rows(expected)).sorted { Int($0.split(separator: ":")[0])! < Int($1.split(separator: ":")[0])! } }
         await client.stop()
     }
 
@@ -150,7 +150,7 @@ struct SyncClientTests {
     @Test func aRemoteLiveQueryFollowsAcrossANodeRestart() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try SyncProtocolTests.prepare(postgres)
+        try await SyncProtocolTests.prepare(postgres)
         let directory = try TemporaryDirectory()
         let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
         let port = node.port
@@ -167,17 +167,17 @@ struct SyncClientTests {
             #expect(list == event.rows)
         }
         try await next()
-        #expect(list.map(psqlText) == (try postgres.rows(SyncProtocolTests.aliceOpenSQL)))
+        #expect(list.map(psqlText) == (try await postgres.rows(SyncProtocolTests.aliceOpenSQL)))
         try await postgres.psql("UPDATE todos SET rank = 0 WHERE id = 20")
         try await next()
-        #expect(list.map(psqlText) == (try postgres.rows(SyncProtocolTests.aliceOpenSQL)))
+        #expect(list.map(psqlText) == (try await postgres.rows(SyncProtocolTests.aliceOpenSQL)))
         // The node goes away; writes go on; a node comes back on the same port and replica.
         await node.stop()
         try await postgres.psql("UPDATE todos SET done = true WHERE id = 2; INSERT INTO todos VALUES (200, 'alice', 'x', -1, false)")
         let restarted = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules,
                                                  directory: directory) { $0.port = port }
         defer { Task { await restarted.stop() } }
-        while list.map(psqlText) != (try postgres.rows(SyncProtocolTests.aliceOpenSQL)) { try await next() }
+        while list.map(psqlText) != (try await postgres.rows(SyncProtocolTests.aliceOpenSQL)) { try await next() }
         await client.stop()
     }
 }

@@ -50,7 +50,8 @@ struct SyncClientWriteTests {
         /// Waits until the outbox is empty and the local rows equal `expected` on Postgres.
         func settles(_ postgres: ThrowawayPostgres, _ expected: String = SyncClientWriteTests.aliceNotes) async throws {
             try await SyncClientTests.until(client) {
-                try await client.pendingMutations() == 0 && (try rows()) == (try postgres.rows(expected))
+                guard try await client.pendingMutations() == 0 else { return false }
+                return try rows() == (try await postgres.rows(expected))
             }
         }
     }
@@ -98,9 +99,9 @@ struct SyncClientWriteTests {
             }
             try device.store.write { db in try db.execute("DELETE FROM notes WHERE id = 11") }
             try await device.settles(postgres)
-            #expect(try postgres.rows(Self.aliceNotes) == ["1|alice|milk|now|1", "10|alice|eggs|-|0"])
+            #expect(try await postgres.rows(Self.aliceNotes) == ["1|alice|milk|now|1", "10|alice|eggs|-|0"])
             // One result per local transaction, each applied once.
-            #expect(try postgres.rows("SELECT mutation_id, status FROM ripple_sync_results ORDER BY mutation_id")
+            #expect(try await postgres.rows("SELECT mutation_id, status FROM ripple_sync_results ORDER BY mutation_id")
                         == ["1|applied", "2|applied", "3|applied"])
             // Once shown, row 10 never left the app's list (no flicker while the server caught up).
             let snapshots = seen.withLock { $0 }
@@ -126,7 +127,7 @@ struct SyncClientWriteTests {
             }
             #expect(rejection.id == 1 && rejection.code == "write_rule")
             #expect(!(try device.rows().contains { $0.hasPrefix("20|") }))
-            #expect(try postgres.rows("SELECT count(*) FROM notes WHERE id = 20") == ["0"])
+            #expect(try await postgres.rows("SELECT count(*) FROM notes WHERE id = 20") == ["0"])
             try await device.settles(postgres)
             await device.client.stop()
         }
@@ -150,7 +151,7 @@ struct SyncClientWriteTests {
             try await laptop.settles(postgres)
             try await phone.settles(postgres)
             // Both columns survive; the title pushed last wins, on both devices.
-            #expect(try postgres.rows("SELECT title, body, done FROM notes WHERE id = 1") == ["laptop|from the phone|t"])
+            #expect(try await postgres.rows("SELECT title, body, done FROM notes WHERE id = 1") == ["laptop|from the phone|t"])
             #expect(try phone.rows() == (try laptop.rows()))
             await phone.client.stop()
             await laptop.client.stop()
@@ -172,8 +173,8 @@ struct SyncClientWriteTests {
             }
             let device = try await Device(node, user: "alice", path: path)
             try await device.settles(postgres)
-            #expect(try postgres.rows("SELECT count(*) FROM notes WHERE id = 30") == ["1"])
-            #expect(try postgres.rows("SELECT count(*) FROM ripple_sync_results") == ["1"])
+            #expect(try await postgres.rows("SELECT count(*) FROM notes WHERE id = 30") == ["1"])
+            #expect(try await postgres.rows("SELECT count(*) FROM ripple_sync_results") == ["1"])
             await device.client.stop()
         }
     }
@@ -203,7 +204,7 @@ struct SyncClientWriteTests {
                 try store.write { db in try db.execute("UPDATE counters SET total = total + 5 WHERE id = 1") }
                 // The push reached Postgres (its update waits in the trigger): the app dies now.
                 let deadline = ContinuousClock.now + .seconds(30)
-                while try postgres.rows("""
+                while try await postgres.rows("""
                     SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%ripple_sync_apply(%' AND pid <> pg_backend_pid()
                     """) != ["1"] {
                     guard ContinuousClock.now < deadline else { throw SyncClientTestError("the push did not reach Postgres") }
@@ -220,8 +221,8 @@ struct SyncClientWriteTests {
                 try await client.pendingMutations() == 0
                     && (try store.read { db in try db.fetchValue("SELECT total FROM counters", as: Int64.self) }) == 15
             }
-            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["15|1"])
-            #expect(try postgres.rows("SELECT count(*), max(mutation_id) FROM ripple_sync_results") == ["1|1"])
+            #expect(try await postgres.rows("SELECT total, applied FROM counters") == ["15|1"])
+            #expect(try await postgres.rows("SELECT count(*), max(mutation_id) FROM ripple_sync_results") == ["1|1"])
             await client.stop()
         }
     }

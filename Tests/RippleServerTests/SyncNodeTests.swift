@@ -70,8 +70,8 @@ struct SyncNodeTests {
             if !tellers.columns.isEmpty && !branches.columns.isEmpty {
                 #expect(sum(tellers) == sum(branches), "a frame holds a whole transaction")
             }
-            if finished.withLock({ $0 }), tellers.rows.map(psqlText) == (try postgres.rows(expectedTellers)),
-               branches.rows.map(psqlText) == (try postgres.rows(expectedBranches)) {
+            if finished.withLock({ $0 }), tellers.rows.map(psqlText) == (try await postgres.rows(expectedTellers)),
+               branches.rows.map(psqlText) == (try await postgres.rows(expectedBranches)) {
                 done = true
             }
         }
@@ -79,7 +79,12 @@ struct SyncNodeTests {
         #expect(done, "the balances converge to Postgres's")
         #expect(zip(positions, positions.dropFirst()).allSatisfy { $0 < $1 }, "one frame per transaction, in commit order")
         #expect(frames > 100)
-        while try topRows.rows.map(psqlText) != postgres.rows(expectedTop) || fewRows.rows.map(psqlText) != postgres.rows(expectedFew) {
+        while try await topRows.rows.map(psqlText) != postgres.rows(expectedTop) {
+            let message = try #require(try await accounts.nextSkippingHeartbeats(within: 60))
+            _ = try topRows.take(message, id: "top")
+            _ = try fewRows.take(message, id: "few")
+        }
+        while try await fewRows.rows.map(psqlText) != postgres.rows(expectedFew) {
             let message = try #require(try await accounts.nextSkippingHeartbeats(within: 60))
             _ = try topRows.take(message, id: "top")
             _ = try fewRows.take(message, id: "few")
@@ -97,7 +102,7 @@ struct SyncNodeTests {
                                             directory: directory) { $0.maxQueuedBytes = 1024 * 1024 }
         defer { Task { await node.stop() } }
         let query = QueryDescription(table: "notes", order: [OrderDescription(column: "id")])
-        let stalled = try RawWebSocket(port: node.port)
+        let stalled = try await RawWebSocket.connect(port: node.port)
         defer { stalled.close() }
         try stalled.send(#"{"type":"hello","protocol":1,"token":"\#(try node.token("u"))"}"#)
         try stalled.send(String(decoding: try JSONEncoder().encode(ClientMessage.subscribe(id: "all", query: query, resume: nil)), as: UTF8.self))
@@ -169,7 +174,7 @@ struct SyncNodeTests {
         guard case .changes(_, let snapshots, let changesets) = replaced else { Issue.record("\(replaced)"); return }
         #expect(snapshots["notes"] != nil && changesets["notes"] == nil, "a snapshot instead of a larger changeset")
         _ = try notes.take(replaced, id: "notes")
-        #expect(notes.rows.map(psqlText) == (try postgres.rows("SELECT id, body FROM notes ORDER BY id")))
+        #expect(notes.rows.map(psqlText) == (try await postgres.rows("SELECT id, body FROM notes ORDER BY id")))
         // A dropped table ends its subscription, saying which table.
         try await postgres.psql("DROP TABLE scratch")
         var ended = false
@@ -253,11 +258,11 @@ extension SyncNodeTests {
         let admitted = try await TestSocket(url: node.url)
         defer { admitted.close() }
         _ = try await admitted.hello(try node.token("u"))
-        let refused = try RawWebSocket(port: node.port)
+        let refused = try await RawWebSocket.connect(port: node.port)
         defer { refused.close() }
-        #expect(!refused.hearsSomething(within: 300), "the node wrote before the client spoke")
+        #expect(try await !refused.hearsSomething(within: 300), "the node wrote before the client spoke")
         try refused.send(#"{"type":"hello","protocol":1,"token":"\#(try node.token("u"))"}"#)
-        #expect(refused.read(within: 5_000).contains(#""code":"retry_later""#))
+        #expect(try await refused.read(within: 5_000).contains(#""code":"retry_later""#))
     }
 
     /// A node down long enough for its slot to pass `max_slot_wal_keep_size` finds the slot
@@ -306,7 +311,7 @@ extension SyncNodeTests {
         guard case .changes(_, let snapshots, _) = message else { Issue.record("\(message)"); return }
         #expect(snapshots["notes"] != nil, "a resume from before the copy is a snapshot")
         _ = try rows.take(message, id: "notes")
-        #expect(rows.rows.map(psqlText) == (try postgres.rows("SELECT id, body FROM notes ORDER BY id")))
+        #expect(rows.rows.map(psqlText) == (try await postgres.rows("SELECT id, body FROM notes ORDER BY id")))
     }
 }
 
@@ -336,7 +341,7 @@ extension SyncNodeTests {
         // the tests ran initdb, pg_ctl and psql on Swift's cooperative threads and starved the
         // node's tasks. They now wait for those programs on threads of their own.)
         do {
-            while rows.rows.map(psqlText) != (try postgres.rows(expected)) {
+            while rows.rows.map(psqlText) != (try await postgres.rows(expected)) {
                 _ = try rows.take(try #require(try await socket.nextSkippingHeartbeats(within: 60)), id: "notes")
             }
         } catch {
@@ -349,10 +354,19 @@ extension SyncNodeTests {
 
 /// A WebSocket client on a bare TCP socket that sends (masked text frames) but never reads:
 /// what a stalled client looks like to the server.
-final class RawWebSocket: @unchecked Sendable {
+///
+/// Its reads block, so they run on threads of their own: a test that blocked one of Swift's
+/// cooperative threads (as many as cores) waiting for the node, which needs those threads to
+/// answer, could stall every test of the process (it did: the upgrade's answer never came).
+final class RawWebSocket: @unchecked Sendable {   // `descriptor` is set once
     private let descriptor: Int32
 
-    init(port: Int) throws {
+    /// Connects to the node at `port` and upgrades to a WebSocket.
+    static func connect(port: Int) async throws -> RawWebSocket {
+        try await onOwnThread("raw websocket") { try RawWebSocket(port: port) }
+    }
+
+    private init(port: Int) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw SyncClientTestError("socket: errno \(errno)") }
         var address = sockaddr_in()
@@ -363,9 +377,12 @@ final class RawWebSocket: @unchecked Sendable {
         var size: Int32 = 4096
         setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         let connected = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard connected == 0 else { throw SyncClientTestError("connect: errno \(errno)") }
+        guard connected == 0 else {
+            _ = Glibc.close(descriptor)
+            throw SyncClientTestError("connect: errno \(errno)")
+        }
         let request = "GET /sync HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
         try write(Array(request.utf8))
@@ -373,7 +390,10 @@ final class RawWebSocket: @unchecked Sendable {
         var answer: [UInt8] = []
         var byte: UInt8 = 0
         while !answer.suffix(4).elementsEqual([13, 10, 13, 10]) {
-            guard recv(descriptor, &byte, 1, 0) == 1 else { throw SyncClientTestError("the upgrade was not answered") }
+            guard readable(within: 30_000), recv(descriptor, &byte, 1, 0) == 1 else {
+                _ = Glibc.close(descriptor)
+                throw SyncClientTestError("the upgrade was not answered within 30 s")
+            }
             answer.append(byte)
         }
         guard String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 101") else {
@@ -409,20 +429,28 @@ final class RawWebSocket: @unchecked Sendable {
     }
 
     /// Whether bytes arrive within `milliseconds` (nothing is read).
-    func hearsSomething(within milliseconds: Int32) -> Bool {
+    func hearsSomething(within milliseconds: Int32) async throws -> Bool {
+        try await onOwnThread("raw websocket") { self.readable(within: milliseconds) }
+    }
+
+    /// What arrives within `milliseconds` (frame headers and all), as text.
+    func read(within milliseconds: Int32) async throws -> String {
+        try await onOwnThread("raw websocket") { self.received(within: milliseconds) }
+    }
+
+    private func readable(within milliseconds: Int32) -> Bool {
         var descriptors = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         return poll(&descriptors, 1, milliseconds) > 0
     }
 
-    /// What arrives within `milliseconds` (frame headers and all), as text.
-    func read(within milliseconds: Int32) -> String {
+    private func received(within milliseconds: Int32) -> String {
         var received: [UInt8] = []
         let deadline = ContinuousClock.now + .milliseconds(Int64(milliseconds))
         var chunk = [UInt8](repeating: 0, count: 4096)
         while ContinuousClock.now < deadline {
             let left = Int32(max(1, (deadline - ContinuousClock.now).components.seconds * 1000
                                  + (deadline - ContinuousClock.now).components.attoseconds / 1_000_000_000_000_000))
-            guard hearsSomething(within: left) else { break }
+            guard readable(within: left) else { break }
             let count = recv(descriptor, &chunk, chunk.count, 0)
             guard count > 0 else { break }
             received += chunk[..<count]
@@ -467,7 +495,7 @@ extension SyncNodeTests {
         var tellers = ClientRows()
         try await tellers.readFirstResult(from: socket, id: "tellers")
         let expected = "SELECT tid, tbalance FROM pgbench_tellers ORDER BY tid"
-        while tellers.rows.map(psqlText) != (try postgres.rows(expected)) {
+        while tellers.rows.map(psqlText) != (try await postgres.rows(expected)) {
             _ = try tellers.take(try #require(try await socket.nextSkippingHeartbeats(within: 60)), id: "tellers")
         }
         let restarts = await node.server.metricsText().split(separator: "\n")

@@ -10,8 +10,8 @@ import Testing
 struct SyncProtocolTests {
     static let rules = #"{"tables": {"todos": {"read": {"column": "owner", "op": "=", "value": {"user": true}}}, "tags": {"read": true}}}"#
 
-    static func prepare(_ postgres: ThrowawayPostgres) throws {
-        try postgres.psql("""
+    static func prepare(_ postgres: ThrowawayPostgres) async throws {
+        try await postgres.psql("""
             CREATE TABLE todos(id int8 PRIMARY KEY, owner text NOT NULL, title text NOT NULL, rank int4 NOT NULL,
                                done bool NOT NULL DEFAULT false);
             CREATE TABLE tags(id int8 PRIMARY KEY, name text NOT NULL);
@@ -30,7 +30,7 @@ struct SyncProtocolTests {
     @Test func eachTransactionIsOneFrameAndRowsEqualPostgres() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try Self.prepare(postgres)
+        try await Self.prepare(postgres)
         let directory = try TemporaryDirectory()
         let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: Self.rules, directory: directory)
         defer { Task { await node.stop() } }
@@ -54,7 +54,7 @@ struct SyncProtocolTests {
         while open.columns.isEmpty || tags.columns.isEmpty {
             _ = try take(try #require(try await socket.nextSkippingHeartbeats()))
         }
-        #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
+        #expect(open.rows.map(psqlText) == (try await postgres.rows(Self.aliceOpenSQL)))
         // One transaction changing both subscriptions: one frame holding both.
         try await postgres.psql("BEGIN; UPDATE todos SET rank = 0 WHERE id = 20; INSERT INTO tags VALUES (3, 'errands'); COMMIT;")
         let both = try take(try #require(try await socket.nextSkippingHeartbeats()))
@@ -65,11 +65,11 @@ struct SyncProtocolTests {
         try await postgres.psql("UPDATE todos SET done = true WHERE id = 4; UPDATE todos SET title = 'milk' WHERE id = 6")
         let changed = try take(try #require(try await socket.nextSkippingHeartbeats()))
         #expect(changed.open && !changed.tags)
-        #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
+        #expect(open.rows.map(psqlText) == (try await postgres.rows(Self.aliceOpenSQL)))
         try await postgres.psql("UPDATE todos SET rank = 3 WHERE id = 10")
         #expect(try take(try #require(try await socket.nextSkippingHeartbeats())) == (true, false))
-        #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
-        #expect(tags.rows.map(psqlText) == (try postgres.rows("SELECT id, name FROM tags ORDER BY name, id")))
+        #expect(open.rows.map(psqlText) == (try await postgres.rows(Self.aliceOpenSQL)))
+        #expect(tags.rows.map(psqlText) == (try await postgres.rows("SELECT id, name FROM tags ORDER BY name, id")))
     }
 
     /// A client that went away resumes by position: one changeset brings it up to date (not a
@@ -77,7 +77,7 @@ struct SyncProtocolTests {
     @Test func resumingAfterADisconnectMissesNothingAndRepeatsNothing() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try Self.prepare(postgres)
+        try await Self.prepare(postgres)
         let directory = try TemporaryDirectory()
         let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: Self.rules, directory: directory)
         defer { Task { await node.stop() } }
@@ -105,7 +105,7 @@ struct SyncProtocolTests {
         #expect(changesets["open"] != nil)
         _ = try open.take(message, id: "open")
         // The node may not have applied the last commits yet: they follow, as changesets.
-        while open.rows.map(psqlText) != (try postgres.rows(Self.aliceOpenSQL)) {
+        while open.rows.map(psqlText) != (try await postgres.rows(Self.aliceOpenSQL)) {
             let next = try #require(try await socket.nextSkippingHeartbeats())
             if case .changes(_, let snapshots, _) = next { #expect(snapshots.isEmpty) }
             _ = try open.take(next, id: "open")
@@ -113,7 +113,7 @@ struct SyncProtocolTests {
         // Later commits continue from there.
         try await postgres.psql("UPDATE todos SET title = 'later' WHERE id = 100")
         _ = try open.take(try #require(try await socket.nextSkippingHeartbeats()), id: "open")
-        #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
+        #expect(open.rows.map(psqlText) == (try await postgres.rows(Self.aliceOpenSQL)))
         // Another user presenting alice's basis: a snapshot of bob's rows, never alice's.
         let other = try await TestSocket(url: node.url)
         defer { other.close() }
@@ -131,7 +131,7 @@ struct SyncProtocolTests {
     @Test func badInputGetsAClearErrorAndLosesNothing() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try Self.prepare(postgres)
+        try await Self.prepare(postgres)
         let directory = try TemporaryDirectory()
         let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: Self.rules, directory: directory) {
             $0.maxSubscriptionsPerSocket = 3
@@ -193,12 +193,12 @@ struct SyncProtocolTests {
         try await socket.send(.subscribe(id: "open", query: Self.aliceOpen, resume: nil))
         var open = ClientRows()
         try await open.readFirstResult(from: socket, id: "open")
-        #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
+        #expect(open.rows.map(psqlText) == (try await postgres.rows(Self.aliceOpenSQL)))
         #expect(try await postgres.psql("SELECT count(*) FROM todos").trimmingCharacters(in: .whitespacesAndNewlines) == "40")
         // The bystander saw none of it, and still follows writes.
         try await postgres.psql("UPDATE todos SET title = 'seen' WHERE id = 1")
         _ = try bystanderRows.take(try #require(try await bystander.nextSkippingHeartbeats()), id: "all")
-        #expect(bystanderRows.rows.map(psqlText) == (try postgres.rows("SELECT id, owner, title, rank, done FROM todos WHERE owner = 'bob' ORDER BY id")))
+        #expect(bystanderRows.rows.map(psqlText) == (try await postgres.rows("SELECT id, owner, title, rank, done FROM todos WHERE owner = 'bob' ORDER BY id")))
     }
 
     /// A resume that waits for a position the node has not reached does not hold up the
@@ -206,7 +206,7 @@ struct SyncProtocolTests {
     @Test func aResumeThatWaitsDoesNotHoldOtherMessagesUp() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try Self.prepare(postgres)
+        try await Self.prepare(postgres)
         let directory = try TemporaryDirectory()
         let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: Self.rules, directory: directory) {
             $0.resumeCatchUpTimeout = .seconds(120)
@@ -226,7 +226,7 @@ struct SyncProtocolTests {
         try await postgres.psql("UPDATE todos SET title = 'still live' WHERE id = 2")
         let message = try #require(try await socket.nextSkippingHeartbeats(within: 20))
         _ = try open.take(message, id: "open")
-        #expect(open.rows.map(psqlText) == (try postgres.rows(Self.aliceOpenSQL)))
+        #expect(open.rows.map(psqlText) == (try await postgres.rows(Self.aliceOpenSQL)))
     }
 
     /// A table whose columns change ends its subscriptions (they were compiled for the old
@@ -234,7 +234,7 @@ struct SyncProtocolTests {
     @Test func aTableWhoseColumnsChangeEndsItsSubscriptions() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try Self.prepare(postgres)
+        try await Self.prepare(postgres)
         let directory = try TemporaryDirectory()
         let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: Self.rules, directory: directory)
         defer { Task { await node.stop() } }
@@ -261,7 +261,7 @@ struct SyncProtocolTests {
     @Test func tokensAreCheckedAtHelloAndOnOpenSockets() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try Self.prepare(postgres)
+        try await Self.prepare(postgres)
         let directory = try TemporaryDirectory()
         let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: Self.rules, directory: directory)
         defer { Task { await node.stop() } }

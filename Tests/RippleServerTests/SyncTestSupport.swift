@@ -77,6 +77,8 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
     private let lock = NSLock()
     private var writer: WebSocketOutboundWriter?
     private var buffer: [String] = []
+    /// Frames received so far, and the last one (said when a wait fails).
+    private var received = (count: 0, last: "")
     private var closed = false
     private var waiter: CheckedContinuation<Void, Never>?
     private var task: Task<Void, any Error>?
@@ -96,7 +98,10 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
                 opened.continuation.yield(outbound)
                 for try await message in inbound.messages(maxSize: 1 << 28) {
                     if case .text(let text) = message {
-                        self.lock.withLock { self.buffer.append(text) }
+                        self.lock.withLock {
+                            self.buffer.append(text)
+                            self.received = (self.received.count + 1, text)
+                        }
                         self.wake()
                     }
                 }
@@ -135,7 +140,10 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
             }
             if let frame { return frame }
             if isClosed { return nil }
-            if ContinuousClock.now >= deadline { throw SyncClientTestError("no frame within \(seconds) s") }
+            if ContinuousClock.now >= deadline {
+                let (count, last) = lock.withLock { received }
+                throw SyncClientTestError("no frame within \(seconds) s (\(count) received; the last: \(last.prefix(300)))")
+            }
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let ready = lock.withLock { () -> Bool in
                     if !buffer.isEmpty || closed { return true }
@@ -147,8 +155,15 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
         }
     }
 
-    func next(within seconds: Double = 20) async throws -> ServerMessage? {
-        guard let text = try await nextText(within: seconds) else { return nil }
+    func next(within seconds: Double = 20, what: String? = nil) async throws -> ServerMessage? {
+        let text: String?
+        do {
+            text = try await nextText(within: seconds)
+        } catch let error as SyncClientTestError {
+            guard let what else { throw error }
+            throw SyncClientTestError("waiting for \(what): \(error)")
+        }
+        guard let text else { return nil }
         return try JSONDecoder().decode(ServerMessage.self, from: Data(text.utf8))
     }
 
@@ -164,14 +179,18 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
     /// Sends `hello` (with the client id the device claims, if any) and returns the welcome.
     func hello(_ token: String, client: String? = nil) async throws -> ServerMessage.Welcome {
         try await send(.hello(protocol: 1, token: token, client: client))
-        guard case .welcome(let welcome)? = try await nextSkippingHeartbeats() else { throw SyncClientTestError("no welcome") }
-        return welcome
+        do {
+            guard case .welcome(let welcome)? = try await nextSkippingHeartbeats() else { throw SyncClientTestError("no welcome") }
+            return welcome
+        } catch let error as SyncClientTestError {
+            throw SyncClientTestError("waiting for the welcome: \(error)")
+        }
     }
 
     /// Pushes `mutations` and returns the results of the `pushed` answer.
     func push(_ mutations: [Mutation]) async throws -> [MutationResult] {
         try await send(.push(mutations: mutations))
-        while let message = try await next() {
+        while let message = try await next(what: "the answer to a push") {
             if case .pushed(let results) = message { return results }
             if case .error(let code, let text, _) = message { throw SyncClientTestError("\(code.rawValue): \(text)") }
         }
@@ -229,9 +248,10 @@ struct ClientRows {
 }
 
 extension ThrowawayPostgres {
-    /// The rows `sql` reads, as psql prints them (`|` between columns).
-    func rows(_ sql: String) throws -> [String] {
-        try psql(sql).split(separator: "\n").map(String.init)
+    /// The rows `sql` reads, as psql prints them (`|` between columns); psql runs on a thread of
+    /// its own (a cooperative thread waiting for it would be one fewer for the node).
+    func rows(_ sql: String) async throws -> [String] {
+        try await psql(sql).split(separator: "\n").map(String.init)
     }
 }
 

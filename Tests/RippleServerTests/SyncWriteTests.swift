@@ -18,8 +18,8 @@ import Testing
         }}
         """#
 
-    static func prepare(_ postgres: ThrowawayPostgres) throws {
-        try postgres.psql("""
+    static func prepare(_ postgres: ThrowawayPostgres) async throws {
+        try await postgres.psql("""
             CREATE TABLE notes(id int8 PRIMARY KEY, owner text NOT NULL, title text NOT NULL UNIQUE, body text, done bool NOT NULL DEFAULT false);
             CREATE TABLE counters(id int8 PRIMARY KEY, tags text, total int8 NOT NULL CHECK (total >= 0), applied int8 NOT NULL DEFAULT 0);
             CREATE TABLE readonly(id int8 PRIMARY KEY);
@@ -38,7 +38,7 @@ import Testing
                   _ body: (ThrowawayPostgres, TestNode) async throws -> Void) async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try Self.prepare(postgres)
+        try await Self.prepare(postgres)
         let directory = try TemporaryDirectory()
         let node = try await TestNode.start(postgres, tables: ["notes", "counters", "readonly"], rules: Self.rules,
                                             directory: directory, adjust: adjust)
@@ -79,16 +79,16 @@ import Testing
             let results = try await socket.push(mutations)
             #expect(results.map(\.withoutLSN) == mutations.map { MutationResult(id: $0.id, status: .applied) })
             #expect(results.allSatisfy { $0.lsn != nil })
-            #expect(try postgres.rows("SELECT id, title, done FROM notes ORDER BY id") == ["1|milk|t", "2|bread|f"])
-            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["11|1"])
+            #expect(try await postgres.rows("SELECT id, title, done FROM notes ORDER BY id") == ["1|milk|t", "2|bread|f"])
+            #expect(try await postgres.rows("SELECT total, applied FROM counters") == ["11|1"])
             // The same mutations again (a retry after a lost answer): the same results (at a
             // later position), applied once.
             #expect(try await socket.push(mutations).map(\.withoutLSN) == results.map(\.withoutLSN))
-            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["11|1"])
+            #expect(try await postgres.rows("SELECT total, applied FROM counters") == ["11|1"])
             // A mutation beyond the next one is refused and not applied.
             let gap = try await socket.push([Mutation(id: 5, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(99)])])])
             #expect(gap.first?.code == "out_of_order")
-            #expect(try postgres.rows("SELECT total FROM counters") == ["11"])
+            #expect(try await postgres.rows("SELECT total FROM counters") == ["11"])
             // The device reconnecting with its id goes on from where it was.
             let (again, resumed) = try await self.socket(node, "alice", client: client)
             defer { again.close() }
@@ -100,18 +100,18 @@ import Testing
             #expect(bob.client != client)
             #expect(bob.lastMutation == 0)
             // Results are durable rows of Postgres.
-            #expect(try postgres.rows("SELECT mutation_id, status FROM ripple_sync_results WHERE client_id = '\(client)' ORDER BY 1")
+            #expect(try await postgres.rows("SELECT mutation_id, status FROM ripple_sync_results WHERE client_id = '\(client)' ORDER BY 1")
                     == ["1|applied", "2|applied", "3|applied"])
             // A socket that only reads gets no client id, cannot push, and adds no client row.
-            let clients = try postgres.rows("SELECT count(*) FROM ripple_sync_clients")
+            let clients = try await postgres.rows("SELECT count(*) FROM ripple_sync_clients")
             let reader = try await TestSocket(url: node.url)
             defer { reader.close() }
             #expect(try await reader.hello(try node.token("alice")).client == nil)
             await #expect(throws: SyncClientTestError.self) {
                 _ = try await reader.push([Mutation(id: 1, ops: [MutationOp(.delete, table: "notes", values: ["id": .integer(1)])])])
             }
-            #expect(try postgres.rows("SELECT count(*) FROM ripple_sync_clients") == clients)
-            #expect(try postgres.rows("SELECT count(*) FROM notes WHERE id = 1") == ["1"])
+            #expect(try await postgres.rows("SELECT count(*) FROM ripple_sync_clients") == clients)
+            #expect(try await postgres.rows("SELECT count(*) FROM notes WHERE id = 1") == ["1"])
         }
     }
 
@@ -142,7 +142,7 @@ import Testing
                 #expect(try Self.position(second) >= Self.position(first))
             }
             #expect(rows.rows.map(psqlText) == ["1|a|11|1"])
-            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["11|1"])
+            #expect(try await postgres.rows("SELECT total, applied FROM counters") == ["11|1"])
         }
     }
 
@@ -191,7 +191,7 @@ import Testing
             let (fromFirst, fromSecond) = try await (a, b)
             #expect(fromFirst.allSatisfy { $0.status == .applied })
             #expect(fromSecond.allSatisfy { $0.status == .applied })
-            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["120|20"])
+            #expect(try await postgres.rows("SELECT total, applied FROM counters") == ["120|20"])
         }
     }
 
@@ -212,8 +212,8 @@ import Testing
             let refusedByTheCheck: [Int64] = mutations.map(\.id).filter { $0 % 7 == 0 }
             #expect(rejected == refusedByTheCheck)
             let appliedCount = 1_000 - 1_000 / 7
-            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["1000|\(appliedCount)"])
-            #expect(try postgres.rows("SELECT count(*), max(mutation_id) FROM ripple_sync_results") == ["1000|1000"])
+            #expect(try await postgres.rows("SELECT total, applied FROM counters") == ["1000|\(appliedCount)"])
+            #expect(try await postgres.rows("SELECT count(*), max(mutation_id) FROM ripple_sync_results") == ["1000|1000"])
         }
     }
 
@@ -235,7 +235,7 @@ import Testing
                 Mutation(id: 2, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(11)])])])
             #expect(earlyOnTheOtherPath.map(\.code) == ["out_of_order"])
             #expect(earlyOnTheOtherPath.first?.lsn == nil)
-            #expect(try postgres.rows("SELECT count(*) FROM ripple_sync_results") == ["0"])
+            #expect(try await postgres.rows("SELECT count(*) FROM ripple_sync_results") == ["0"])
             // In order, both apply.
             let results = try await socket.push([
                 Mutation(id: 1, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("first")])]),
@@ -271,13 +271,13 @@ import Testing
             #expect(first.first?.status == .rejected)
             #expect(first.first?.code == "unavailable")
             #expect(first.first?.lsn == nil)
-            #expect(try postgres.rows("SELECT count(*) FROM ripple_sync_results") == ["0"])
-            #expect(try postgres.rows("SELECT last_mutation_id FROM ripple_sync_clients") == ["0"])
+            #expect(try await postgres.rows("SELECT count(*) FROM ripple_sync_results") == ["0"])
+            #expect(try await postgres.rows("SELECT last_mutation_id FROM ripple_sync_clients") == ["0"])
 
             try await postgres.psql("UPDATE busy SET refusing = false")
             let again = try await socket.push(mutations)
             #expect(again.map(\.status) == [.applied, .applied])
-            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["12|2"])
+            #expect(try await postgres.rows("SELECT total, applied FROM counters") == ["12|2"])
         }
     }
 
@@ -318,9 +318,9 @@ import Testing
             #expect(results[7].code == "22P02")
             #expect(results[8].code == "bad_mutation")
             // Nothing of the rejected ones reached Postgres (not even mutation 1's first operation).
-            #expect(try postgres.rows("SELECT total, applied FROM counters") == ["10|0"])
-            #expect(try postgres.rows("SELECT id, owner, title, body FROM notes ORDER BY id") == ["1|alice|milk|three litres", "2|bob|bread|"])
-            #expect(try postgres.rows("SELECT count(*) FROM readonly") == ["1"])
+            #expect(try await postgres.rows("SELECT total, applied FROM counters") == ["10|0"])
+            #expect(try await postgres.rows("SELECT id, owner, title, body FROM notes ORDER BY id") == ["1|alice|milk|three litres", "2|bob|bread|"])
+            #expect(try await postgres.rows("SELECT count(*) FROM readonly") == ["1"])
         }
     }
 
@@ -344,15 +344,15 @@ import Testing
             // Offline edits of one note: the phone its title, the laptop its body; both survive.
             _ = try await phone.push([Mutation(id: 1, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "title": .text("oat milk")])])])
             _ = try await laptop.push([Mutation(id: 1, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("one litre")])])])
-            #expect(try postgres.rows("SELECT title, body FROM notes WHERE id = 1") == ["oat milk|one litre"])
+            #expect(try await postgres.rows("SELECT title, body FROM notes WHERE id = 1") == ["oat milk|one litre"])
             // The same column: the later arrival wins.
             _ = try await phone.push([Mutation(id: 2, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("phone")])])])
             _ = try await laptop.push([Mutation(id: 2, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("laptop")])])])
-            #expect(try postgres.rows("SELECT body FROM notes WHERE id = 1") == ["laptop"])
+            #expect(try await postgres.rows("SELECT body FROM notes WHERE id = 1") == ["laptop"])
             // The resolver merges the tags both devices added.
             _ = try await phone.push([Mutation(id: 3, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "tags": .text("b")])])])
             _ = try await laptop.push([Mutation(id: 3, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "tags": .text("c")])])])
-            #expect(try postgres.rows("SELECT tags FROM counters") == ["a,b,c"])
+            #expect(try await postgres.rows("SELECT tags FROM counters") == ["a,b,c"])
         }
     }
 }
