@@ -79,12 +79,11 @@ struct SyncNodeTests {
         #expect(done, "the balances converge to Postgres's")
         #expect(zip(positions, positions.dropFirst()).allSatisfy { $0 < $1 }, "one frame per transaction, in commit order")
         #expect(frames > 100)
-        while try await topRows.rows.map(psqlText) != postgres.rows(expectedTop) {
-            let message = try #require(try await accounts.nextSkippingHeartbeats(within: 60))
-            _ = try topRows.take(message, id: "top")
-            _ = try fewRows.take(message, id: "few")
+        func accountsConverged() async throws -> Bool {
+            guard try await topRows.rows.map(psqlText) == postgres.rows(expectedTop) else { return false }
+            return try await fewRows.rows.map(psqlText) == postgres.rows(expectedFew)
         }
-        while try await fewRows.rows.map(psqlText) != postgres.rows(expectedFew) {
+        while try await !accountsConverged() {
             let message = try #require(try await accounts.nextSkippingHeartbeats(within: 60))
             _ = try topRows.take(message, id: "top")
             _ = try fewRows.take(message, id: "few")

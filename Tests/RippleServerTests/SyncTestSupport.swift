@@ -167,10 +167,10 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
         return try JSONDecoder().decode(ServerMessage.self, from: Data(text.utf8))
     }
 
-    /// The next message that is not a heartbeat.
-    func nextSkippingHeartbeats(within seconds: Double = 20) async throws -> ServerMessage? {
+    /// The next message that is not a heartbeat (`what`: what is awaited, said if none comes).
+    func nextSkippingHeartbeats(within seconds: Double = 20, what: String? = nil) async throws -> ServerMessage? {
         while true {
-            let message = try await next(within: seconds)
+            let message = try await next(within: seconds, what: what)
             if case .heartbeat = message { continue }
             return message
         }
@@ -179,12 +179,10 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
     /// Sends `hello` (with the client id the device claims, if any) and returns the welcome.
     func hello(_ token: String, client: String? = nil) async throws -> ServerMessage.Welcome {
         try await send(.hello(protocol: 1, token: token, client: client))
-        do {
-            guard case .welcome(let welcome)? = try await nextSkippingHeartbeats() else { throw SyncClientTestError("no welcome") }
-            return welcome
-        } catch let error as SyncClientTestError {
-            throw SyncClientTestError("waiting for the welcome: \(error)")
+        guard case .welcome(let welcome)? = try await nextSkippingHeartbeats(what: "the welcome") else {
+            throw SyncClientTestError("no welcome")
         }
+        return welcome
     }
 
     /// Pushes `mutations` and returns the results of the `pushed` answer.
