@@ -413,7 +413,8 @@ public final class SyncServer: Sendable {
         let app = Application(
             router: router,
             server: .http1WebSocketUpgrade(webSocketRouter: sockets, configuration: .init(ws: ws)),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ripple-server"),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "ripple-server",
+                                 availableConnectionsDelegate: Self.connectionLimit().map { .maximum($0, logger: logger) }),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
                 let waiters = self.listening.withLock { state -> [CheckedContinuation<Int, any Error>] in
@@ -425,6 +426,24 @@ public final class SyncServer: Sendable {
             },
             logger: logger)
         try await app.run()
+    }
+
+    /// The most connections the node holds open at once: its limit of open descriptors less a
+    /// reserve (`nil`: no limit). Beyond it, new connections wait in the listen backlog until
+    /// one closes. A process that ran out of descriptors would not only refuse connections:
+    /// libdispatch opens `/proc/<thread>/stat` to watch its worker threads, and crashes the
+    /// process (SIGILL) when it cannot; so would the first timer on a clock, SQLite opening a
+    /// reader, a new Postgres connection. The reserve is kept for them.
+    static func connectionLimit() -> Int? {
+        #if os(Linux)
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+        let resource = RLIMIT_NOFILE
+        #endif
+        var limit = rlimit()
+        guard getrlimit(resource, &limit) == 0, limit.rlim_cur < rlim_t(Int.max) else { return nil }   // (unlimited: none)
+        let descriptors = Int(limit.rlim_cur)
+        return max(1, descriptors - max(64, descriptors / 8))
     }
 
     /// The node will not listen (any more): those waiting for its port, and those who ask
