@@ -366,7 +366,9 @@ import Testing
     }
 
     /// Ripple stores committing in turn, none noticing the others' commits first, are never
-    /// taken for writes made without Ripple (which would make every live query re-read).
+    /// taken for writes made without Ripple (which would make every live query re-read), and
+    /// take one version each, in turn (a store whose last version is not the newest does not
+    /// take it again).
     @Test func interleavedCommitsOfSeveralStoresAreNotMistakenForWritesWithoutRipple() throws {
         let stores = try (0..<3).map { _ in try Store(path: path, configuration: Self.unwatched) }
         try makeItems(stores[0])
@@ -379,6 +381,8 @@ import Testing
         let entries = try stores[0].changes(after: before)
         #expect(!entries.contains { $0.table == "*" })
         #expect(entries.count == 30)
+        #expect(entries.map(\.version) == Array(before + 1...before + 30))
+        #expect(try stores.map { try $0.currentVersion() } == Array(repeating: before + 30, count: 3))
     }
 
     // MARK: Transient read failures

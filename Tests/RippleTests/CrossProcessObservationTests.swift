@@ -199,6 +199,54 @@ import Testing
         #expect(subscriber.failures.isEmpty)
     }
 
+    /// Another process commits right after one of the store's own commits, while the store still
+    /// holds its writer (the watch does not hear it then). As it lets the writer go, the store
+    /// checks for such commits; after a commit of its own it reads the wal-index's count of
+    /// transactions instead of `PRAGMA data_version`, and must find it one further than its own
+    /// commit left it, and look.
+    @Test func aForeignCommitRightAfterAnOwnCommitArrives() throws {
+        let (subscriber, subscription) = try subscribedToItemOne()
+        defer { subscription.cancel() }
+        let gate = try #require(store.observation.ownCommits?.releaseGate)
+        let ran = Locked(false)
+        gate.withLock {
+            $0 = { [path] in
+                guard !ran.withLock({ ran in defer { ran = true }; return ran }) else { return }
+                _ = try? SQLiteShell.run("INSERT INTO items(id, title) VALUES (2, 'right after')", on: path)
+            }
+        }
+        try store.collection("items", of: Item.self).update(Item(id: 1, title: "mine"))
+        gate.withLock { $0 = nil }
+        #expect(ran.withLock { $0 })
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "mine"), Item(id: 2, title: "right after")], timeout: 20))
+        #expect(subscriber.failures.isEmpty)
+    }
+
+    /// Another connection commits just after one of the store's writes, while the watch is still
+    /// muted (it hears writes again only once the writer has rested: the unmuting is held back
+    /// here). Unmuting compares the wal-index header with the one the store knew, and looks.
+    /// (The other connection, without Ripple, opened its files before the watch began, and stays
+    /// open: as root, SQLite's opening of the `-wal` file, and any connection's closing of the
+    /// database file, would be heard, and wake the store anyway.)
+    @Test func aForeignCommitWhileTheWatchRestsMutedArrives() throws {
+        let items = try store.collection("items", of: Item.self)
+        try items.insert(Item(id: 1, title: "a"))
+        let other = try Database(path: path, readOnly: false, configuration: Self.noPolling)
+        _ = try other.fetchValue("SELECT count(*) FROM items", as: Int64.self)
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
+        defer { subscription.cancel() }
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
+        let held = DispatchSemaphore(value: 0)
+        store.observation.noticeQueue.async { held.wait() }   // where the watch is unmuted
+        try items.update(Item(id: 1, title: "mine"))
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "mine")], timeout: 20))
+        try other.execute("INSERT INTO items(id, title) VALUES (2, 'unheard')")
+        held.signal()
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "mine"), Item(id: 2, title: "unheard")], timeout: 20))
+        #expect(subscriber.failures.isEmpty)
+    }
+
     /// A writer that stays open (no close of the WAL after its commits) is heard commit by commit.
     @Test func eachCommitOfALongLivedOtherProcessArrives() throws {
         let items = try store.collection("items", of: Item.self)
