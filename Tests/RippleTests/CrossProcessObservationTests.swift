@@ -222,31 +222,6 @@ import Testing
         #expect(subscriber.failures.isEmpty)
     }
 
-    /// Another connection commits just after one of the store's writes, while the watch is still
-    /// muted (it hears writes again only once the writer has rested: the unmuting is held back
-    /// here). Unmuting compares the wal-index header with the one the store knew, and looks.
-    /// (The other connection, without Ripple, opened its files before the watch began, and stays
-    /// open: as root, SQLite's opening of the `-wal` file, and any connection's closing of the
-    /// database file, would be heard, and wake the store anyway.)
-    @Test func aForeignCommitWhileTheWatchRestsMutedArrives() throws {
-        let items = try store.collection("items", of: Item.self)
-        try items.insert(Item(id: 1, title: "a"))
-        let other = try Database(path: path, readOnly: false, configuration: Self.noPolling)
-        _ = try other.fetchValue("SELECT count(*) FROM items", as: Int64.self)
-        let subscriber = ListViewSubscriber<Item>()
-        let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
-        defer { subscription.cancel() }
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
-        let held = DispatchSemaphore(value: 0)
-        store.observation.noticeQueue.async { held.wait() }   // where the watch is unmuted
-        try items.update(Item(id: 1, title: "mine"))
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "mine")], timeout: 20))
-        try other.execute("INSERT INTO items(id, title) VALUES (2, 'unheard')")
-        held.signal()
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "mine"), Item(id: 2, title: "unheard")], timeout: 20))
-        #expect(subscriber.failures.isEmpty)
-    }
-
     /// A writer that stays open (no close of the WAL after its commits) is heard commit by commit.
     @Test func eachCommitOfALongLivedOtherProcessArrives() throws {
         let items = try store.collection("items", of: Item.self)

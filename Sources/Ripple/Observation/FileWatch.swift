@@ -11,10 +11,9 @@ import Glibc
 /// * Linux: one inotify descriptor, read by a dispatch source, watching the `-wal` file (writes,
 ///   truncation by a checkpoint) and the database file (a checkpoint; the file deleted, renamed
 ///   or replaced). inotify watches by path and holds no descriptor of the files. While the store
-///   holds its writer (and until the writer has rested a moment), the `-wal` watch is muted to
-///   the file's removal or replacement (``muteWrites()``): its own commits do not wake it. (Only
-///   a checkpoint writes the database file: that watch always hears, and its writes, like the
-///   `-wal` file's, are only writes.)
+///   holds its writer, the `-wal` watch is muted to the file's removal or replacement
+///   (``muteWrites()``): its own commits do not wake it. (Only a checkpoint writes the database
+///   file: that watch always hears, and its writes, like the `-wal` file's, are only writes.)
 /// * Other platforms: dispatch file-system sources on the `-wal` file and on the directory (an
 ///   entry deleted, renamed or created: the file replaced). Never on the database file itself:
 ///   closing a descriptor of it would drop the process's POSIX locks on it, which SQLite's
@@ -113,8 +112,8 @@ final class FileWatch: @unchecked Sendable {   // @unchecked: the source is thre
 
     /// Stops hearing writes to the `-wal` file, still hearing it removed or replaced: the store
     /// is about to write, and its own writes need no wake (they cost two thread hand-offs per
-    /// commit). The store looks for other connections' commits as it releases the writer and
-    /// when it unmutes (see ``OwnCommitFilter``). Elsewhere than on Linux, writes are still heard.
+    /// commit). The store looks for other connections' commits when it unmutes (see
+    /// ``OwnCommitFilter``). Elsewhere than on Linux, writes are still heard.
     func muteWrites() {
         #if os(Linux)
         setMask(Self.muted)

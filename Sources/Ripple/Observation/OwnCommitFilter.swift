@@ -32,16 +32,13 @@ struct WALIndexHeader: Equatable, Sendable {
 ///
 /// The store's own commits would wake the watch as much as others'. So while the store holds its
 /// writer, the watch does not hear writes to the `-wal` file (``FileWatch/muteWrites()``, on
-/// Linux; checkpoints, which write the database file, are rare and still heard). When the writer
-/// is released, the filter checks that no other connection committed since the writer last
-/// looked: another connection's commit made while the writer was held, and not taken in by the
-/// store's own (see ``ChangeLog``), makes the store look, once per `data_version`. After a
-/// commit of the store's own, the wal-index header answers (its count of transactions is one
-/// past the count the commit read under the write lock); otherwise, or when it is not, `PRAGMA
-/// data_version` does. The watch hears writes again once the writer has rested ``quiet`` (1 ms):
-/// a burst of writes mutes it once, not once per write. Then the filter compares the header with
-/// the one it knows, so a commit made meanwhile is looked for; during the burst, each release of
-/// the writer notices it.
+/// Linux; checkpoints, which write the database file, are rare and still heard); when the writer
+/// is released, the watch hears them again, and then the filter checks that no other connection
+/// committed since the writer last looked: another connection's commit made while the writer was
+/// held, and not taken in by the store's own (see ``ChangeLog``), makes the store look, once per
+/// `data_version`. After a commit of the store's own, the wal-index header answers (its count of
+/// transactions is one past the count the commit read under the write lock); otherwise, or when
+/// it is not, `PRAGMA data_version` does.
 ///
 /// Where the watch still hears the store's own writes, or for a wake that comes late: after each
 /// use of the writer, the filter keeps the wal-index header as it was, when no other connection
@@ -55,7 +52,7 @@ struct WALIndexHeader: Equatable, Sendable {
 /// `synchronous=FULL` an `fsync` sits in between). So after a wake that found nothing new, the
 /// filter looks at the header again a few times, from 1 ms to 2 s after it ("settling"), and
 /// looks for commits as soon as it changed.
-final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is behind a lock; the timers are thread-safe and never replaced
+final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is behind a lock; the timer is thread-safe and never replaced
     private struct State {
         /// Whether a file watch is on (otherwise every call returns at once).
         var active = false
@@ -72,14 +69,8 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
         var firstSettleArmed = false
         var settleStart = DispatchTime.now()
         var look: (@Sendable () -> Void)?
-        /// The watch, muted while the writer is held (and until the writer has rested ``quiet``).
+        /// The watch, muted while the writer is held.
         var watch: FileWatch?
-        /// Whether the watch is muted (by this filter: a watch attached hears).
-        var muted = false
-        /// When the writer was last released (uptime, in nanoseconds).
-        var releasedAt: UInt64 = 0
-        /// Whether the look that unmutes the watch once the writer rests is scheduled.
-        var unmuteArmed = false
         /// The `data_version` of the last look started because the store had not noticed
         /// another connection's commit when it released the writer (a look that failed is not
         /// repeated for the same one: the next change is).
@@ -89,37 +80,23 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
     /// When the settling looks come, after the wake that found nothing new, in milliseconds.
     private static let settleDelays = [1, 3, 10, 30, 100, 300, 1_000, 2_000]
 
-    /// How long the writer rests before the watch hears writes again, in nanoseconds: writes
-    /// closer together than this keep it muted between them, sparing two `inotify` calls each.
-    /// Meanwhile another connection's commit is noticed as the next write releases the writer,
-    /// or as the watch is unmuted (which compares the wal-index header with the one known).
-    static var quiet: UInt64 { 1_000_000 }
-
     private let state = Locked(State())
     /// For tests: runs on the writer as it is released, while the watch is still muted (another
     /// connection's commit then is not heard: the release must notice it).
     let releaseGate = Locked<(@Sendable () -> Void)?>(nil)
     private let queue: DispatchQueue
     private let settleTimer: any DispatchSourceTimer
-    private let unmuteTimer: any DispatchSourceTimer
 
     /// A filter whose looks (and settling) run on `queue`, one at a time.
     init(queue: DispatchQueue) {
         self.queue = queue
         settleTimer = DispatchSource.makeTimerSource(queue: queue)
-        unmuteTimer = DispatchSource.makeTimerSource(queue: queue)
         settleTimer.schedule(deadline: .distantFuture)
         settleTimer.setEventHandler { [weak self] in self?.settle() }
         settleTimer.activate()
-        unmuteTimer.schedule(deadline: .distantFuture)
-        unmuteTimer.setEventHandler { [weak self] in self?.unmuteOnceQuiet() }
-        unmuteTimer.activate()
     }
 
-    deinit {
-        settleTimer.cancel()
-        unmuteTimer.cancel()
-    }
+    deinit { settleTimer.cancel() }
 
     /// Starts deciding for a watch: `look` runs (on the queue) when other connections may have
     /// committed.
@@ -134,9 +111,7 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
     /// The watch whose wakes this filter decides, muted while the writer is held.
     func attach(_ watch: FileWatch) {
         state.withLock { state in
-            guard state.active else { return }
-            state.watch = watch
-            state.muted = false   // a new watch hears
+            if state.active { state.watch = watch }
         }
     }
 
@@ -144,7 +119,6 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
     func deactivate() {
         state.withLock { $0 = State() }
         settleTimer.schedule(deadline: .distantFuture)
-        unmuteTimer.schedule(deadline: .distantFuture)
     }
 
     /// The watch woke (on the queue): looks when the header moved past what the store knows.
@@ -201,48 +175,25 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
         look?()
     }
 
-    /// The writer is about to be used (by anything: a write, a look, a migration): mutes the
-    /// watch, unless it is still muted from the writer's last use.
+    /// The writer is about to be used (by anything: a write, a look, a migration).
     func writerWillStart() {
-        state.withLock { state in
-            guard state.active else { return }
+        let watch = state.withLock { state -> FileWatch? in
+            guard state.active else { return nil }
             state.writing = true
-            guard !state.muted, let watch = state.watch else { return }
-            // Under the lock: the unmuting look cannot unmute it in between.
-            state.muted = true
-            watch.muteWrites()
+            return state.watch
         }
-    }
-
-    /// Unmutes the watch once the writer has rested ``quiet`` (on the queue), then looks when the
-    /// header moved past the one known: another connection may have committed unheard since the
-    /// writer was released.
-    private func unmuteOnceQuiet() {
-        let look = state.withLock { state -> (@Sendable () -> Void)? in
-            state.unmuteArmed = false
-            guard state.active, state.muted, !state.writing else { return nil }   // a release arms it again
-            let rested = DispatchTime.now().uptimeNanoseconds &- state.releasedAt
-            guard rested >= Self.quiet else {
-                state.unmuteArmed = true
-                unmuteTimer.schedule(deadline: DispatchTime(uptimeNanoseconds: state.releasedAt + Self.quiet))
-                return nil
-            }
-            state.muted = false
-            state.watch?.unmuteWrites()
-            return state.look
-        }
-        // Hearing again, then the header: a commit after this look wakes the watch.
-        if let look { decide(look: look, now: true) }
+        watch?.muteWrites()
     }
 
     /// The writer, still held, is about to be released: keeps the header when the store knows of
     /// every commit in it, and answers a wake that came meanwhile.
     func writerWillRelease(_ db: Database) {
-        let (active, mapped) = state.withLock { ($0.active, $0.index) }
+        let (active, mapped, watch) = state.withLock { ($0.active, $0.index, $0.watch) }
         guard active else { return }
         if let gate = releaseGate.withLock({ $0 }) { gate() }
-        // The watch stays muted until the writer rests (see unmuteOnceQuiet): a commit after the
-        // look below is noticed then, or as the writer is next released.
+        // Hearing again before looking: a commit after the look below wakes the watch. (A watch
+        // attached while the writer was held was never muted: unmuting it changes nothing.)
+        watch?.unmuteWrites()
         // The mapping stays while the connection is open: asked of the VFS once per activation.
         let index = mapped != 0 ? mapped : ripple_wal_index(db.handle).map { UInt(bitPattern: $0) } ?? 0
         // The header first, then the check that nobody else committed: a commit made after the
@@ -254,11 +205,6 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
             state.index = index
             state.known = foreign?.noticed == true ? header : nil
             state.writing = false
-            state.releasedAt = DispatchTime.now().uptimeNanoseconds
-            if state.muted && !state.unmuteArmed {
-                state.unmuteArmed = true
-                unmuteTimer.schedule(deadline: DispatchTime(uptimeNanoseconds: state.releasedAt + Self.quiet))
-            }
             defer { state.wokeWhileWriting = false }
             // Commits of others that the muted watch did not hear, once per data_version.
             var unheard = false

@@ -52,11 +52,9 @@ public final class Store: Sendable {
         /// While live queries are open, watch the database file (its `-wal` file) so that commits
         /// by other connections — another process, the `sqlite3` shell — are noticed as they
         /// happen. Default on. The watch exists only while live queries do. While the store
-        /// holds its writer, and until the writer has rested 1 ms, the watch does not hear writes
-        /// to the `-wal` file (on Linux), so its own commits do not wake it (another process's
-        /// commit meanwhile is noticed as the writer is released, or as the watch hears again);
-        /// elsewhere they do, and are told apart without taking the writer (a read of the
-        /// wal-index header). Another ``Store`` of this process on the
+        /// holds its writer the watch does not hear writes to the `-wal` file (on Linux), so its
+        /// own commits do not wake it; elsewhere they do, and are told apart without taking the
+        /// writer (a read of the wal-index header). Another ``Store`` of this process on the
         /// same file is told directly after each commit, watched or not.
         public var watchesFile = true
         /// When the file is not watched (``watchesFile`` off, an in-memory store, or a file
