@@ -229,6 +229,7 @@ final class ChangeCapture {
     ///   capture's buffer into the group's key list, without a string per key.
     func groups(keepingKeys: Bool = false) -> [Group] {
         guard !entries.isEmpty else { return [] }
+        if entries.count == 1 { return [singleChange(keepingKeys: keepingKeys)] }
         var groups = groupNames.map { Group(table: $0.table, operation: $0.operation, count: 0, keys: []) }
         var sizes = [Int](repeating: 2, count: groupNames.count)
         var start = 0
@@ -307,6 +308,30 @@ final class ChangeCapture {
             }
         }
         return groups.filter { $0.count > 0 }
+    }
+
+    /// ``groups(keepingKeys:)`` for a transaction that changed one row, as most do: its one group,
+    /// without the tables that merge a key's several changes.
+    private func singleChange(keepingKeys: Bool) -> Group {
+        let entry = entries[0]
+        let name = groupNames[entry.group]
+        var group = Group(table: name.table, operation: name.operation, count: 1, keys: [])
+        keyBytes.withUnsafeBufferPointer { keys in
+            let key = UnsafeBufferPointer(rebasing: keys[0..<entry.keyEnd])
+            group.keys.reserveCapacity(entry.keyEnd + 5)
+            RowKey.appendToList(key, to: &group.keys)
+            if keepingKeys { group.rowKeys = [RowKey(encoded: key)] }
+        }
+        // Its image, when the transaction kept images and it is an update or a delete (which
+        // keeps none only when the hook could not read it: then the group has none).
+        if hasBeforeImages && name.operation != .insert {
+            if let image = images.first, image.entry == 0 {
+                var list: [UInt8] = []
+                let appended = imageBytes.withUnsafeBufferPointer { BeforeImage.appendMerged([0..<image.end], of: $0, to: &list) }
+                group.beforeImages = appended ? list : nil
+            }
+        }
+        return group
     }
 
     /// Installs the hook on `db`. The capture must outlive the connection's use.
