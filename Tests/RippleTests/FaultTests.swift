@@ -295,6 +295,25 @@ import Testing
         #expect(error?.kind == .fileMoved)
     }
 
+    /// A directory's stamp is trusted as soon as the clock that stamps changes has moved past its
+    /// last change (a later change cannot take the same time), not a tenth of a second later:
+    /// until then every commit looks at each file (three more `stat`s), which a directory where
+    /// an app keeps other files changing would make the rule.
+    @Test func aDirectoryIsTrustedOnceTheStampingClockMovedOn() throws {
+        let folder = directory.path("stamped")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: folder + "/entry", contents: Data()))
+        let stamp = try #require(DirectoryStamp(path: folder))
+        #if os(Linux)
+        // The kernel stamps changes with the coarse real-time clock (a tick is a few ms).
+        var now = timespec()
+        repeat { clock_gettime(CLOCK_REALTIME_COARSE, &now) } while (now.tv_sec, now.tv_nsec) <= (stamp.changed.tv_sec, stamp.changed.tv_nsec)
+        #expect(stamp.isSettled)
+        #expect(FileManager.default.createFile(atPath: folder + "/another", contents: Data()))
+        #expect(DirectoryStamp(path: folder) != stamp, "a later change takes a later time")
+        #endif
+    }
+
     /// The `-wal` file deleted under a running store (a user's `rm`, a cleaning tool): the
     /// commits since the last checkpoint, which only that file held, were lost once the store
     /// closed while another connection had the file open — and the store went on reporting

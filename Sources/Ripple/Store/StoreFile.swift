@@ -37,14 +37,20 @@ struct DirectoryStamp: Equatable, Sendable {
     }
 
     /// Whether the last change is old enough that any later one gets a later time. The kernel
-    /// stamps changes with a clock that ticks every few milliseconds (behind the real time by
-    /// up to a tick), so a change in the tick of the last one could leave the time as it was;
-    /// a tenth of a second is many ticks.
+    /// stamps changes with a clock that ticks every few milliseconds (the coarse real-time
+    /// clock), so a change in the tick of the last one could leave the time as it was. On Linux,
+    /// once that clock has moved past the last change, every later change gets a later time:
+    /// settled within a tick. Elsewhere, a tenth of a second (many ticks) must have passed.
     var isSettled: Bool {
         var now = timespec()
+        #if os(Linux)
+        clock_gettime(CLOCK_REALTIME_COARSE, &now)
+        return (changed.tv_sec, changed.tv_nsec) < (now.tv_sec, now.tv_nsec)
+        #else
         clock_gettime(CLOCK_REALTIME, &now)
         let age = (Int(now.tv_sec) - Int(changed.tv_sec)) * 1_000_000_000 + (Int(now.tv_nsec) - Int(changed.tv_nsec))
         return age > 100_000_000
+        #endif
     }
 
     static func == (a: Self, b: Self) -> Bool {
@@ -113,6 +119,9 @@ struct StoreFiles: Sendable {
     func lost(at path: String) -> Role? {
         let stamps = directories.map(DirectoryStamp.init(path:))
         if verified.withLock({ $0 == stamps }) { return nil }
+        // Before the files are looked at: a change after this gets a later time (see
+        // DirectoryStamp.isSettled), and one before it is seen in the files.
+        let settled = stamps.allSatisfy { $0?.isSettled == true }
         let lost: Role? = if FileIdentity(path: path) != database {
             .database
         } else if let log, FileIdentity(path: logPath) != log {
@@ -122,7 +131,7 @@ struct StoreFiles: Sendable {
         } else {
             nil
         }
-        let trusted = lost == nil && stamps.allSatisfy { $0?.isSettled == true }
+        let trusted = lost == nil && settled
         verified.withLock { $0 = trusted ? stamps : nil }
         return lost
     }
