@@ -1,5 +1,6 @@
 import Foundation
 @testable import Ripple
+import RippleSQLite
 import RippleTesting
 import Testing
 
@@ -219,6 +220,74 @@ import Testing
         gate.withLock { $0 = nil }
         #expect(ran.withLock { $0 })
         #expect(subscriber.waitFor(items: [Item(id: 1, title: "mine"), Item(id: 2, title: "right after")], timeout: 20))
+        #expect(subscriber.failures.isEmpty)
+    }
+
+    /// A write takes a version and then fails to commit (a deferred foreign key: its COMMIT is
+    /// refused and rolled back), and another process commits before the store lets its writer
+    /// go (the watch does not hear it then). The wal-index's count then stands where the store's
+    /// own commit would have put it: the release must not take it for that commit, and look.
+    @Test func aForeignCommitAfterAnOwnWriteThatRolledBackArrives() throws {
+        let (subscriber, subscription) = try subscribedToItemOne()
+        defer { subscription.cancel() }
+        try store.write { db in
+            try db.execute("CREATE TABLE parent(id INTEGER PRIMARY KEY)")
+            try db.execute("CREATE TABLE child(id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
+        }
+        let gate = try #require(store.observation.ownCommits?.releaseGate)
+        let ran = Locked(false)
+        gate.withLock {
+            $0 = { [path] in
+                guard !ran.withLock({ ran in defer { ran = true }; return ran }) else { return }
+                _ = try? SQLiteShell.run("INSERT INTO items(id, title) VALUES (2, 'meanwhile')", on: path)
+            }
+        }
+        #expect(throws: (any Error).self) {
+            try store.write { db in try db.execute("INSERT INTO child(id, parent) VALUES (1, 99)") }
+        }
+        gate.withLock { $0 = nil }
+        #expect(ran.withLock { $0 })
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "meanwhile")], timeout: 20))
+        #expect(subscriber.failures.isEmpty)
+    }
+
+    /// Another connection writes its commit's frames while the store still holds its writer (the
+    /// watch does not hear them), and publishes the commit in the wal-index header only after
+    /// the store's check as it let the writer go (with `synchronous = FULL` a sync sits between;
+    /// here it is paused). No write to a file follows: the store must still come to read it.
+    @Test func aForeignCommitPublishedAfterTheReleaseCheckArrives() throws {
+        let items = try store.collection("items", of: Item.self)
+        try items.insert(Item(id: 1, title: "a"))
+        // Opened, and its files too, before the watch began (opening them would be heard).
+        let other = try #require(PausingVFS.open(path))
+        defer { sqlite3_close_v2(other) }
+        #expect(sqlite3_exec(other, "SELECT count(*) FROM items", nil, nil, nil) == SQLITE_OK)
+        let subscriber = ListViewSubscriber<Item>()
+        let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
+        defer { subscription.cancel() }
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
+
+        let committed = DispatchSemaphore(value: 0)
+        let ran = Locked(false)
+        let gate = try #require(store.observation.ownCommits?.releaseGate)
+        let connection = UncheckedSendable(other)
+        gate.withLock {
+            $0 = {
+                guard !ran.withLock({ ran in defer { ran = true }; return ran }) else { return }
+                PausingVFS.armSyncPause()
+                Thread {
+                    _ = sqlite3_exec(connection.value, "INSERT INTO items(id, title) VALUES (2, 'late')", nil, nil, nil)
+                    committed.signal()
+                }.start()
+                PausingVFS.paused.wait()   // its frames are written; the header is not
+            }
+        }
+        try items.update(Item(id: 1, title: "mine"))
+        gate.withLock { $0 = nil }
+        #expect(ran.withLock { $0 })
+        PausingVFS.resume()
+        committed.wait()
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "mine"), Item(id: 2, title: "late")], timeout: 20))
         #expect(subscriber.failures.isEmpty)
     }
 

@@ -98,9 +98,13 @@ final class ChangeLog {
     /// Whether this connection wrote the mark of committed transactions (see ``writeMark(_:version:commits:)``)
     /// since it opened: its first commit does, so that the mark is always there to count from.
     private var markWritten = false
-    /// The wal-index's count of committed transactions once the commit that took the last version
-    /// is in: read under the write lock, plus one; `nil` when no such commit is pending. Found
-    /// there when the writer is released, it says no other connection committed in between.
+    /// The wal-index's count of committed transactions once the transaction that took the last
+    /// version commits: read under the write lock, plus one (`nil`: none took one since).
+    private var countIfCommitted: UInt32?
+    /// ``countIfCommitted`` once that transaction committed (``didCommit()``); `nil` otherwise.
+    /// Found in the header when the writer is released, it says no other connection committed
+    /// in between. (A transaction that took a version and then rolled back — a deferred foreign
+    /// key, say — leaves the count one short: another connection's commit would make it match.)
     private var countAfterCommit: UInt32?
 
     init(installingOn db: Database, retention: ChangeLogRetention) throws {
@@ -166,6 +170,7 @@ final class ChangeLog {
 
     /// Called when a write transaction begins, before any of its statements.
     func begin(_ db: Database) throws {
+        (countIfCommitted, countAfterCommit) = (nil, nil)
         capture.reset()
         try capture.refreshSchemaIfNeeded(db)
         schemaVersionAtBegin = capture.schemaVersion   // just read by the capture: no second PRAGMA
@@ -271,6 +276,13 @@ final class ChangeLog {
         adoptedForeignWrite = false
         knownVersion = version
         return CommitSummary(version: version, tables: tables)
+    }
+
+    /// The transaction that took the last version committed (the commit pipeline says so once
+    /// its COMMIT returned).
+    func didCommit() {
+        countAfterCommit = countIfCommitted
+        countIfCommitted = nil
     }
 
     /// Adds one to the store's version in `ripple_meta`, in the write transaction, and returns it.
@@ -435,6 +447,7 @@ final class ChangeLog {
     /// answer is known without a read transaction (`PRAGMA data_version` outside one takes and
     /// drops a read lock: about 3 µs of each write while live queries watch the file).
     func foreignCommits(_ db: Database, header: WALIndexHeader?) -> (dataVersion: Int64, noticed: Bool)? {
+        countIfCommitted = nil
         defer { countAfterCommit = nil }
         if let expected = countAfterCommit, header?.transactionCount == expected { return (dataVersion, true) }
         guard let current = try? Self.dataVersion(db) else { return nil }
@@ -523,8 +536,8 @@ final class ChangeLog {
     /// ``everyTable``. Runs inside a write transaction, so no other connection commits meanwhile.
     private func nextVersion(_ db: Database, origin: CommitOrigin, tag: String?) throws -> Int64 {
         let version = try takeVersion(db)
-        // Under the write lock: the count this commit will leave, unless it rolls back.
-        countAfterCommit = walTransactionCount(db).map { $0 &+ 1 }
+        // Under the write lock: the count this transaction leaves if it commits.
+        countIfCommitted = walTransactionCount(db).map { $0 &+ 1 }
         let data = try Self.dataVersion(db)
         // The count can only have moved when another connection committed (data_version moved).
         let commits = data == dataVersion ? knownCommits : try Self.commits(db)

@@ -51,7 +51,9 @@ struct WALIndexHeader: Equatable, Sendable {
 /// the `-wal` file (the events) before it publishes them in the header (no event; with
 /// `synchronous=FULL` an `fsync` sits in between). So after a wake that found nothing new, the
 /// filter looks at the header again a few times, from 1 ms to 2 s after it ("settling"), and
-/// looks for commits as soon as it changed.
+/// looks for commits as soon as it changed. It settles after each release of the writer too:
+/// another connection may have written its frames while the watch was muted, and publish them
+/// only after the release's check, with no event to follow.
 final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is behind a lock; the timer is thread-safe and never replaced
     private struct State {
         /// Whether a file watch is on (otherwise every call returns at once).
@@ -139,14 +141,11 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
     /// then settles either way.
     private func decide(look: @escaping @Sendable () -> Void, now: Bool) {
         let (moved, arm) = state.withLock { state -> (Bool, Bool) in
-            state.settleStep = 0
-            state.settleStart = .now()
-            let arm = !state.firstSettleArmed
-            state.firstSettleArmed = true
+            let arm = Self.restartSettling(&state)
             guard let index = UnsafeRawPointer(bitPattern: state.index), let known = state.known else { return (true, arm) }
             return (WALIndexHeader(index: index) != known, arm)
         }
-        if arm { settleTimer.schedule(deadline: .now() + .milliseconds(Self.settleDelays[0])) }
+        if arm { armSettling() }
         if moved {
             if now { look() } else { queue.async(execute: look) }
         }
@@ -200,8 +199,8 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
         // header was read is seen in data_version, and the header is not trusted.
         let header = UnsafeRawPointer(bitPattern: index).flatMap(WALIndexHeader.init(index:))
         let foreign = db.changeLog?.foreignCommits(db, header: header)
-        let look = state.withLock { state -> (@Sendable () -> Void)? in
-            guard state.active else { return nil }
+        let (look, arm) = state.withLock { state -> ((@Sendable () -> Void)?, Bool) in
+            guard state.active else { return (nil, false) }
             state.index = index
             state.known = foreign?.noticed == true ? header : nil
             state.writing = false
@@ -212,8 +211,33 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
                 state.lookedForDataVersion = foreign.dataVersion
                 unheard = true
             }
-            return state.wokeWhileWriting || unheard ? state.look : nil
+            // Settles, as after a wake: another connection may have written its commit's frames
+            // while the watch was muted and publish it in the header only after this check
+            // (with `synchronous = FULL` a sync sits between), and no file event would follow.
+            // A look is scheduled only when none is pending: in a burst of writes the pending
+            // one comes first (settling reschedules itself on its queue), so the writer sets no
+            // timer per commit.
+            let arm = state.settleStep == nil
+            state.settleStep = 0
+            state.settleStart = .now()
+            if arm { state.firstSettleArmed = true }
+            return (state.wokeWhileWriting || unheard ? state.look : nil, arm)
         }
+        if arm { armSettling() }
         if let look { decide(look: look, now: false) }
+    }
+
+    /// Under the lock: the settling looks start again from now. Returns whether the first one
+    /// must be scheduled (``armSettling()``); in a burst only its start moves.
+    private static func restartSettling(_ state: inout State) -> Bool {
+        state.settleStep = 0
+        state.settleStart = .now()
+        defer { state.firstSettleArmed = true }
+        return !state.firstSettleArmed
+    }
+
+    /// Schedules the first settling look.
+    private func armSettling() {
+        settleTimer.schedule(deadline: .now() + .milliseconds(Self.settleDelays[0]))
     }
 }

@@ -51,6 +51,7 @@ extension Store {
                     recorded = try record(db, log, origin: origin, tag: tag)
                     return result
                 }
+                log?.didCommit()
                 // Committed: routed before another commit can be, so in version order.
                 if let (summary, matches) = recorded { routings.append(observation.route(summary, matches)) }
                 return .success(result)
@@ -76,6 +77,7 @@ extension Store {
                 do {
                     // Its version clears this connection's name (see ChangeLog.beginMaintenance).
                     let recorded = try db.transaction(.immediate) { try record(db, log, origin: origin, tag: tag) }
+                    log?.didCommit()
                     if let (summary, matches) = recorded { routings.append(observation.route(summary, matches)) }
                 } catch {
                     if case .success = outcome { outcome = .failure(error) }
