@@ -35,7 +35,7 @@ struct DemoCommand: AsyncParsableCommand {
                                                     tables: ["todos"], rules: rules, secret: secret,
                                                     replicaPath: directory + "/replica.sqlite")
         configuration.port = port
-        raiseDescriptorLimit()
+        SyncServer.raiseDescriptorLimit()
         let server = try SyncServer(configuration: configuration, logger: serverLogger())
         let expires = Date().addingTimeInterval(24 * 3600)
         let alice = try SyncToken.sign(user: "alice", expires: expires, secret: secret)

@@ -66,7 +66,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.maxSockets = maxSockets
         guard heartbeat > 0 else { throw ValidationError("--heartbeat must be more than 0 seconds") }
         configuration.heartbeatInterval = .milliseconds(Int64((heartbeat * 1000).rounded(.up)))
-        raiseDescriptorLimit()
+        SyncServer.raiseDescriptorLimit()
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("--log-level is one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
         }
@@ -98,19 +98,6 @@ func readSecret(_ file: String?) throws -> [UInt8] {
     let secret = Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
     guard secret.count >= 32 else { throw ValidationError("the token secret must be at least 32 bytes") }
     return secret
-}
-
-/// Raises the soft limit of open descriptors to the hard limit, as a server of many sockets must.
-func raiseDescriptorLimit() {
-    #if os(Linux)
-    let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-    #else
-    let resource = RLIMIT_NOFILE
-    #endif
-    var limit = rlimit()
-    guard getrlimit(resource, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
-    limit.rlim_cur = limit.rlim_max
-    _ = setrlimit(resource, &limit)
 }
 
 /// Runs `body` until it ends or the process is interrupted (SIGINT, SIGTERM): then cancels it

@@ -39,7 +39,7 @@ struct SyncScale {
     func run(_ chosen: [SyncWorkload]) async -> Int {
         var n1 = SyncLines(.n1)
         var n2 = SyncLines(.n2)
-        raiseDescriptorLimit()
+        SyncServer.raiseDescriptorLimit()   // 15,000 sockets need it
         do {
             let ripple = try await runRipple(n1: &n1, n2: &n2, reportUnaffected: chosen.contains(.n2))
             let floor = try await runFloor()
@@ -385,13 +385,4 @@ func processCPUSeconds() -> Double {
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)
     return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
-}
-
-/// Raises the soft limit of open descriptors to the hard limit (15,000 sockets need it).
-func raiseDescriptorLimit() {
-    let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-    var limit = rlimit()
-    guard getrlimit(resource, &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
-    limit.rlim_cur = limit.rlim_max
-    _ = setrlimit(resource, &limit)
 }

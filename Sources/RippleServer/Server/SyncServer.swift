@@ -428,24 +428,6 @@ public final class SyncServer: Sendable {
         try await app.run()
     }
 
-    /// The most connections the node holds open at once: its limit of open descriptors less a
-    /// reserve (`nil`: no limit). Beyond it, new connections wait in the listen backlog until
-    /// one closes. A process that ran out of descriptors would not only refuse connections:
-    /// libdispatch opens `/proc/<thread>/stat` to watch its worker threads, and crashes the
-    /// process (SIGILL) when it cannot; so would the first timer on a clock, SQLite opening a
-    /// reader, a new Postgres connection. The reserve is kept for them.
-    static func connectionLimit() -> Int? {
-        #if os(Linux)
-        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-        #else
-        let resource = RLIMIT_NOFILE
-        #endif
-        var limit = rlimit()
-        guard getrlimit(resource, &limit) == 0, limit.rlim_cur < rlim_t(Int.max) else { return nil }   // (unlimited: none)
-        let descriptors = Int(limit.rlim_cur)
-        return max(1, descriptors - max(64, descriptors / 8))
-    }
-
     /// The node will not listen (any more): those waiting for its port, and those who ask
     /// later, hear `error` (a node that listened keeps its port).
     private func failListening(_ error: any Error) {
