@@ -172,6 +172,20 @@ import Testing
         return (subscriber, subscription)
     }
 
+    /// Runs `action` once, on the writer, as `call` lets it go, while the watch is still muted (a
+    /// commit of another connection then is not heard: the release must notice it). Returns
+    /// whether it ran.
+    func atTheNextRelease(_ action: @escaping @Sendable () -> Void, during call: () throws -> Void) throws -> Bool {
+        let gate = try #require(store.observation.ownCommits?.releaseGate)
+        let ran = Locked(false)
+        gate.withLock {
+            $0 = { if !ran.withLock({ ran in defer { ran = true }; return ran }) { action() } }
+        }
+        defer { gate.withLock { $0 = nil } }
+        try call()
+        return ran.withLock { $0 }
+    }
+
     /// A write made without Ripple (the shell), not noticed yet when the store commits a write
     /// that changes no row. The store counts such commits of its own, so that other connections
     /// do not take them for writes made without Ripple; counting this one must not make the
@@ -208,17 +222,10 @@ import Testing
     @Test func aForeignCommitRightAfterAnOwnCommitArrives() throws {
         let (subscriber, subscription) = try subscribedToItemOne()
         defer { subscription.cancel() }
-        let gate = try #require(store.observation.ownCommits?.releaseGate)
-        let ran = Locked(false)
-        gate.withLock {
-            $0 = { [path] in
-                guard !ran.withLock({ ran in defer { ran = true }; return ran }) else { return }
-                _ = try? SQLiteShell.run("INSERT INTO items(id, title) VALUES (2, 'right after')", on: path)
-            }
-        }
-        try store.collection("items", of: Item.self).update(Item(id: 1, title: "mine"))
-        gate.withLock { $0 = nil }
-        #expect(ran.withLock { $0 })
+        let ran = try atTheNextRelease({ [path] in
+            _ = try? SQLiteShell.run("INSERT INTO items(id, title) VALUES (2, 'right after')", on: path)
+        }, during: { try store.collection("items", of: Item.self).update(Item(id: 1, title: "mine")) })
+        #expect(ran)
         #expect(subscriber.waitFor(items: [Item(id: 1, title: "mine"), Item(id: 2, title: "right after")], timeout: 20))
         #expect(subscriber.failures.isEmpty)
     }
@@ -234,19 +241,14 @@ import Testing
             try db.execute("CREATE TABLE parent(id INTEGER PRIMARY KEY)")
             try db.execute("CREATE TABLE child(id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
         }
-        let gate = try #require(store.observation.ownCommits?.releaseGate)
-        let ran = Locked(false)
-        gate.withLock {
-            $0 = { [path] in
-                guard !ran.withLock({ ran in defer { ran = true }; return ran }) else { return }
-                _ = try? SQLiteShell.run("INSERT INTO items(id, title) VALUES (2, 'meanwhile')", on: path)
+        let ran = try atTheNextRelease({ [path] in
+            _ = try? SQLiteShell.run("INSERT INTO items(id, title) VALUES (2, 'meanwhile')", on: path)
+        }, during: {
+            #expect(throws: (any Error).self) {
+                try store.write { db in try db.execute("INSERT INTO child(id, parent) VALUES (1, 99)") }
             }
-        }
-        #expect(throws: (any Error).self) {
-            try store.write { db in try db.execute("INSERT INTO child(id, parent) VALUES (1, 99)") }
-        }
-        gate.withLock { $0 = nil }
-        #expect(ran.withLock { $0 })
+        })
+        #expect(ran)
         #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "meanwhile")], timeout: 20))
         #expect(subscriber.failures.isEmpty)
     }
@@ -268,23 +270,16 @@ import Testing
         #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
 
         let committed = DispatchSemaphore(value: 0)
-        let ran = Locked(false)
-        let gate = try #require(store.observation.ownCommits?.releaseGate)
         let connection = UncheckedSendable(other)
-        gate.withLock {
-            $0 = {
-                guard !ran.withLock({ ran in defer { ran = true }; return ran }) else { return }
-                PausingVFS.armSyncPause()
-                Thread {
-                    _ = sqlite3_exec(connection.value, "INSERT INTO items(id, title) VALUES (2, 'late')", nil, nil, nil)
-                    committed.signal()
-                }.start()
-                PausingVFS.paused.wait()   // its frames are written; the header is not
-            }
-        }
-        try items.update(Item(id: 1, title: "mine"))
-        gate.withLock { $0 = nil }
-        #expect(ran.withLock { $0 })
+        let ran = try atTheNextRelease({
+            PausingVFS.armSyncPause()
+            Thread {
+                _ = sqlite3_exec(connection.value, "INSERT INTO items(id, title) VALUES (2, 'late')", nil, nil, nil)
+                committed.signal()
+            }.start()
+            PausingVFS.paused.wait()   // its frames are written; the header is not
+        }, during: { try items.update(Item(id: 1, title: "mine")) })
+        #expect(ran)
         PausingVFS.resume()
         committed.wait()
         #expect(subscriber.waitFor(items: [Item(id: 1, title: "mine"), Item(id: 2, title: "late")], timeout: 20))

@@ -33,8 +33,8 @@ enum PausingVFS {
     private static let innerOffset = 16
 
     nonisolated(unsafe) private static var base: UnsafeMutablePointer<sqlite3_vfs>!
-    nonisolated(unsafe) private static var vfs = UnsafeMutablePointer<sqlite3_vfs>.allocate(capacity: 1)
-    nonisolated(unsafe) private static var methods = UnsafeMutablePointer<sqlite3_io_methods>.allocate(capacity: 1)
+    nonisolated(unsafe) private static let vfs = UnsafeMutablePointer<sqlite3_vfs>.allocate(capacity: 1)
+    nonisolated(unsafe) private static let methods = UnsafeMutablePointer<sqlite3_io_methods>.allocate(capacity: 1)
     nonisolated(unsafe) private static var methodsMade = false
 
     private static let registered: Void = {

@@ -447,7 +447,6 @@ final class ChangeLog {
     /// answer is known without a read transaction (`PRAGMA data_version` outside one takes and
     /// drops a read lock: about 3 µs of each write while live queries watch the file).
     func foreignCommits(_ db: Database, header: WALIndexHeader?) -> (dataVersion: Int64, noticed: Bool)? {
-        countIfCommitted = nil
         defer { countAfterCommit = nil }
         if let expected = countAfterCommit, header?.transactionCount == expected { return (dataVersion, true) }
         guard let current = try? Self.dataVersion(db) else { return nil }

@@ -217,10 +217,7 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
             // A look is scheduled only when none is pending: in a burst of writes the pending
             // one comes first (settling reschedules itself on its queue), so the writer sets no
             // timer per commit.
-            let arm = state.settleStep == nil
-            state.settleStep = 0
-            state.settleStart = .now()
-            if arm { state.firstSettleArmed = true }
+            let arm = Self.restartSettling(&state, onlyWhenNonePending: true)
             return (state.wokeWhileWriting || unheard ? state.look : nil, arm)
         }
         if arm { armSettling() }
@@ -228,12 +225,14 @@ final class OwnCommitFilter: @unchecked Sendable {   // @unchecked: state is beh
     }
 
     /// Under the lock: the settling looks start again from now. Returns whether the first one
-    /// must be scheduled (``armSettling()``); in a burst only its start moves.
-    private static func restartSettling(_ state: inout State) -> Bool {
+    /// must be scheduled (``armSettling()``): unless it is already (in a burst only the start
+    /// moves), or, `onlyWhenNonePending`, unless any settling look is pending.
+    private static func restartSettling(_ state: inout State, onlyWhenNonePending: Bool = false) -> Bool {
+        let arm = onlyWhenNonePending ? state.settleStep == nil : !state.firstSettleArmed
         state.settleStep = 0
         state.settleStart = .now()
-        defer { state.firstSettleArmed = true }
-        return !state.firstSettleArmed
+        if arm { state.firstSettleArmed = true }
+        return arm
     }
 
     /// Schedules the first settling look.
