@@ -1,8 +1,29 @@
 /// The table behind a collection: its name, its columns in order, its primary key, and the SQL
 /// of every collection statement, built once (identifiers quoted, values always `?` parameters).
+///
+/// Every statement names the table with its schema (`"main"."todos"`): a `TEMP` table, or a
+/// table of an attached database, of the same name would otherwise take the collection's reads
+/// and writes, which the change log (of `main` only) never sees.
 final class CollectionSchema: Sendable {
+    /// What a collection's live queries can learn from the change log.
+    enum Observation: Sendable, Equatable {
+        /// The change log names the table's rows by the collection's key: a commit's changed rows
+        /// are checked one by one (row-precise invalidation).
+        case byKey
+        /// The change log names the table's rows by something else (its rowid, when the key is a
+        /// `UNIQUE` column of a rowid table): any change to the table runs the query again.
+        case byTable
+        /// The collection is a view: the query runs again after any change to a table it reads,
+        /// found by SQLite while preparing it.
+        case byTablesRead
+    }
+
     let table: String
+    /// The schema whose table this is: `main`, or `temp` for history's rewound copy.
+    let database: String
+    /// The table named with its schema, quoted.
     let quotedTable: String
+    let observation: Observation
     let layout: ColumnLayout
     let primaryKey: String
     let primaryKeyIndex: Int
@@ -17,9 +38,11 @@ final class CollectionSchema: Sendable {
     let deleteSQL: String
     let countSQL: String
 
-    init(table: String, columns: [String], primaryKey: String) {
+    init(table: String, columns: [String], primaryKey: String, observation: Observation = .byKey, database: String = "main") {
         self.table = table
-        self.quotedTable = SQLIdentifier.quoted(table)
+        self.database = database
+        self.quotedTable = SQLIdentifier.quoted(database) + "." + SQLIdentifier.quoted(table)
+        self.observation = observation
         self.layout = ColumnLayout(columns)
         self.primaryKey = primaryKey
         let primaryKeyIndex = columns.firstIndex(of: primaryKey)!
@@ -48,6 +71,11 @@ final class CollectionSchema: Sendable {
         countSQL = "SELECT count(*) FROM \(quotedTable)"
     }
 
+    /// The same collection read from `database` instead (history reads a rewound copy in `temp`).
+    func reading(from database: String) -> CollectionSchema {
+        CollectionSchema(table: table, columns: layout.names, primaryKey: primaryKey, observation: observation, database: database)
+    }
+
     /// `orderings`, then the primary key (ascending) unless they already hold it: the order is
     /// total, so which rows a window holds, and in what order, is a function of the data — not
     /// of the query plan, nor of which rows a live query placed in place.
@@ -64,6 +92,6 @@ final class CollectionSchema: Sendable {
             "\(SQLIdentifier.quoted(column.name)) \(column.affinity.declaredType)"
                 + (column.name == primaryKey ? " PRIMARY KEY NOT NULL" : column.isOptional ? "" : " NOT NULL")
         }
-        return "CREATE TABLE IF NOT EXISTS \(SQLIdentifier.quoted(table)) (\(definitions.joined(separator: ", "))) STRICT"
+        return "CREATE TABLE IF NOT EXISTS main.\(SQLIdentifier.quoted(table)) (\(definitions.joined(separator: ", "))) STRICT"
     }
 }

@@ -52,7 +52,9 @@ extension Store {
         try SQLIdentifier.validate(primaryKey, as: "primary key column")
         let probe = Result { () throws(StoreError) in try SchemaProbe.columns(of: Record.self) }
         let columns: [String]
+        var observation = CollectionSchema.Observation.byKey
         if let shape = try read({ db in try DeclaredTable.read(name, in: db) }) {
+            observation = shape.observation(keyedBy: primaryKey)
             if let probed = try? probe.get() {
                 let additions = try TableCheck.compare(recordType: "\(Record.self)", probed: probed, table: name, shape: shape,
                                                        primaryKey: primaryKey)
@@ -63,7 +65,10 @@ extension Store {
             }
         } else {
             columns = try write { db in
-                if let existing = try DeclaredTable.read(name, in: db) { return existing.columns.map(\.name) }
+                if let existing = try DeclaredTable.read(name, in: db) {
+                    observation = existing.observation(keyedBy: primaryKey)
+                    return existing.columns.map(\.name)
+                }
                 let probed = try probe.get()
                 for column in probed { try SQLIdentifier.validate(column.name, as: "column") }
                 guard probed.contains(where: { $0.name == primaryKey }) else {
@@ -78,7 +83,8 @@ extension Store {
             throw StoreError(.invalidQuery, "table \"\(name)\" has no column \"\(primaryKey)\" for the primary key "
                              + "(columns: \(columns.joined(separator: ", ")))")
         }
-        return RecordCollection(store: self, schema: CollectionSchema(table: name, columns: columns, primaryKey: primaryKey))
+        return RecordCollection(store: self, schema: CollectionSchema(table: name, columns: columns, primaryKey: primaryKey,
+                                                                      observation: observation))
     }
 
     /// Adds columns for new optional properties, in one write (a versioned schema change);
@@ -88,7 +94,7 @@ extension Store {
             let existing = Set(try DeclaredTable.read(table, in: db)?.columns.map(\.name) ?? [])
             for column in additions where !existing.contains(column.name) {
                 try SQLIdentifier.validate(column.name, as: "column")
-                try db.execute("ALTER TABLE \(SQLIdentifier.quoted(table)) ADD COLUMN "
+                try db.execute("ALTER TABLE main.\(SQLIdentifier.quoted(table)) ADD COLUMN "
                                + "\(SQLIdentifier.quoted(column.name)) \(column.affinity.declaredType)")
             }
         }

@@ -17,18 +17,41 @@ struct DeclaredTable {
     /// Whether the table is `STRICT`: SQLite enforces its declared types (tables made by Ripple
     /// since types were enforced; older ones are not).
     var isStrict: Bool
+    /// Whether it is a view (its rows are those of the tables it reads).
+    var isView: Bool
+    /// Whether the change log names the table's rows by their rowid (see
+    /// ``TableLayout/isKeyedByRowid``), and the name of the column that is the rowid's alias.
+    var isKeyedByRowid: Bool
+    var rowidAlias: String?
 
-    /// The shape of `table`, or `nil` when there is no such table.
+    /// The shape of `table` in `main`, or `nil` when `main` has no such table or view. (A `TEMP`
+    /// table, or one of an attached database, is never a collection's: the change log sees
+    /// `main` only.)
     static func read(_ table: String, in db: Database) throws -> DeclaredTable? {
-        let rows = try db.fetchAll("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?) ORDER BY cid", [table])
+        let rows = try db.fetchAll("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?, 'main') ORDER BY cid",
+                                   [table])
         guard !rows.isEmpty else { return nil }
         let columns = try rows.map { row in
             Column(name: try row.value("name"), declaredType: ((try? row.value("type", as: String.self)) ?? "").uppercased(),
                    notNull: try row.value("notnull", as: Int.self) != 0, hasDefault: row["dflt_value"] != .null,
                    primaryKeyPosition: try row.value("pk"))
         }
-        let strict = try db.fetchValue("SELECT strict FROM pragma_table_list(?) WHERE schema = 'main'", [table], as: Int.self)
-        return DeclaredTable(columns: columns, isStrict: strict == 1)
+        let listed = try db.fetchAll("SELECT type, strict FROM pragma_table_list(?) WHERE schema = 'main'", [table]).first
+        let isView = listed?["type"]?.textValue == "view"
+        let layout = isView ? nil : try TableLayout.read(db, table: table)
+        return DeclaredTable(columns: columns, isStrict: listed?["strict"] == .integer(1), isView: isView,
+                             isKeyedByRowid: layout?.isKeyedByRowid ?? false,
+                             rowidAlias: layout?.rowidAlias.map { layout!.columns[$0].name })
+    }
+
+    /// How a collection keyed by `primaryKey` over this table is observed (see
+    /// ``CollectionSchema/Observation``).
+    func observation(keyedBy primaryKey: String) -> CollectionSchema.Observation {
+        if isView { return .byTablesRead }
+        // The log names a rowid table's rows by rowid: the collection's key only when it is the
+        // rowid's alias (names compared as SQLite compares them).
+        if isKeyedByRowid && rowidAlias.map(SQLIdentifier.folded) != SQLIdentifier.folded(primaryKey) { return .byTable }
+        return .byKey
     }
 
     /// SQLite's affinity of a declared type (its rules, in its order), or `nil` for `ANY` or no

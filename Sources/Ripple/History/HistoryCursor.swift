@@ -33,11 +33,13 @@ struct HistoryQuery<Element: Sendable> {
 }
 
 extension RecordQuery {
-    /// This query as history reads it: the live query's reading and row checks, which read the
-    /// rewound copy since it stands in the `temp` schema under the table's name.
+    /// This query as history reads it: the live query's reading and row checks, over the rewound
+    /// copy of the table in the `temp` schema.
     func historyQuery() throws -> HistoryQuery<Record> {
-        let source = try live().source
-        let schema = collection.schema
+        var rewound = self
+        rewound.collection = RecordCollection(store: collection.store, schema: collection.schema.reading(from: "temp"))
+        let source = try rewound.live().source
+        let schema = rewound.collection.schema
         var rows: HistoryQuery<Record>.RowPrecision?
         if let rowCheck = source.rowCheck {
             var firstOfTwo: String?

@@ -28,6 +28,11 @@ struct TableShape {
     init(_ db: Database, table: String) throws {
         // From SQLite's answers (see ``TableLayout``), the name matched as SQLite matches names.
         guard let layout = try TableLayout.read(db, table: table) else {
+            if try db.fetchValue("SELECT count(*) FROM pragma_table_list(?) WHERE schema = 'main' AND type = 'view'", [table],
+                                 as: Int.self) == 1 {
+                throw StoreError(.history, "\(table) is a view: the change log holds the changes of the tables it reads, "
+                                 + "and history rewinds one table; ask the history of a query over those tables instead")
+            }
             throw StoreError(.invalidQuery, "no table \(table) in the store")
         }
         switch layout.kind {

@@ -8,7 +8,10 @@ extension RecordQuery {
     /// ```
     ///
     /// A single-table filter without offset is invalidated row by row: a commit whose changed rows
-    /// are neither in the current result nor match the filter does not re-run the query.
+    /// are neither in the current result nor match the filter does not re-run the query. A
+    /// collection whose key is not how the change log names its rows (a `UNIQUE` column of a
+    /// table without `PRIMARY KEY`, whose rows the log names by rowid) runs again after any change
+    /// to its table; one over a view, after any change to a table the view reads.
     ///
     /// - Throws: ``StoreError`` with kind ``StoreError/Kind/invalidQuery`` for an unknown column or
     ///   a negative window.
@@ -16,7 +19,7 @@ extension RecordQuery {
         let compiled = try compiled()
         let schema = collection.schema
         var rowCheck: RowCheck?
-        if offset == 0 {
+        if offset == 0 && schema.observation == .byKey {
             var condition = SQLBuilder(schema: schema)
             if let filter { try condition.appendCondition(filter) }
             let quotedKey = SQLIdentifier.quoted(schema.primaryKey)
@@ -40,7 +43,7 @@ extension RecordQuery {
         let reader = SnapshotReader(keyColumn: Int32(schema.primaryKeyIndex), sortColumns: sortColumns)
         var source = QuerySource<Record>(
             description: compiled.sql, sql: compiled.sql, arguments: compiled.arguments,
-            knownTables: [schema.table], rowCheck: rowCheck
+            knownTables: schema.observation == .byTablesRead ? nil : [schema.table], rowCheck: rowCheck
         ) { db in
             let statement = cached ? try db.cachedStatement(compiled.sql) : try db.makeStatement(compiled.sql)
             defer { statement.reset() }
@@ -166,7 +169,7 @@ extension Store {
     /// alone and put in place.
     package func liveQuery(sql: String, arguments: [SQLValue], identity: String, routing: RowRouting) -> LiveQuery<Row> {
         let rowCheck = RowCheck(interest: RowInterest(
-            table: SQLIdentifier.folded(routing.table), quotedTable: SQLIdentifier.quoted(routing.table),
+            table: SQLIdentifier.folded(routing.table), quotedTable: "main." + SQLIdentifier.quoted(routing.table),
             quotedKey: SQLIdentifier.quoted(routing.keyColumn), filterSQL: routing.filterSQL,
             filterArguments: routing.filterArguments, filter: routing.filter))
         var source = QuerySource<Row>(description: sql, sql: sql, arguments: arguments, knownTables: [routing.table],

@@ -328,16 +328,24 @@ extension Database {
     /// the tables they read.
     ///
     /// Throws ``StoreError/Kind/invalidQuery`` when it reads a virtual table whose module keeps
-    /// its rows outside the store's tables (it has no shadow tables): no commit would tell when
+    /// its rows outside the store's tables (it has no shadow tables), or a table of another schema
+    /// than `main` (a `TEMP` table, a table of an attached database): no commit would tell when
     /// they change, so a live query over it could go stale unseen.
     func tablesRead(by sql: String) throws -> Set<String> {
         collectsTablesRead = true
         tablesReadByStatement = []
+        tablesReadOutsideMain = []
         defer {
             collectsTablesRead = false
             tablesReadByStatement = []
+            tablesReadOutsideMain = []
         }
         _ = try makeStatement(sql)
+        if let outside = tablesReadOutsideMain.sorted().first {
+            throw StoreError(.invalidQuery, "a live query cannot observe \(outside): the change log records the commits of "
+                             + "the store's main database only, so no commit tells when a TEMP table or a table of an "
+                             + "attached database changes. Read it with fetchAll instead")
+        }
         let tables = Set(tablesReadByStatement.filter { !SQLIdentifier.folded($0).hasPrefix("sqlite_") }.map(SQLIdentifier.folded))
         let virtual = try fetchAll("SELECT name FROM pragma_table_list WHERE schema = 'main' AND type = 'virtual'")
             .compactMap { $0.values.first?.textValue }

@@ -17,7 +17,7 @@
 /// Without an order, rows come in SQLite's table order.
 public struct RecordQuery<Record: Codable & Sendable & Identifiable>: Sendable where Record.ID: Encodable {
     /// The collection queried.
-    public let collection: RecordCollection<Record>
+    public internal(set) var collection: RecordCollection<Record>
     /// The condition records must meet, if any.
     public private(set) var filter: Filter?
     /// The sort order, most significant first.

@@ -38,6 +38,9 @@ public final class Database {
     /// ``tablesRead(by:)``) into `tablesReadByStatement`.
     var collectsTablesRead = false
     var tablesReadByStatement: Set<String> = []
+    /// The tables of other schemas than `main` (`temp`, attached databases) such statements
+    /// read, as `schema.table`.
+    var tablesReadOutsideMain: Set<String> = []
     /// The writer's change capture: told when a savepoint or transaction rolls back.
     var changeCapture: ChangeCapture?
     /// The writer's change log, once installed.
@@ -77,10 +80,17 @@ public final class Database {
         // A double-quoted name is a name, never a string literal: a misspelt column is an error.
         ripple_db_config_flag(handle, SQLITE_DBCONFIG_DQS_DML, 0)
         ripple_db_config_flag(handle, SQLITE_DBCONFIG_DQS_DDL, 0)
-        sqlite3_set_authorizer(handle, { context, action, first, _, _, _ in
+        sqlite3_set_authorizer(handle, { context, action, first, _, database, _ in
             guard let context else { return SQLITE_OK }
             let db = Unmanaged<Database>.fromOpaque(context).takeUnretainedValue()
-            if action == SQLITE_READ, db.collectsTablesRead, let first { db.tablesReadByStatement.insert(String(cString: first)) }
+            if action == SQLITE_READ, db.collectsTablesRead, let first {
+                let table = String(cString: first)
+                if let database, strcmp(database, "main") != 0 {
+                    db.tablesReadOutsideMain.insert(String(cString: database) + "." + table)
+                } else {
+                    db.tablesReadByStatement.insert(table)
+                }
+            }
             return db.authorize(action)
         }, Unmanaged.passUnretained(self).toOpaque())
         // SQLite can end a transaction by itself; a statement run after that would commit alone.
