@@ -86,6 +86,16 @@ final class ChangeLog {
     private var knownCommits: Int64
     /// The current transaction's version also stands for a foreign write that took none.
     private var adoptedForeignWrite = false
+    /// The newest committed version this connection knows of, and when it committed
+    /// (`ripple_versions.committed_at`; `nil` when the log keeps no row for it): the state the
+    /// file must still continue (see ``checkLineage(_:current:)``).
+    private var lineage: (version: Int64, committedAt: Double?) = (0, nil)
+    /// The version and time the current write transaction took, once it commits.
+    private var pendingLineage: (version: Int64, committedAt: Double?)?
+    /// Set once the file was found holding another history: every later look and commit throws it.
+    private var replacement: StoreError?
+    /// Told once when the file is found holding another history (the store stops using it).
+    var onReplaced: ((StoreError) -> Void)?
 
     /// This connection's name in `ripple_meta`'s `maintenance` while it runs statements outside a
     /// transaction (see ``beginMaintenance(_:)``): its process id, then a random part.
@@ -110,8 +120,9 @@ final class ChangeLog {
     init(installingOn db: Database, retention: ChangeLogRetention) throws {
         self.retention = retention
         // One read transaction: the three describe the same state.
-        (knownVersion, knownCommits, dataVersion) = try db.transaction(.deferred) {
-            (try Self.version(db), try Self.commits(db), try Self.dataVersion(db))
+        (knownVersion, knownCommits, dataVersion, lineage) = try db.transaction(.deferred) {
+            let version = try Self.version(db)
+            return (version, try Self.commits(db), try Self.dataVersion(db), (version, try Self.committedAt(version, in: db)))
         }
         capture.install(on: db)
         db.changeCapture = capture
@@ -123,6 +134,42 @@ final class ChangeLog {
 
     private static func commits(_ db: Database) throws -> Int64 {
         try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'commits'", as: Int64.self) ?? 0
+    }
+
+    /// When `version` committed, as the log keeps it (`nil`: no row, pruned or never written).
+    private static func committedAt(_ version: Int64, in db: Database) throws -> Double? {
+        try db.fetchValue("SELECT committed_at FROM ripple_versions WHERE version = ?", [version], as: Double.self)
+    }
+
+    /// Throws ``StoreError/Kind/fileReplaced`` when the file no longer continues the history this
+    /// connection knows: its version is older than one already committed, or the version known
+    /// names another commit (its time differs, or its row is gone while the log's history starts
+    /// before it). That is what another program restoring an older copy of the file over it does
+    /// (SQLite's backup API, `.restore` in the `sqlite3` shell), and what later commits to the
+    /// copy cannot hide. Called in a transaction, where `current` was read, whenever another
+    /// connection committed since this one last looked.
+    private func checkLineage(_ db: Database, current: Int64) throws {
+        if let replacement { throw replacement }
+        var reason: String?
+        if current < lineage.version {
+            reason = "its version went back from \(lineage.version) to \(current)"
+        } else if let known = lineage.committedAt {
+            let now = try Self.committedAt(lineage.version, in: db)
+            if now == nil {
+                let oldest = try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'oldest_version'", as: Int64.self) ?? 0
+                if oldest < lineage.version { reason = "its version \(lineage.version) is no longer in its change log" }
+            } else if now != known {
+                reason = "its version \(lineage.version) now names another commit than the one this store saw"
+            }
+        }
+        guard let reason else { return }
+        let error = StoreError(.fileReplaced, "the database file holds another history than the one this store followed: "
+                               + "\(reason) (an older copy of the file was restored over it, say). Versions would name "
+                               + "two states, so the store writes and reads nothing more and its live queries end. "
+                               + "Open a new Store: its versions continue the file's history as it is now")
+        replacement = error
+        onReplaced?(error)
+        throw error
     }
 
     /// Called inside a write transaction of this connection that is about to commit without
@@ -141,6 +188,7 @@ final class ChangeLog {
         var writesMark = namedInMaintenance || !markWritten
         if data != dataVersion {
             let version = try Self.version(db)
+            try checkLineage(db, current: version)
             switch try othersCommits(db, version: version, commits: try Self.commits(db), versionMoved: version != knownVersion) {
             case .withoutRipple: return try adoptForeignWrite(db)
             case .unknown: writesMark = true
@@ -170,7 +218,7 @@ final class ChangeLog {
 
     /// Called when a write transaction begins, before any of its statements.
     func begin(_ db: Database) throws {
-        (countIfCommitted, countAfterCommit) = (nil, nil)
+        (countIfCommitted, countAfterCommit, pendingLineage) = (nil, nil, nil)
         capture.reset()
         try capture.refreshSchemaIfNeeded(db)
         schemaVersionAtBegin = capture.schemaVersion   // just read by the capture: no second PRAGMA
@@ -282,6 +330,8 @@ final class ChangeLog {
     /// its COMMIT returned).
     func didCommit() {
         countAfterCommit = countIfCommitted
+        if let pendingLineage { lineage = pendingLineage }
+        pendingLineage = nil
         countIfCommitted = nil
     }
 
@@ -430,8 +480,13 @@ final class ChangeLog {
         defer { statement.reset() }
         guard try statement.step(), !statement.isNull(at: 0) else { return false }
         let name = statement.text(at: 0)
-        guard name != maintenanceName, let pid = name.split(separator: ":").first.flatMap({ pid_t($0) }) else { return false }
-        // A process that crashed while it ran them left its name: ignored.
+        return name != maintenanceName && Self.isRunning(maintenance: name)
+    }
+
+    /// Whether the connection named `name` in `maintenance` belongs to a process that is alive
+    /// (a process that crashed while it ran its statements left its name: ignored).
+    static func isRunning(maintenance name: String) -> Bool {
+        guard let pid = name.split(separator: ":").first.flatMap({ pid_t($0) }) else { return false }
         return kill(pid, 0) == 0 || errno == EPERM
     }
 
@@ -492,6 +547,7 @@ final class ChangeLog {
     /// looked; `adopting` (in a write transaction) gives a write made without Ripple a version.
     private func look(_ db: Database, adopting: Bool, mayAdopt: Bool) throws -> Look {
         let current = try Self.version(db)
+        try checkLineage(db, current: current)
         let commits = try Self.commits(db)
         // Read again inside the transaction: the look before it may predate commits made before
         // it began, which would later be mistaken for a write without a version.
@@ -508,6 +564,7 @@ final class ChangeLog {
             let tables = try foreignTables(db, after: knownVersion, through: current)
             noticed = CommitSummary(version: current, coveredFrom: knownVersion + 1, tables: tables)
         }
+        if current > lineage.version { lineage = (current, try Self.committedAt(current, in: db)) }
         guard withoutRipple else {
             (knownVersion, knownCommits, dataVersion) = (max(knownVersion, current), commits, data)
             return noticed.map(Look.noticed) ?? .nothing
@@ -544,6 +601,7 @@ final class ChangeLog {
         // without Ripple, or this connection's statements, writes it again.
         var writesMark = namedInMaintenance || !markWritten
         if data != dataVersion {
+            try checkLineage(db, current: version - 1)
             switch try othersCommits(db, version: version - 1, commits: commits, versionMoved: version - 1 != knownVersion) {
             case .withoutRipple:
                 try db.execute("INSERT INTO ripple_changes(version, table_name, operation) VALUES (?, ?, 'update')",
@@ -559,8 +617,10 @@ final class ChangeLog {
         try endMaintenance(db)
         dataVersion = data
         knownCommits = commits
+        let committedAt = Date().timeIntervalSince1970
         try db.execute("INSERT OR REPLACE INTO ripple_versions(version, committed_at, origin, tag) VALUES (?, ?, ?, ?)",
-                       [version, Date().timeIntervalSince1970, origin.rawValue, tag])
+                       [version, committedAt, origin.rawValue, tag])
+        pendingLineage = (version, committedAt)
         switch retention {
         case .versions(let kept) where version % 64 == 0 || kept < 64:
             try prune(db, keepingAfter: version - Int64(max(kept, 0)))
@@ -767,6 +827,12 @@ struct ReadVersion: Sendable {
     let tag: String?
     /// `PRAGMA schema_version` in the same read.
     let schemaVersion: Int64
+    /// A connection was running statements outside a transaction (a
+    /// ``Store/writeWithoutTransaction(tag:_:)``, a migration: see
+    /// ``ChangeLog/beginMaintenance(_:)``) when the read began: each of them commits on its own,
+    /// and their version comes after the last: the read may see some of them, a state that
+    /// ``version`` does not name, and no version names yet.
+    let isBetweenVersions: Bool
 
     /// Reads them in `db`'s read transaction: one statement on `ripple_meta`, and a second one on
     /// `ripple_versions` for the origin and tag unless `recent` knows them (a version this
@@ -780,15 +846,17 @@ struct ReadVersion: Sendable {
         defer { schema.reset() }
         schemaVersion = try schema.step() ? schema.integer(at: 0) : 0
         let meta = try db.cachedStatement("""
-            SELECT m.value, (SELECT value FROM ripple_meta WHERE key = 'oldest_version')
+            SELECT m.value, (SELECT value FROM ripple_meta WHERE key = 'oldest_version'),
+                   (SELECT value FROM ripple_meta WHERE key = 'maintenance')
             FROM ripple_meta AS m WHERE m.key = 'version'
             """)
         defer { meta.reset() }
         guard try meta.step() else {
-            (version, oldest, origin, tag) = (0, 0, nil, nil)
+            (version, oldest, origin, tag, isBetweenVersions) = (0, 0, nil, nil, false)
             return
         }
         (version, oldest) = (meta.integer(at: 0), meta.integer(at: 1))
+        isBetweenVersions = !meta.isNull(at: 2) && ChangeLog.isRunning(maintenance: meta.text(at: 2))
         if let known = recent?.origin(of: version) {
             (origin, tag) = known
             return

@@ -5,12 +5,53 @@ import RippleDiff
 extension LiveObserver {
     /// Reads what changed since the last refresh, in one read transaction at one version.
     /// Returns the event to deliver, or `nil` when no result changed.
+    ///
+    /// A refresh that fails leaves the observer as the last one that succeeded left it (its
+    /// version, schema version, and the snapshots it delivered), and the next one reads every
+    /// result again: what the store told it of the commits it covered was taken by the failed
+    /// one, so the retry of a failure that passes (a reader's temporary file that could not be
+    /// opened, descriptors exhausted) still finds what changed, with no commit to wake it.
     func refresh(_ db: Database, seeing seen: ReadVersion? = nil) throws -> Event? {
+        let (checked, schema) = (checkedVersion, schemaVersion)
+        var replaced: [(index: Int, snapshot: Snapshot<Element>?)] = []
+        do {
+            let event = try readChanges(db, seeing: seen, replaced: &replaced)
+            rereadsEverything = false
+            return event
+        } catch {
+            (checkedVersion, schemaVersion) = (checked, schema)
+            for (index, snapshot) in replaced.reversed() {
+                snapshots[index] = snapshot
+                keyIndexes[index] = nil
+            }
+            throw error
+        }
+    }
+
+    /// ``refresh(_:seeing:)``'s reading. In a group, the snapshots of the members read before
+    /// one that fails are kept in `replaced` (as they were), for the refresh to put back.
+    private func readChanges(_ db: Database, seeing seen: ReadVersion?,
+                             replaced: inout [(index: Int, snapshot: Snapshot<Element>?)]) throws -> Event? {
         store.observation.diagnostics.withLock { $0.refreshes += 1 }
+        let rereads = rereadsEverything
         // The version this read sees, and where the change log starts (read by the batch once
         // for all its refreshes).
         let seen = try seen ?? ReadVersion(db, recent: store.observation.recentOrigins)
         let (version, oldest) = (seen.version, seen.oldest)
+        // Statements committing one by one without a version yet: this state is not the one
+        // `version` names. Read again later (as after a reader that failed to open), when their
+        // version is taken; a read of the version already delivered has nothing to tell.
+        if seen.isBetweenVersions && version != checkedVersion { throw BetweenVersions() }
+        // Each read begins after the last one ended: the version never goes back, unless another
+        // program restored an older copy of the file (the writer's look may not have seen it yet).
+        if let checkedVersion, version < checkedVersion {
+            let error = StoreError(.fileReplaced, "the database file's version went back from \(checkedVersion) to "
+                                   + "\(version) (an older copy of the file was restored over it, say): versions would "
+                                   + "name two states, so the store writes and reads nothing more and its live queries "
+                                   + "end. Open a new Store")
+            store.fileWasReplaced(error)
+            throw error
+        }
         // What the store told this observer of the commits up to this version (taken either way:
         // what this read covers is done with).
         let told = isRowPrecise
@@ -18,8 +59,11 @@ extension LiveObserver {
                                      holding: storeHoldsKeys ? nil : snapshots[0]?.items.map(\.key))
             : nil
         storeHoldsKeys = false
+        // Until a read succeeds, what was told is gone: a failure from here on leaves the next
+        // read to read everything again.
+        rereadsEverything = true
         let isInitial = checkedVersion == nil
-        if !isInitial && version == checkedVersion { return nil }
+        if !isInitial && version == checkedVersion && !rereads { return nil }
         // A schema change can change what the query reads and the columns of its result.
         let schemaChanged = !isInitial && seen.schemaVersion != schemaVersion
         schemaVersion = seen.schemaVersion
@@ -36,7 +80,7 @@ extension LiveObserver {
         condition.unlock()
         if learns { store.observation.observer(observerID, reads: all, at: version) }
         var impacts = Array(repeating: Impact.everything, count: sources.count)
-        if let since = checkedVersion, !schemaChanged {
+        if let since = checkedVersion, !schemaChanged, !rereads {
             if oldest <= since {
                 if let told {
                     impacts[0] = try impact(told: told, after: since, through: version, in: db)
@@ -54,6 +98,10 @@ extension LiveObserver {
         var changed = isInitial
         let previous = deliveredVersion
         for index in sources.indices {
+            try store.observation.readFault.withLock { $0 }?()
+            // A group's members read before one that fails are put back (a single source fails
+            // before it changes its snapshot: saving it would only cost a copy when patched).
+            if sources.count > 1 { replaced.append((index, snapshots[index])) }
             var member: LiveQueryEvent<Element>?
             if snapshots[index] != nil {
                 switch impacts[index] {

@@ -75,6 +75,9 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     /// them (``ObservationCenter/told(_:through:after:holding:)``).
     var storeHoldsKeys = false
     var deliveredVersion: Int64?
+    /// The last refresh failed after it took what the store told it of the commits it covered:
+    /// the next one reads every result again.
+    var rereadsEverything = false
 
     private init(store: Store, sources: [QuerySource<Element>], delivery: Delivery, sink: EventSink<Event>,
                  makeEvent: @escaping @Sendable ([LiveQueryEvent<Element>]) -> Event) {

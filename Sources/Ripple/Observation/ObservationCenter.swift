@@ -79,6 +79,10 @@ final class ObservationCenter: Sendable {
     private let watchedFile: String?
     /// Where the watch's and other stores' calls to look for commits run, one at a time.
     let noticeQueue = DispatchQueue(label: "ripple.observation.notice", qos: .userInitiated)
+    /// For tests: runs in each live query's refresh before it reads each of its results (after it
+    /// read the version and took what it was told of the commits), and may throw to simulate a
+    /// read that fails there.
+    let readFault = Locked<(@Sendable () throws -> Void)?>(nil)
     /// Tells the watch's wake-ups for the store's own commits from others' (`nil` unwatched).
     let ownCommits: OwnCommitFilter?
     /// The results live queries of the same query share.

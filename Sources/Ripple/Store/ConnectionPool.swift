@@ -211,10 +211,12 @@ final class ConnectionPool: Sendable {
     }
 
     /// Whether a failure to open or read with a reader may pass if tried again (descriptors
-    /// exhausted, the file busy or locked beyond the timeout, an I/O error, memory): a live
+    /// exhausted, the file busy or locked beyond the timeout, an I/O error, memory, a read
+    /// between the statements of a write outside a transaction and their version): a live
     /// query's refresh is retried then, not ended. A moved file, a query that does not fit the
     /// schema or invalid SQL do not pass.
     static func mayPass(_ error: any Error) -> Bool {
+        if error is BetweenVersions { return true }
         guard let error = error as? DatabaseError else { return false }
         return [.cannotOpen, .busy, .locked, .ioError, .noMemory].contains(error.code)
     }
@@ -226,3 +228,7 @@ final class ConnectionPool: Sendable {
         readerAvailable.unlock()
     }
 }
+
+/// A live query's read saw a state no version names yet (see ``ReadVersion/isBetweenVersions``):
+/// it is read again once the version is taken.
+struct BetweenVersions: Error {}

@@ -94,6 +94,9 @@ public final class Store: Sendable {
     let registryKey: String?
     /// Whether the live queries were told that the file is gone.
     let fileLoss = Locked(false)
+    /// Set when the file was found holding another history (see ``StoreError/Kind/fileReplaced``):
+    /// every later call throws it.
+    let fileReplacement = Locked<StoreError?>(nil)
     /// When (`DispatchTime` nanoseconds) a check last found the store's files in place; 0: never.
     let fileVerifiedAt = Locked<UInt64>(0)
     /// Run inside every commit before its version is recorded (see ``addCommitParticipant(_:)``).
@@ -334,6 +337,7 @@ public final class Store: Sendable {
             return nil
         }
         let log = try ChangeLog(installingOn: db, retention: configuration.changeLogRetention)
+        log.onReplaced = { [weak self] error in self?.fileWasReplaced(error) }
         db.changeLog = log
         return log
     }

@@ -33,6 +33,13 @@ public struct StoreError: Error, CustomStringConvertible, Sendable {
         /// that handle, also when the store is released before anything noticed), and the
         /// message says whether every one was: no commit reported done is lost silently.
         public static let fileMoved = Kind(name: "file moved")
+        /// The database file holds another history than the one the store followed: another
+        /// program restored an older copy over it (SQLite's backup API, `.restore` in the `sqlite3`
+        /// shell), so its version went back, or a version the store saw now names another commit.
+        /// Going on would let one version name two states, so the store writes and reads nothing
+        /// more, and its live queries end with this error: release it and open a new one, whose
+        /// versions continue the file's history as it is now. See <doc:LiveQueries>.
+        public static let fileReplaced = Kind(name: "file replaced")
         /// The call cannot run where it was made: a write inside a read, or a migration or
         /// ``Store/writeWithoutTransaction(tag:_:)`` (which commit on their own) inside a write or a read.
         public static let nesting = Kind(name: "nesting")

@@ -209,6 +209,7 @@ extension Store {
     /// store's handle on the log still reaches copied into the database file (see
     /// ``salvageLostLog()``).
     func checkFile() throws(StoreError) {
+        if let replacement = fileReplacement.withLock({ $0 }) { throw replacement }
         guard let path, let openedFiles else { return }
         guard let lost = openedFiles.lost(at: path) else {
             fileVerifiedAt.withLock { $0 = DispatchTime.now().uptimeNanoseconds }
@@ -246,6 +247,16 @@ extension Store {
             return
         }
         try checkFile()
+    }
+
+    /// The file holds another history than the one this store followed (found by the change
+    /// log, on the writer): from now on every call throws `error`, and every live query ends
+    /// with it at its next read, which the file loss's notice starts (once the writer's current
+    /// call ends, so that no refresh waits for it).
+    func fileWasReplaced(_ error: StoreError) {
+        fileReplacement.withLock { $0 = $0 ?? error }
+        guard fileLoss.withLock({ noticed in defer { noticed = true }; return !noticed }) else { return }
+        if !pool.whenAccessEnds({ [self] in publishFileLoss() }) { publishFileLoss() }
     }
 
     /// How long a check that found the files in place spares reads theirs, in nanoseconds.
