@@ -196,7 +196,7 @@ import Testing
             .order(by: Column("rank").descending, Column("title"))
             .limit(20, offset: 40)
         let compiled = try query.compiled()
-        #expect(compiled.sql == #"SELECT "id", "title", "rank", "done", "tags", "due" FROM "todos" WHERE ("done" = ? AND "rank" < ? AND ("title" LIKE ? OR "due" IS NULL)) ORDER BY "rank" DESC, "title" ASC, "id" ASC LIMIT ? OFFSET ?"#)
+        #expect(compiled.sql == #"SELECT "id", "title", "rank", "done", "tags", "due" FROM "main"."todos" WHERE ("done" = ? AND "rank" < ? AND ("title" LIKE ? OR "due" IS NULL)) ORDER BY "rank" DESC, "title" ASC, "id" ASC LIMIT ? OFFSET ?"#)
         #expect(compiled.arguments == [.integer(0), .integer(10), .text("%milk%"), .integer(20), .integer(40)])
         let inList = try todos.filter(!Column("rank").in([1, 2])).compiled()
         #expect(inList.sql.hasSuffix(#"WHERE NOT ("rank" IN (?, ?))"#))

@@ -3,7 +3,7 @@ extension RecordQuery {
     ///
     /// ```swift
     /// let compiled = try todos.filter(Column("rank") < 10).limit(5).compiled()
-    /// // compiled.sql: SELECT "id", … FROM "todos" WHERE "rank" < ? LIMIT ? OFFSET ?
+    /// // compiled.sql: SELECT "id", … FROM "main"."todos" WHERE "rank" < ? LIMIT ? OFFSET ?
     /// // compiled.arguments: [10, 5, 0]
     /// ```
     ///
