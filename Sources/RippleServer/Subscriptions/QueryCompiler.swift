@@ -124,7 +124,8 @@ public enum QueryCompiler {
             sql += " WHERE " + filterSQL
         }
         guard arguments.count <= maximumValues else {
-            throw QueryError("the query holds \(arguments.count) values (its filter's and its read rule's); at most \(maximumValues) are allowed")
+            throw QueryError("the query holds \(arguments.count) values (its filter's and its read rule's); at most \(maximumValues) "
+                             + "are allowed")
         }
         sql += " ORDER BY " + terms.joined(separator: ", ")
         // LIMIT and OFFSET are written as the integers they were decoded to.

@@ -70,8 +70,8 @@ public final class SubscriptionHub: Sendable {
         /// The result's encoding at `version`, made when first asked for.
         var snapshotJSON: [UInt8]?
         var subscription: Subscription?
-        /// Why the live query ended, and whether it had never had a result (it was refused).
-        var ended: (reason: String, refused: Bool)?
+        /// How the live query ended (`ended` or `refused`), for subscribers that come later.
+        var ended: SubscriptionEvent.Kind?
 
         init(compiled: CompiledQuery, basis: String, schema: SyncedTableSchema) {
             self.compiled = compiled
@@ -192,8 +192,7 @@ public final class SubscriptionHub: Sendable {
         }
         entry.lock.withLock {
             if let ended = entry.ended {
-                handler(SubscriptionEvent(version: entry.version, kind: ended.refused ? .refused(reason: ended.reason) : .ended(reason: ended.reason),
-                                          json: []))
+                handler(SubscriptionEvent(version: entry.version, kind: ended, json: []))
             } else if entry.hasResult {
                 handler(Self.firstEvent(of: entry, resumingFrom: old))
                 entry.subscribers[id] = Subscriber(handler: handler, resumingFrom: nil)
@@ -213,10 +212,10 @@ public final class SubscriptionHub: Sendable {
                 // name it, nor any value.
                 let why = Self.failure(error)
                 if entry.lock.withLock({ entry.hasResult }) {
-                    self?.end(entry, reason: "the subscription to \(table) ended: the replica could not run its query any more (\(why)); "
-                              + "subscribe again")
+                    self?.end(entry, as: .ended(reason: "the subscription to \(table) ended: the replica could not run its query any "
+                                                + "more (\(why)); subscribe again"))
                 } else {
-                    self?.end(entry, reason: "the replica cannot run this query on \(table): \(why)", refused: true)
+                    self?.end(entry, as: .refused(reason: "the replica cannot run this query on \(table): \(why)"))
                 }
             }) { [entry] event in
                 Self.receive(event, into: entry)
@@ -278,7 +277,7 @@ public final class SubscriptionHub: Sendable {
     public func endSubscriptions(on table: String, reason: String) {
         let ending = shared.withLock { entries in entries.values.filter { $0.table == table } }
         for entry in ending {
-            end(entry, reason: reason)
+            end(entry, as: .ended(reason: reason))
             entry.lock.withLock { entry.subscription }?.cancel()
         }
     }
@@ -290,18 +289,17 @@ public final class SubscriptionHub: Sendable {
         return "\(type(of: error))"
     }
 
-    /// Ends every subscriber of `entry` (its live query ended: its table was dropped…, or it
-    /// could not run at all: `refused`); later subscribers of the same query get a new live
-    /// query.
-    private func end(_ entry: Shared, reason: String, refused: Bool = false) {
+    /// Ends every subscriber of `entry` with `ending` (`ended`: its live query ended, its table
+    /// was dropped…; `refused`: it could not run at all); later subscribers of the same query
+    /// get a new live query.
+    private func end(_ entry: Shared, as ending: SubscriptionEvent.Kind) {
         shared.withLock { entries in
             if entries[entry.compiled] === entry { entries[entry.compiled] = nil }
         }
         entry.lock.withLock {
-            entry.ended = (reason, refused)
+            entry.ended = ending
             for subscriber in entry.subscribers.values {
-                subscriber.handler(SubscriptionEvent(version: entry.version, kind: refused ? .refused(reason: reason) : .ended(reason: reason),
-                                                     json: []))
+                subscriber.handler(SubscriptionEvent(version: entry.version, kind: ending, json: []))
             }
             entry.subscribers = [:]
         }
