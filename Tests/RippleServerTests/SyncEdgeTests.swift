@@ -77,6 +77,10 @@ struct SyncEdgeTests {
         // A long list of terms is a query the replica runs.
         (subscribe("terms", #"{"table":"todos","filter":{"and":["# + Array(repeating: #"{"column":"rank","op":">","value":0}"#, count: 1_500).joined(separator: ",") + "]}}"),
          .result(id: "terms", rows: 20)),
+        // A list of more than 8 compiles as balanced groups, meaning the same: alice's ids 1 to 20.
+        (subscribe("ors", #"{"table":"todos","filter":{"or":["# + (1...20).map { #"{"column":"id","op":"=","value":\#($0)}"# }
+            .joined(separator: ",") + "]}}"),
+         .result(id: "ors", rows: 10)),
     ]
 
     /// Every case gets its documented answer on one socket, which keeps working, beside an
