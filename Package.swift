@@ -97,7 +97,7 @@ let package = Package(
         ], path: "Sources/ripple-server"),
         .testTarget(name: "RippleDiffTests", dependencies: ["RippleDiff", "RippleDiffTesting"]),
         .testTarget(name: "RippleTestingTests", dependencies: ["Ripple", "RippleDiff", "RippleTesting"]),
-        .testTarget(name: "RippleSyncTests", dependencies: ["RippleSync", "RippleDiff", "RippleDiffTesting"],
+        .testTarget(name: "RippleSyncTests", dependencies: ["RippleSync", "RippleDiff", "RippleDiffTesting", "RippleTesting"],
                     resources: [.copy("Golden")]),
         .testTarget(name: "RippleServerTests", dependencies: [
             "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple", "RippleDiffTesting", "RippleSyncTesting",

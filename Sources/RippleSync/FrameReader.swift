@@ -35,16 +35,22 @@ extension ServerMessage {
 /// where they stand; a field met before `type` is skipped and read again once `type` is known.
 package struct FrameReader {
     /// The frame.
-    private let text: UnsafeBufferPointer<UInt8>
+    let text: UnsafeBufferPointer<UInt8>
     /// The offset of the next byte to read.
-    private var position = 0
+    var position = 0
     /// A string's unescaped bytes while it is read, kept to reuse its storage.
     private var scratch: [UInt8] = []
+    /// Whether an unpaired surrogate escape (`\uD800` alone) is read as U+FFFD and noted in
+    /// `unpairedSurrogate` instead of refused: JSON's grammar allows it, though it names no
+    /// character (a reader of client messages refuses the value, not the frame).
+    var toleratesUnpairedSurrogates = false
+    /// Where the last unpaired surrogate escape stood (see `toleratesUnpairedSurrogates`).
+    var unpairedSurrogate: Int?
 
     /// As deep as arrays and objects may nest (as `JSONDecoder` allows).
     private static let maximumDepth = 512
 
-    private init(_ text: UnsafeBufferPointer<UInt8>) { self.text = text }
+    init(_ text: UnsafeBufferPointer<UInt8>) { self.text = text }
 
     /// The server message that `text` (the whole frame) holds.
     package static func serverMessage(in text: UnsafeBufferPointer<UInt8>) throws(SyncFrameError) -> ServerMessage {
@@ -495,7 +501,7 @@ extension FrameReader {
     }
 
     /// A number as JSON text means it.
-    private enum Number {
+    enum Number {
         /// Written without a fraction or an exponent, and within `Int64`.
         case integer(Int64)
         /// Any other number, rounded as `Double(String)` rounds it.
@@ -503,7 +509,7 @@ extension FrameReader {
     }
 
     /// Reads a number (RFC 8259's grammar).
-    private mutating func readNumber() throws(SyncFrameError) -> Number {
+    mutating func readNumber() throws(SyncFrameError) -> Number {
         let start = position
         let negative = byte == UInt8(ascii: "-")
         if negative { position += 1 }
@@ -584,7 +590,7 @@ extension FrameReader {
     ]
 
     /// Reads a string that stands for `what`.
-    private mutating func readString(for what: String) throws(SyncFrameError) -> String {
+    mutating func readString(for what: String) throws(SyncFrameError) -> String {
         guard byte == UInt8(ascii: "\"") else { throw expected("a string for \(what)") }
         position += 1
         return try readStringBody()
@@ -592,7 +598,7 @@ extension FrameReader {
 
     /// Reads a string from after its opening quote to past its closing one.
     @inline(__always)
-    private mutating func readStringBody() throws(SyncFrameError) -> String {
+    mutating func readStringBody() throws(SyncFrameError) -> String {
         let start = position
         var bits: UInt8 = 0
         while position < text.count {
@@ -659,18 +665,32 @@ extension FrameReader {
             position += 1
             var code = try readHex4()
             if (0xDC00..<0xE000).contains(code) {
-                throw SyncFrameError(offset: start, reason: "expected a high surrogate before the low surrogate \\u\(hex(code))")
+                guard toleratesUnpairedSurrogates else {
+                    throw SyncFrameError(offset: start, reason: "expected a high surrogate before the low surrogate \\u\(hex(code))")
+                }
+                unpairedSurrogate = start
+                code = 0xFFFD
             }
             if (0xD800..<0xDC00).contains(code) {
                 guard text.count - position >= 2, text[position] == UInt8(ascii: "\\"), text[position + 1] == UInt8(ascii: "u") else {
-                    throw expected("\\u and a low surrogate after the high surrogate \\u\(hex(code))", inString: true)
+                    guard toleratesUnpairedSurrogates else {
+                        throw expected("\\u and a low surrogate after the high surrogate \\u\(hex(code))", inString: true)
+                    }
+                    unpairedSurrogate = start
+                    scratch.append(contentsOf: Unicode.Scalar(0xFFFD as UInt32)!.utf8)
+                    return
                 }
                 position += 2
                 let low = try readHex4()
-                guard (0xDC00..<0xE000).contains(low) else {
-                    throw SyncFrameError(offset: position - 6, reason: "expected a low surrogate after \\u\(hex(code)), found \\u\(hex(low))")
+                if (0xDC00..<0xE000).contains(low) {
+                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                } else {
+                    guard toleratesUnpairedSurrogates else {
+                        throw SyncFrameError(offset: position - 6, reason: "expected a low surrogate after \\u\(hex(code)), found \\u\(hex(low))")
+                    }
+                    unpairedSurrogate = start
+                    code = 0xFFFD
                 }
-                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
             }
             guard let scalar = Unicode.Scalar(code) else { preconditionFailure("a \\u escape outside the surrogates is a scalar") }
             scratch.append(contentsOf: scalar.utf8)
@@ -856,7 +876,7 @@ extension FrameReader {
     }
 
     /// Moves past the `:` after a member's name.
-    private mutating func expectColon() throws(SyncFrameError) {
+    mutating func expectColon() throws(SyncFrameError) {
         skipWhitespace()
         guard byte == UInt8(ascii: ":") else { throw expected("':' after a member's name") }
         position += 1
@@ -864,7 +884,7 @@ extension FrameReader {
     }
 
     /// Moves past `literal` (`true`, `false`, `null`).
-    private mutating func expectLiteral(_ literal: StaticString) throws(SyncFrameError) {
+    mutating func expectLiteral(_ literal: StaticString) throws(SyncFrameError) {
         let count = literal.utf8CodeUnitCount
         guard text.count - position >= count,
               UnsafeBufferPointer(start: literal.utf8Start, count: count).elementsEqual(text[position..<position + count]) else {
@@ -874,14 +894,14 @@ extension FrameReader {
     }
 
     /// Checks that only whitespace follows the message.
-    private mutating func expectEnd() throws(SyncFrameError) {
+    mutating func expectEnd() throws(SyncFrameError) {
         skipWhitespace()
         guard position == text.count else { throw expected("the end of the frame") }
     }
 
     /// Moves past JSON's whitespace (space, tab, line feed, carriage return).
     @inline(__always)
-    private mutating func skipWhitespace() {
+    mutating func skipWhitespace() {
         while position < text.count {
             switch text[position] {
             case UInt8(ascii: " "), 0x0A, 0x0D, 0x09: position += 1
@@ -891,16 +911,16 @@ extension FrameReader {
     }
 
     /// Moves past a UTF-8 byte order mark at the start (which JSON readers may ignore).
-    private mutating func skipByteOrderMark() {
+    mutating func skipByteOrderMark() {
         if text.count >= 3, text[0] == 0xEF, text[1] == 0xBB, text[2] == 0xBF { position = 3 }
     }
 
     /// The byte at `position`, or 0 at the end (where any byte read is refused, as 0 is).
     @inline(__always)
-    private var byte: UInt8 { position < text.count ? text[position] : 0 }
+    var byte: UInt8 { position < text.count ? text[position] : 0 }
 
     @inline(__always)
-    private static func isDigit(_ byte: UInt8) -> Bool { byte &- UInt8(ascii: "0") < 10 }
+    static func isDigit(_ byte: UInt8) -> Bool { byte &- UInt8(ascii: "0") < 10 }
 }
 
 // MARK: - Errors
@@ -908,7 +928,7 @@ extension FrameReader {
 extension FrameReader {
     /// The error for something other than `what` at `position` (`inString`: inside a string,
     /// where a quote ends it rather than starting one).
-    private func expected(_ what: String, inString: Bool = false) -> SyncFrameError {
+    func expected(_ what: String, inString: Bool = false) -> SyncFrameError {
         SyncFrameError(offset: position, reason: "expected \(what), found \(found(inString: inString))")
     }
 

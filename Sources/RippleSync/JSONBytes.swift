@@ -43,6 +43,13 @@ package struct JSONBytes {
         bytes.append(UInt8(ascii: "\""))
     }
 
+    /// `string` as a JSON string (quotes and escapes), for messages that quote what a client sent.
+    package static func quoted(_ string: String) -> String {
+        var json = JSONBytes(reservingCapacity: string.utf8.count + 2)
+        json.string(string)
+        return String(decoding: json.bytes, as: UTF8.self)
+    }
+
     package mutating func value(_ value: WireValue) {
         switch value {
         case .null: raw("null")

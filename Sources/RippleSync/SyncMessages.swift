@@ -175,8 +175,9 @@ public enum ServerMessage: Hashable, Sendable {
 /// Why the server refused a message or ended a subscription or a socket. The raw values are
 /// the `code` of `error` frames.
 public enum SyncErrorCode: String, Codable, Hashable, Sendable, CaseIterable {
-    /// The frame is not JSON, not a text frame, or not a message of the protocol (a field
-    /// missing or of the wrong type, a subscription id that is empty or longer than 256 bytes).
+    /// The frame is not JSON, not a text frame, nests deeper than
+    /// ``SyncProtocol/maximumNesting``, or is not a message of the protocol (a field missing or
+    /// of the wrong type, a subscription id that is empty or longer than 256 bytes).
     case malformed
     /// A message of a type the protocol does not have.
     case unknownMessage = "unknown_message"
@@ -190,7 +191,8 @@ public enum SyncErrorCode: String, Codable, Hashable, Sendable, CaseIterable {
     /// The token's expiry passed, at `hello` or later on an open socket (the socket closes).
     case tokenExpired = "token_expired"
     /// The query does not fit the table: unknown table or column, a value of the wrong type, an
-    /// operator the column's type does not support.
+    /// operator the column's type does not support, a limit of the node's exceeded; or the
+    /// replica cannot run it. The subscription was not made.
     case invalidQuery = "invalid_query"
     /// The rules do not let this user read the table.
     case forbidden
@@ -209,7 +211,8 @@ public enum SyncErrorCode: String, Codable, Hashable, Sendable, CaseIterable {
     /// subscription id it refuses the socket (which closes); with one, the subscription was not
     /// made: subscribe again later.
     case retryLater = "retry_later"
-    /// The subscription ended: its table was dropped, or its query no longer fits its table.
+    /// The subscription ended: its table was dropped or its columns changed, or its query no
+    /// longer runs on the replica (the message says which).
     case subscriptionEnded = "subscription_ended"
     /// A `push` the server cannot take now (no client id on this socket: reconnect).
     case unavailable

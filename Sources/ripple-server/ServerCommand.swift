@@ -18,24 +18,38 @@ struct ServerCommand: AsyncParsableCommand {
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run a node: follow PostgreSQL into a replica and serve /sync, /health and /metrics.")
+        abstract: "Run a node: follow PostgreSQL into a replica and serve /sync, /health and /metrics.",
+        discussion: """
+            Example:
+              RIPPLE_SYNC_SECRET=$(cat secret) ripple-server serve \\
+                --postgres postgres://postgres@db.internal/app --tables todos,tags \\
+                --rules rules.json --host 0.0.0.0 --port 8080
+
+            Lists (--tables) are names separated by commas: todos,tags (spaces around a name
+            are trimmed). The node listens on plain ws://; put a TLS proxy in front for wss://.
+            Several nodes on one Postgres each need their own --slot and --replica.
+            SIGINT or SIGTERM stops the node: sockets are told retry_later and closed.
+            """)
 
     @Option(help: "The database: postgres://user[:password]@host[:port]/database (a superuser: the node makes a publication, a replication slot and event triggers).")
     var postgres: String
 
-    @Option(help: "The synced tables of the public schema, comma-separated (each needs a primary key).")
+    @Option(help: ArgumentHelp("The synced tables of the public schema, comma-separated: todos,tags (each needs a primary key).",
+                               valueName: "names"))
     var tables: String
 
-    @Option(help: "The rules file (JSON): who may read what.")
+    @Option(help: ArgumentHelp("The rules file (JSON): who may read and write what.", valueName: "file"))
     var rules: String
 
-    @Option(help: "A file holding the token secret (at least 32 bytes); default: the RIPPLE_SYNC_SECRET variable.")
+    @Option(help: ArgumentHelp("A file holding the token secret (at least 32 bytes); default: the RIPPLE_SYNC_SECRET variable.",
+                               valueName: "file"))
     var secretFile: String?
 
-    @Option(help: "The address to listen on.")
+    @Option(help: ArgumentHelp("The address to listen on: 127.0.0.1 (this machine only), 0.0.0.0 (every IPv4 interface).",
+                               valueName: "address"))
     var host = "127.0.0.1"
 
-    @Option(help: "The port to listen on.")
+    @Option(help: ArgumentHelp("The port to listen on (0: any free port, printed at start).", valueName: "port"))
     var port = 8080
 
     @Option(help: "This node's replica file (SQLite).")

@@ -27,6 +27,7 @@ struct SubscriptionHubTests {
                 case .changes(let changeset):
                     do { received = try changeset.apply(to: received) } catch { failures.append("\(error)") }
                 case .ended(let reason): failures.append("ended: \(reason)")
+                case .refused(let reason): failures.append("refused: \(reason)")
                 }
             }
         }

@@ -39,7 +39,8 @@ struct SocketFrames {
     private struct Pending {
         var snapshots: [Item] = []
         var changesets: [Item] = []
-        var ended: [(id: String, reason: String)] = []
+        /// Subscriptions that ended (`subscription_ended`) or were refused (`invalid_query`).
+        var ended: [(id: String, code: SyncErrorCode, reason: String)] = []
     }
 
     init(maxQueuedBytes: Int) { self.maxQueuedBytes = maxQueuedBytes }
@@ -70,7 +71,11 @@ struct SocketFrames {
         case .snapshot: pending[version, default: Pending()].snapshots.append(Item(id: id, generation: generation, json: event.json))
         case .changes: pending[version, default: Pending()].changesets.append(Item(id: id, generation: generation, json: event.json))
         case .ended(let reason):
-            pending[version, default: Pending()].ended.append((id, reason))
+            pending[version, default: Pending()].ended.append((id, .subscriptionEnded, reason))
+            subscriptions[id] = nil
+            return true
+        case .refused(let reason):
+            pending[version, default: Pending()].ended.append((id, .invalidQuery, reason))
             subscriptions[id] = nil
             return true
         }
@@ -101,8 +106,8 @@ struct SocketFrames {
                     ?? Self.changesFrame(label, snapshots: snapshots, changesets: changesets)
                 queued = push(frame) || queued
             }
-            for (id, reason) in items.ended {
-                queued = push(ServerMessage.error(code: .subscriptionEnded, message: reason, id: id).json) || queued
+            for (id, code, reason) in items.ended {
+                queued = push(ServerMessage.error(code: code, message: reason, id: id).json) || queued
             }
             lastPosition = label
         }

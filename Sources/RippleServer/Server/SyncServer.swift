@@ -406,10 +406,12 @@ public final class SyncServer: Sendable {
         sockets.ws("/sync") { inbound, _, context in
             // (Frames are written by the session's own writer, straight into the channel.)
             let session = SyncSession(server: self, channel: context.requestContext.channel)
-            await session.run(inbound: inbound)
+            try await session.run(inbound: inbound)
         }
         let ws = WebSocketServerConfiguration(maxFrameSize: max(configuration.maxMessageBytes * 4, 1 << 16),
-                                              autoPing: .enabled(timePeriod: .seconds(30)), closeTimeout: .seconds(2))
+                                              autoPing: .enabled(timePeriod: .seconds(30)), closeTimeout: .seconds(2),
+                                              // Text that is not UTF-8 closes the socket with 1007.
+                                              validateUTF8: true)
         let app = Application(
             router: router,
             server: .http1WebSocketUpgrade(webSocketRouter: sockets, configuration: .init(ws: ws)),

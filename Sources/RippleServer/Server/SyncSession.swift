@@ -60,7 +60,10 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
 
     // MARK: The socket's life
 
-    func run(inbound: WebSocketInboundStream) async {
+    /// Serves the socket until it closes. Throws what the WebSocket layer refused in the
+    /// client's frames (text that is not UTF-8, a message beyond the frame bound…), for it to
+    /// close the socket with that refusal's status code (1007, 1009…).
+    func run(inbound: WebSocketInboundStream) async throws {
         do {
             try await writer.install()
         } catch {
@@ -112,7 +115,11 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
         server.metrics.subscriptions.withLock { $0 -= ended.count }
         for token in ended { token.cancel() }
         server.unregister(self)
+        if let refused = inboundRefusal.withLock({ $0 }) { throw refused }
     }
+
+    /// What the WebSocket layer refused in the client's frames, if that ended the reading.
+    private let inboundRefusal = Locked<(any Error)?>(nil)
 
     private enum Role { case writer, reader, clock }
 
@@ -151,8 +158,12 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
                 }
                 if isClosing || Task.isCancelled { return }
             }
+        } catch is CancellationError {
+            // The socket is closing.
         } catch {
-            // The client went away, or sent what WebSocket itself refuses (the socket closes).
+            // The client went away, or sent what WebSocket itself refuses: the socket closes,
+            // with the refusal's status code unless it closes for a reason of its own.
+            if !Task.isCancelled, !isClosing { inboundRefusal.withLock { $0 = error } }
         }
     }
 
@@ -187,8 +198,6 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
 
     // MARK: Messages
 
-    private struct Envelope: Decodable { var type: String }
-
     /// The message the socket is handling, and since when (for a node that cannot stop).
     private let activity = Locked<(String, ContinuousClock.Instant)?>(nil)
 
@@ -209,31 +218,11 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
                         + "this one holds \(text.utf8.count)", id: nil))
             return
         }
-        let data = Data(text.utf8)
-        let type: String
-        do {
-            type = try JSONDecoder().decode(Envelope.self, from: data).type
-        } catch {
-            let isJSON = (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil
-            send(.error(code: .malformed, message: isJSON ? "a message is a JSON object with a \"type\"" : "the message is not JSON",
-                        id: nil))
-            return
-        }
-        guard ["hello", "subscribe", "unsubscribe", "ping", "push"].contains(type) else {
-            send(.error(code: .unknownMessage, message: "there is no message \"\(type)\" (hello, subscribe, unsubscribe, ping, push)",
-                        id: nil))
-            return
-        }
         let message: ClientMessage
         do {
-            message = try JSONDecoder().decode(ClientMessage.self, from: data)
-        } catch let error as DecodingError {
-            let (isQuery, description) = Self.describe(error)
-            let id = (try? JSONSerialization.jsonObject(with: data) as? [String: Any])?["id"] as? String
-            send(.error(code: isQuery ? .invalidQuery : .malformed, message: "\(type): \(description)", id: id))
-            return
+            message = try ClientMessage.read(json: text.utf8)
         } catch {
-            send(.error(code: .malformed, message: "\(type): \(error)", id: nil))
+            send(.error(code: error.code, message: error.message, id: error.id))
             return
         }
         if case .greeting = lock.withLock({ phase }) {
@@ -257,37 +246,6 @@ final class SyncSession: @unchecked Sendable {   // every mutable field is guard
         case .unsubscribe(let id): unsubscribe(id: id)
         case .ping: send(.pong(lsn: lock.withLock { frames.lastPosition }.description))
         case .push(let mutations): await push(mutations)
-        }
-    }
-
-    /// A decoding error in words: which field, what was wrong; whether it is in the query.
-    private static func describe(_ error: DecodingError) -> (inQuery: Bool, String) {
-        func path(_ context: DecodingError.Context) -> String {
-            context.codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
-        }
-        switch error {
-        case .keyNotFound(let key, let context):
-            let at = path(context)
-            return (at.hasPrefix("query"), "missing \"\(key.stringValue)\"" + (at.isEmpty ? "" : " in \(at)"))
-        case .typeMismatch(let type, let context):
-            let expected = switch "\(type)" {
-            case "String": "a string"
-            case "Int", "Int64", "UInt32": "an integer"
-            case "Double", "Float": "a number"
-            case "Bool": "true or false"
-            case let name where name.hasPrefix("Dictionary"): "an object"
-            case let name where name.hasPrefix("Array"): "an array"
-            default: "a \(type)"
-            }
-            let at = path(context)
-            return (at.hasPrefix("query"), "\(at.isEmpty ? "the message" : at) is not \(expected)")
-        case .valueNotFound(_, let context):
-            return (path(context).hasPrefix("query"), "\(path(context)) is null")
-        case .dataCorrupted(let context):
-            let at = path(context)
-            return (at.hasPrefix("query"), context.debugDescription + (at.isEmpty ? "" : " (at \(at))"))
-        @unknown default:
-            return (false, "\(error)")
         }
     }
 

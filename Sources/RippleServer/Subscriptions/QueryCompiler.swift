@@ -52,6 +52,16 @@ public struct CompiledQuery: Hashable, Sendable {
 /// Comparing or ordering `time`, `interval`, JSON and `bytea` columns (and other types kept as
 /// text) is refused with an error saying so; they can be selected.
 public enum QueryCompiler {
+    /// The most values a query may bind (comparisons' values and `in` lists', its read rule's
+    /// included): well within what the replica's SQLite binds in one statement (32,766).
+    public static let maximumValues = 10_000
+    /// The longest `like` pattern, in bytes: its GLOB form (at most three times as long) stays
+    /// within what the replica's SQLite matches (50,000 bytes).
+    public static let maximumPatternBytes = 10_000
+    /// How deep a filter may nest `and`, `or` and `not`, the read rule's included (see
+    /// ``levels(of:)``): the replica's SQLite parses about 35 nested parentheses at most.
+    public static let maximumFilterLevels = 20
+
     /// Compiles `query` for `table`.
     ///
     /// - Throws: ``QueryError`` naming what is wrong: another table, an unknown column, a value
@@ -60,9 +70,11 @@ public enum QueryCompiler {
         guard query.table == table.name else { throw QueryError("the query is over \(query.table), not \(table.name)") }
         var arguments: [SQLValue] = []
         let keyNames = table.key.map { table.columns[$0].name }
-        var selected = try (query.columns ?? table.columns.map(\.name)).map { name -> String in
+        var selected: [String] = []
+        for name in query.columns ?? table.columns.map(\.name) {
             guard table.columns.contains(where: { $0.name == name }) else { throw QueryError("no column \(name) in \(table.name)") }
-            return name
+            guard !selected.contains(name) else { throw QueryError("columns names \(name) twice") }
+            selected.append(name)
         }
         for name in keyNames where !selected.contains(name) { selected.append(name) }
         var list = selected.map(SQLIdentifier.quoted)
@@ -91,6 +103,9 @@ public enum QueryCompiler {
         for term in query.order {
             let column = try self.column(term.column, in: table)
             try requireComparable(column, "ordered by")
+            // A column ordered again orders nothing more: rows its first term leaves tied are
+            // equal in it.
+            guard !ordered.contains(column.name) else { continue }
             let nullsFirst = term.nullsFirst ?? term.descending
             orderBy(column, "\(term.descending ? "DESC" : "ASC") NULLS \(nullsFirst ? "FIRST" : "LAST")")
             ordered.insert(column.name)
@@ -100,8 +115,17 @@ public enum QueryCompiler {
         var sql = select
         var filterSQL = ""
         if let filter = query.filter {
+            let levels = levels(of: filter)
+            guard levels <= maximumFilterLevels else {
+                throw QueryError("the filter nests \(levels) levels of and, or and not (with the read rule's); at most "
+                                 + "\(maximumFilterLevels) are allowed")
+            }
             filterSQL = try condition(filter, table, &arguments)
             sql += " WHERE " + filterSQL
+        }
+        guard arguments.count <= maximumValues else {
+            throw QueryError("the query holds \(arguments.count) values (its filter's and its read rule's); at most \(maximumValues) "
+                             + "are allowed")
         }
         sql += " ORDER BY " + terms.joined(separator: ", ")
         // LIMIT and OFFSET are written as the integers they were decoded to.
@@ -184,17 +208,48 @@ public enum QueryCompiler {
         case .like(let name, let pattern):
             let column = try self.column(name, in: table)
             guard isText(column.typeOID) else { throw QueryError("like needs a text column; \(name) is not one") }
+            guard pattern.utf8.count <= maximumPatternBytes else {
+                throw QueryError("a like pattern may hold at most \(maximumPatternBytes) bytes; this one holds \(pattern.utf8.count)")
+            }
             arguments.append(.text(try glob(likePattern: pattern)))
             return "\(SQLIdentifier.quoted(column.name)) GLOB ?"
         case .and(let terms):
             guard !terms.isEmpty else { return "1" }
-            return "(" + (try terms.map { try condition($0, table, &arguments) }).joined(separator: " AND ") + ")"
+            return joined(try terms.map { try condition($0, table, &arguments) }[...], by: "AND")
         case .or(let terms):
             guard !terms.isEmpty else { return "0" }
-            return "(" + (try terms.map { try condition($0, table, &arguments) }).joined(separator: " OR ") + ")"
+            return joined(try terms.map { try condition($0, table, &arguments) }[...], by: "OR")
         case .not(let term):
             return "NOT (" + (try condition(term, table, &arguments)) + ")"
         }
+    }
+
+    /// How many levels of parentheses `filter` compiles to: one per `and`, `or` and `not` on
+    /// its deepest path, and for an `and` or `or` of more than 8 filters, one more for each
+    /// doubling (see ``joined(_:by:)``).
+    public static func levels(of filter: FilterDescription) -> Int {
+        switch filter {
+        case .and(let terms), .or(let terms):
+            var (levels, size) = (1, terms.count)
+            while size > 8 {
+                size = (size + 1) / 2
+                levels += 1
+            }
+            return levels + (terms.map { self.levels(of: $0) }.max() ?? 0)
+        case .not(let term):
+            return 1 + levels(of: term)
+        case .compare, .isNull, .isNotNull, .isIn, .like:
+            return 0
+        }
+    }
+
+    /// `parts` joined by `connective` (AND, OR: associative, in SQL's three-valued logic too),
+    /// in parentheses. A long list is split in halves, recursively: SQLite refuses an
+    /// expression nested deeper than 1,000, and a flat list of N terms nests N deep.
+    private static func joined(_ parts: ArraySlice<String>, by connective: String) -> String {
+        guard parts.count > 8 else { return "(" + parts.joined(separator: " \(connective) ") + ")" }
+        let middle = parts.startIndex + parts.count / 2
+        return "(" + joined(parts[..<middle], by: connective) + " \(connective) " + joined(parts[middle...], by: connective) + ")"
     }
 
     /// A LIKE pattern (Postgres's: `%`, `_`, `\` escapes) as a GLOB pattern (SQLite's:

@@ -15,6 +15,9 @@ public struct SubscriptionEvent: Sendable {
         /// The subscription ended (its table was dropped, its query no longer fits it): nothing
         /// more comes.
         case ended(reason: String)
+        /// The replica could not run the query at all (a limit of SQLite's that the compiler's
+        /// checks did not foresee): the subscription never had a result, and nothing comes.
+        case refused(reason: String)
     }
 
     /// The replica version the result is at.
@@ -67,7 +70,8 @@ public final class SubscriptionHub: Sendable {
         /// The result's encoding at `version`, made when first asked for.
         var snapshotJSON: [UInt8]?
         var subscription: Subscription?
-        var ended: String?
+        /// How the live query ended (`ended` or `refused`), for subscribers that come later.
+        var ended: SubscriptionEvent.Kind?
 
         init(compiled: CompiledQuery, basis: String, schema: SyncedTableSchema) {
             self.compiled = compiled
@@ -187,8 +191,8 @@ public final class SubscriptionHub: Sendable {
             return (entry, true)
         }
         entry.lock.withLock {
-            if let reason = entry.ended {
-                handler(SubscriptionEvent(version: entry.version, kind: .ended(reason: reason), json: []))
+            if let ended = entry.ended {
+                handler(SubscriptionEvent(version: entry.version, kind: ended, json: []))
             } else if entry.hasResult {
                 handler(Self.firstEvent(of: entry, resumingFrom: old))
                 entry.subscribers[id] = Subscriber(handler: handler, resumingFrom: nil)
@@ -203,9 +207,16 @@ public final class SubscriptionHub: Sendable {
             let live = compiled.routing.map { routing in
                 store.liveQuery(sql: compiled.sql, arguments: compiled.arguments, identity: compiled.identity, routing: routing)
             } ?? store.liveQuery(sql: compiled.sql, arguments: compiled.arguments, identity: compiled.identity)
-            let subscription = live.subscribe(on: .immediate, onError: { [weak self, entry] _ in
-                // The replica's SQL and its error stay on the server.
-                self?.end(entry, reason: "the subscription to \(table) ended: its columns changed, or it was dropped; subscribe again")
+            let subscription = live.subscribe(on: .immediate, onError: { [weak self, entry] error in
+                // The replica's SQL stays on the server; SQLite's words for what failed do not
+                // name it, nor any value.
+                let why = Self.failure(error)
+                if entry.lock.withLock({ entry.hasResult }) {
+                    self?.end(entry, as: .ended(reason: "the subscription to \(table) ended: the replica could not run its query any "
+                                                + "more (\(why)); subscribe again"))
+                } else {
+                    self?.end(entry, as: .refused(reason: "the replica cannot run this query on \(table): \(why)"))
+                }
             }) { [entry] event in
                 Self.receive(event, into: entry)
             }
@@ -266,21 +277,29 @@ public final class SubscriptionHub: Sendable {
     public func endSubscriptions(on table: String, reason: String) {
         let ending = shared.withLock { entries in entries.values.filter { $0.table == table } }
         for entry in ending {
-            end(entry, reason: reason)
+            end(entry, as: .ended(reason: reason))
             entry.lock.withLock { entry.subscription }?.cancel()
         }
     }
 
-    /// Ends every subscriber of `entry` (its live query ended: its table was dropped…); later
-    /// subscribers of the same query get a new live query.
-    private func end(_ entry: Shared, reason: String) {
+    /// What a live query's failure was, in SQLite's words (never the SQL nor its values).
+    private static func failure(_ error: any Error) -> String {
+        if let error = error as? DatabaseError { return error.message }
+        if let error = error as? StoreError { return error.underlying?.message ?? "a \(error.kind) error" }
+        return "\(type(of: error))"
+    }
+
+    /// Ends every subscriber of `entry` with `ending` (`ended`: its live query ended, its table
+    /// was dropped…; `refused`: it could not run at all); later subscribers of the same query
+    /// get a new live query.
+    private func end(_ entry: Shared, as ending: SubscriptionEvent.Kind) {
         shared.withLock { entries in
             if entries[entry.compiled] === entry { entries[entry.compiled] = nil }
         }
         entry.lock.withLock {
-            entry.ended = reason
+            entry.ended = ending
             for subscriber in entry.subscribers.values {
-                subscriber.handler(SubscriptionEvent(version: entry.version, kind: .ended(reason: reason), json: []))
+                subscriber.handler(SubscriptionEvent(version: entry.version, kind: ending, json: []))
             }
             entry.subscribers = [:]
         }
