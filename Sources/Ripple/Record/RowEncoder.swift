@@ -89,7 +89,7 @@ final class RowEncoder: Encoder {
     /// next row, keeping the bindings (every row rebinds every parameter).
     @inline(__always)
     func run() throws(DatabaseError) {
-        let code = sqlite3_step(handle)
+        let code = statement.database.step(handle)
         capture?.forgetExpectedKey()
         sqlite3_reset(handle)
         if code != SQLITE_DONE && code != SQLITE_ROW {
