@@ -1,11 +1,18 @@
 /// The table behind a collection: its name, its columns in order, its primary key, and the SQL
 /// of every collection statement, built once (identifiers quoted, values always `?` parameters).
+///
+/// Generated columns are read like the others and never written: the statements that write
+/// leave them out (their parameters may then be missing; the encoder drops their values).
 final class CollectionSchema: Sendable {
     let table: String
     let quotedTable: String
     let layout: ColumnLayout
     let primaryKey: String
     let primaryKeyIndex: Int
+    /// Per column, whether it is generated; empty when none is.
+    let generated: [Bool]
+    /// Per column, what its affinity would convert of a record's values; empty when nothing.
+    let conversions: [ColumnConversions]
 
     /// `"id", "title", …`
     let quotedColumnList: String
@@ -17,7 +24,13 @@ final class CollectionSchema: Sendable {
     let deleteSQL: String
     let countSQL: String
 
-    init(table: String, columns: [String], primaryKey: String) {
+    /// `conversions`: by column name, what the column's affinity converts (see ``ColumnConversions``).
+    init(table: String, columns: [String], primaryKey: String, generated: Set<String> = [],
+         conversions: [String: ColumnConversions] = [:]) {
+        let generated = columns.contains(where: generated.contains) ? columns.map(generated.contains) : []
+        self.generated = generated
+        let converted = columns.map { conversions[$0] ?? [] }
+        self.conversions = converted.allSatisfy(\.isEmpty) ? [] : converted
         self.table = table
         self.quotedTable = SQLIdentifier.quoted(table)
         self.layout = ColumnLayout(columns)
@@ -28,13 +41,14 @@ final class CollectionSchema: Sendable {
         let quotedKey = quoted[primaryKeyIndex]
         // Parameter n is column n - 1 in every statement that binds a whole record (numbered
         // parameters), so one encoder binds records for inserts, upserts and updates alike.
-        let parameters = columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ")
-        let nonKey = columns.indices.filter { $0 != primaryKeyIndex }
+        let written = columns.indices.filter { generated.isEmpty || !generated[$0] }
+        let parameters = written.map { "?\($0 + 1)" }.joined(separator: ", ")
+        let nonKey = written.filter { $0 != primaryKeyIndex }
 
         quotedColumnList = quoted.joined(separator: ", ")
         selectAllSQL = "SELECT \(quotedColumnList) FROM \(quotedTable)"
         selectByIDSQL = "\(selectAllSQL) WHERE \(quotedKey) = ?"
-        insertSQL = "INSERT INTO \(quotedTable) (\(quotedColumnList)) VALUES (\(parameters))"
+        insertSQL = "INSERT INTO \(quotedTable) (\(written.map { quoted[$0] }.joined(separator: ", "))) VALUES (\(parameters))"
         // A true update on conflict (not REPLACE, which deletes and re-inserts the row).
         upsertSQL = nonKey.isEmpty
             ? "\(insertSQL) ON CONFLICT (\(quotedKey)) DO NOTHING"

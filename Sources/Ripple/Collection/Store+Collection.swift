@@ -52,7 +52,14 @@ extension Store {
         try SQLIdentifier.validate(primaryKey, as: "primary key column")
         let probe = Result { () throws(StoreError) in try SchemaProbe.columns(of: Record.self) }
         let columns: [String]
+        var generated: Set<String> = []
+        var conversions: [String: ColumnConversions] = [:]
         if let shape = try read({ db in try DeclaredTable.read(name, in: db) }) {
+            generated = Set(shape.columns.filter(\.isGenerated).map(\.name))
+            for column in shape.columns {
+                conversions[column.name] = ColumnConversions(
+                    affinity: DeclaredTable.affinity(of: column.declaredType, strict: shape.isStrict), strict: shape.isStrict)
+            }
             if let probed = try? probe.get() {
                 let additions = try TableCheck.compare(recordType: "\(Record.self)", probed: probed, table: name, shape: shape,
                                                        primaryKey: primaryKey)
@@ -62,8 +69,11 @@ extension Store {
                 columns = shape.columns.map(\.name)   // not probed: adopted as it is
             }
         } else {
-            columns = try write { db in
-                if let existing = try DeclaredTable.read(name, in: db) { return existing.columns.map(\.name) }
+            (columns, generated) = try write { db in
+                // Made meanwhile by another connection: adopted as it is.
+                if let existing = try DeclaredTable.read(name, in: db) {
+                    return (existing.columns.map(\.name), Set(existing.columns.filter(\.isGenerated).map(\.name)))
+                }
                 let probed = try probe.get()
                 for column in probed { try SQLIdentifier.validate(column.name, as: "column") }
                 guard probed.contains(where: { $0.name == primaryKey }) else {
@@ -71,25 +81,27 @@ extension Store {
                                      + "(properties: \(probed.map(\.name).joined(separator: ", ")))")
                 }
                 try db.execute(CollectionSchema.createTableSQL(table: name, columns: probed, primaryKey: primaryKey))
-                return probed.map(\.name)
+                return (probed.map(\.name), [])
             }
         }
         guard columns.contains(primaryKey) else {
             throw StoreError(.invalidQuery, "table \"\(name)\" has no column \"\(primaryKey)\" for the primary key "
                              + "(columns: \(columns.joined(separator: ", ")))")
         }
-        return RecordCollection(store: self, schema: CollectionSchema(table: name, columns: columns, primaryKey: primaryKey))
+        return RecordCollection(store: self, schema: CollectionSchema(table: name, columns: columns, primaryKey: primaryKey,
+                                                                      generated: generated, conversions: conversions))
     }
 
     /// Adds columns for new optional properties, in one write (a versioned schema change);
     /// columns another connection added meanwhile are skipped.
     private func addColumns(_ additions: [SchemaProbe.Column], to table: String) throws {
         try write { db in
-            let existing = Set(try DeclaredTable.read(table, in: db)?.columns.map(\.name) ?? [])
+            let shape = try DeclaredTable.read(table, in: db)
+            let existing = Set(shape?.columns.map(\.name) ?? [])
             for column in additions where !existing.contains(column.name) {
                 try SQLIdentifier.validate(column.name, as: "column")
                 try db.execute("ALTER TABLE \(SQLIdentifier.quoted(table)) ADD COLUMN "
-                               + "\(SQLIdentifier.quoted(column.name)) \(column.affinity.declaredType)")
+                               + "\(SQLIdentifier.quoted(column.name)) \(column.affinity.declaredType(strict: shape?.isStrict ?? true))")
             }
         }
     }
