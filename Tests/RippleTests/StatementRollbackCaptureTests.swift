@@ -102,6 +102,10 @@ import RippleTesting
              triggers: "CREATE TRIGGER audit_items BEFORE INSERT ON items BEGIN INSERT INTO audit(id) VALUES (NEW.id + 50); END;",
              statement: "INSERT OR FAIL INTO items(id, code, n) VALUES (10, 'a', 1)",
              logged: ["audit insert [\"60\", \"100\"]"]),
+        Case(name: "a BEFORE trigger's insert kept when the first row an UPDATE OR FAIL reaches fails its CHECK",
+             triggers: "CREATE TRIGGER audit_n BEFORE UPDATE OF n ON items BEGIN INSERT INTO audit(id) VALUES (NEW.id + 50); END;",
+             statement: "UPDATE OR FAIL items SET n = CASE id WHEN 1 THEN 500 ELSE 5 END WHERE id IN (3, 2, 1)",
+             logged: ["audit insert [\"51\", \"100\"]"]),
         Case(name: "a delete stopped on its third row by RAISE(ABORT)",
              triggers: "CREATE TRIGGER keep_c BEFORE DELETE ON items BEGIN SELECT RAISE(ABORT, 'kept') WHERE OLD.code = 'c'; END;",
              statement: "DELETE FROM items",
@@ -202,5 +206,35 @@ import RippleTesting
             tables[table] = try db.fetchAll("SELECT * FROM \(table) ORDER BY 1")
         }
         return tables
+    }
+}
+
+extension StatementRollbackCaptureTests {
+    /// A capture-fuzzer find: a BEFORE trigger's write kept by `UPDATE OR FAIL` whose first row
+    /// fails a CHECK, in a write that wrote an FTS5 table before (whose module flushes its rows,
+    /// with statements of its own, when the next statement begins).
+    @Test func aTriggerWriteKeptByFailAfterAFullTextInsert() throws {
+        try store.write { db in
+            try db.executeScript("""
+                CREATE VIRTUAL TABLE notes USING fts5(body);
+                CREATE TABLE guarded(id INTEGER PRIMARY KEY, v INTEGER, w TEXT CHECK (w IS NOT 'res-bad'),
+                    s TEXT AS (coalesce(w, '') || '!') STORED);
+                CREATE TABLE trail(n INTEGER PRIMARY KEY, what TEXT);
+                CREATE TRIGGER trail_update BEFORE UPDATE OF w ON guarded WHEN new.w LIKE 'res%' BEGIN
+                    INSERT INTO trail(what) VALUES (new.w); SELECT RAISE(FAIL, 'refused') WHERE new.w LIKE '%!'; END;
+                INSERT INTO guarded VALUES (35, NULL, 'res-35'), (55, NULL, 'res-55'), (56, NULL, 'res-56');
+                INSERT INTO trail(what) VALUES ('a'), ('b');
+                """)
+        }
+        let version = try store.currentVersion()
+        try store.write { db in
+            try db.execute("INSERT INTO notes(body) VALUES ('apple')")
+            try db.execute("INSERT INTO audit(id, what) VALUES (100, 'first')")
+            #expect(throws: DatabaseError.self) {
+                try db.execute("UPDATE OR FAIL guarded SET w = CASE id WHEN 35 THEN 'res-bad' ELSE 'res-u' END WHERE id IN (56, 55, 35)")
+            }
+        }
+        let logged = try store.changes(after: version).map { "\($0.table) \($0.operation.rawValue) \($0.rowKeys)" }
+        #expect(logged.sorted() == ["audit insert [\"100\"]", "notes update []", "trail insert [\"3\"]"])
     }
 }

@@ -160,10 +160,12 @@ final class ChangeCapture {
     @exclusivity(unchecked) private var hasExpectedKey = false
     @exclusivity(unchecked) private var expectedTable: String?
     private var pending: [PendingRow] = []
-    /// How many rows statements inserted or updated themselves (not through a trigger, and not a
-    /// row deleted by `REPLACE`): the rows `sqlite3_changes` counts, when their statement ends
-    /// without SQLite undoing it. (Deletes are left out: the hook does not tell a `DELETE`'s rows
-    /// from those `REPLACE` deletes, which SQLite does not count.)
+    /// How many rows of logged tables statements inserted or updated themselves (not through a
+    /// trigger, and not a row deleted by `REPLACE`): rows `sqlite3_changes` counts when their
+    /// statement ends without SQLite undoing it. (Deletes are left out: the hook does not tell a
+    /// `DELETE`'s rows from those `REPLACE` deletes, which SQLite does not count. Shadow tables are
+    /// left out: a virtual table's module writes them with statements of its own, also at depth 0,
+    /// in the middle of another statement — FTS5 flushes its pending rows when a statement begins.)
     @exclusivity(unchecked) private(set) var statementWrites = 0
     /// The virtual tables whose rows changed (their shadow tables did), in the order of their
     /// first change, repeats allowed.
@@ -604,10 +606,10 @@ final class ChangeCapture {
 
     private func capture(_ connection: OpaquePointer, _ operation: Int32, _ database: UnsafePointer<CChar>,
                          _ name: UnsafePointer<CChar>, _ key1: Int64, _ key2: Int64) {
-        if operation != SQLITE_DELETE && sqlite3_preupdate_depth(connection) == 0 { statementWrites &+= 1 }
         guard strcmp(database, "main") == 0 else { return }
         if tableName == nil || strcmp(tableName!, name) != 0 { switchTable(to: name) }
         guard table.logged else { return }
+        if operation != SQLITE_DELETE && sqlite3_preupdate_depth(connection) == 0 { statementWrites &+= 1 }
 
         switch table.capture?.key {
         case .rowid?:
