@@ -100,6 +100,11 @@ final class ChangeCapture {
         /// ``PreupdateColumns/misreadsRowidAfterVirtualColumn``): if not, updates and deletes keep
         /// no before-image, and history says it cannot rewind them.
         var keepsImages = true
+        /// How SQL reads a row back by its key (see ``statementKept(since:in:)``): the key's
+        /// columns (the rowid's name for a table keyed by it), and the image's columns, quoted;
+        /// `nil` when SQL cannot name the key.
+        var keyNames: [String]?
+        var imageNames: [String] = []
     }
 
     private struct PendingRow {
@@ -115,6 +120,12 @@ final class ChangeCapture {
         var changes: Int
         var pending: Int
         var virtual: Int
+    }
+
+    /// Where a statement began: the capture's ``mark`` and its count of ``statementWrites``.
+    struct StatementStart {
+        var mark: Mark
+        var statementWrites: Int
     }
 
     /// The table of the previous change, and its groups in this transaction.
@@ -149,6 +160,13 @@ final class ChangeCapture {
     @exclusivity(unchecked) private var hasExpectedKey = false
     @exclusivity(unchecked) private var expectedTable: String?
     private var pending: [PendingRow] = []
+    /// How many rows of logged tables statements inserted or updated themselves (not through a
+    /// trigger, and not a row deleted by `REPLACE`): rows `sqlite3_changes` counts when their
+    /// statement ends without SQLite undoing it. (Deletes are left out: the hook does not tell a
+    /// `DELETE`'s rows from those `REPLACE` deletes, which SQLite does not count. Shadow tables are
+    /// left out: a virtual table's module writes them with statements of its own, also at depth 0,
+    /// in the middle of another statement — FTS5 flushes its pending rows when a statement begins.)
+    @exclusivity(unchecked) private(set) var statementWrites = 0
     /// The virtual tables whose rows changed (their shadow tables did), in the order of their
     /// first change, repeats allowed.
     private var virtualChanges: [String] = []
@@ -186,6 +204,14 @@ final class ChangeCapture {
 
     /// A position to roll back to (a savepoint's start).
     var mark: Mark { Mark(changes: entries.count, pending: pending.count, virtual: virtualChanges.count) }
+
+    /// Where a statement about to run begins (see ``Database/step(_:)``).
+    var statementStart: StatementStart { StatementStart(mark: mark, statementWrites: statementWrites) }
+
+    /// Whether anything was captured after `mark`.
+    func hasChanges(since mark: Mark) -> Bool {
+        entries.count > mark.changes || pending.count > mark.pending || virtualChanges.count > mark.virtual
+    }
 
     /// Forgets changes captured after `mark` (their savepoint rolled back).
     func rollback(to mark: Mark) {
@@ -389,6 +415,10 @@ final class ChangeCapture {
         let owner = layout.kind == .shadow ? TableLayout.owner(ofShadow: layout.name, among: virtualTables) : nil
         var capture = TableCapture(key: key, keyTakesText: keyTakesText, image: numbered(writable), defaults: defaults,
                                    shadowOwner: owner)
+        capture.keyNames = layout.isKeyedByRowid
+            ? layout.rowidName.map { [$0] }
+            : layout.primaryKey.map { SQLIdentifier.quoted(layout.columns[$0].name) }
+        capture.imageNames = writable.map { SQLIdentifier.quoted(layout.columns[$0].name) }
         if let alias = layout.rowidAlias {
             capture.rowidImagePosition = writable.firstIndex(of: alias)
             capture.keepsImages = !(numbering.misreadsRowidAfterVirtualColumn && layout.storagePosition(of: alias) != alias)
@@ -422,6 +452,101 @@ final class ChangeCapture {
             entries.append(Entry(keyEnd: keyBytes.count, group: group(table: row.table, row.operation)))
         }
         pending.removeAll()
+    }
+
+    // MARK: Statements SQLite stopped
+
+    /// A row some change named: its table and key.
+    private struct TouchedRow: Hashable {
+        var table: String
+        var key: RowKey
+    }
+
+    /// Whether SQLite kept the changes captured since `mark`, those of one statement that failed
+    /// inside the transaction: `true` when it kept them (`FAIL`, `RAISE(FAIL, …)`), `false` when
+    /// it undid them (`ABORT`, the default), `nil` when the rows cannot tell.
+    ///
+    /// Undone, every row is as it was before the statement; kept, as the statement's last change
+    /// of it left it. So a row that existed before and not after (or the reverse) tells which by
+    /// existing now, and a row that existed both times tells it when its values now differ from
+    /// its before-image. Rows that read the same either way tell nothing; when all are such,
+    /// nothing the statement did can be seen, and its changes are taken as undone.
+    func statementKept(since mark: Mark, in db: Database) -> Bool? {
+        var unknown = pending.count > mark.pending || virtualChanges.count > mark.virtual
+        var spans: [TouchedRow: (first: Int, last: Int)] = [:]
+        var order: [TouchedRow] = []
+        keyBytes.withUnsafeBufferPointer { keys in
+            for index in mark.changes..<entries.count {
+                let start = index == 0 ? 0 : entries[index - 1].keyEnd
+                let key = RowKey(encoded: UnsafeBufferPointer(rebasing: keys[start..<entries[index].keyEnd]))
+                let row = TouchedRow(table: groupNames[entries[index].group].table, key: key)
+                if let span = spans[row] {
+                    spans[row] = (span.first, index)
+                } else {
+                    spans[row] = (index, index)
+                    order.append(row)
+                }
+            }
+        }
+        for row in order {
+            guard let (first, last) = spans[row] else { continue }
+            let existedBefore = groupNames[entries[first].group].operation != .insert
+            let existsAfter = groupNames[entries[last].group].operation != .delete
+            guard existedBefore || existsAfter else { continue }   // inserted, then deleted: no trace
+            guard let table = tables[row.table], let keyNames = table.keyNames else {
+                unknown = true
+                continue
+            }
+            // A row there both times: the columns its first change kept old values of.
+            var columns: [(name: String, old: Range<Int>)] = []
+            if existedBefore && existsAfter {
+                guard let slot = images.firstIndex(where: { $0.entry == first }) else {
+                    unknown = true
+                    continue
+                }
+                let range = (slot == 0 ? 0 : images[slot - 1].end)..<images[slot].end
+                guard let view = imageBytes.withUnsafeBufferPointer({ BeforeImage.View($0, range) }),
+                      view.columns.allSatisfy({ table.imageNames.indices.contains($0.position) }) else {
+                    unknown = true
+                    continue
+                }
+                columns = view.columns.map { (table.imageNames[$0.position], $0.value) }
+                if columns.isEmpty { continue }   // an update that changed no value
+            }
+            let current: [[UInt8]]?
+            do {
+                current = try currentRow(db, table: row.table, keyNames: keyNames, key: row.key, columns: columns.map(\.name))
+            } catch {
+                unknown = true
+                continue
+            }
+            guard existedBefore && existsAfter else { return (current != nil) == existsAfter }
+            guard let current else {
+                unknown = true   // neither state: cannot be
+                continue
+            }
+            let differs = imageBytes.withUnsafeBufferPointer { bytes in
+                zip(current, columns).contains { value, column in !value.elementsEqual(bytes[column.old]) }
+            }
+            if differs { return true }
+        }
+        return unknown ? nil : false
+    }
+
+    /// The row of `table` with `key` now, as the encodings (see ``RowKey``) of `columns`; `nil`
+    /// when there is none.
+    private func currentRow(_ db: Database, table: String, keyNames: [String], key: RowKey,
+                            columns: [String]) throws -> [[UInt8]]? {
+        let condition = keyNames.enumerated().map { "\($1) IS ?\($0 + 1)" }.joined(separator: " AND ")
+        let statement = try db.makeStatement("SELECT \((["1"] + columns).joined(separator: ", ")) FROM main."
+                                             + "\(SQLIdentifier.quoted(table)) WHERE \(condition)")
+        _ = try key.bind(to: statement, at: 1)
+        guard try statement.step() else { return nil }
+        return columns.indices.map { index in
+            var encoded: [UInt8] = []
+            RowKey.append(sqlite3_column_value(statement.handle, Int32(index + 1)), textIsUTF8: textIsUTF8, to: &encoded)
+            return encoded
+        }
     }
 
     // MARK: Keys known in advance
@@ -484,6 +609,7 @@ final class ChangeCapture {
         guard strcmp(database, "main") == 0 else { return }
         if tableName == nil || strcmp(tableName!, name) != 0 { switchTable(to: name) }
         guard table.logged else { return }
+        if operation != SQLITE_DELETE && sqlite3_preupdate_depth(connection) == 0 { statementWrites &+= 1 }
 
         switch table.capture?.key {
         case .rowid?:

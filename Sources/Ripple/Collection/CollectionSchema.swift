@@ -4,6 +4,9 @@
 /// Every statement names the table with its schema (`"main"."todos"`): a `TEMP` table, or a
 /// table of an attached database, of the same name would otherwise take the collection's reads
 /// and writes, which the change log (of `main` only) never sees.
+///
+/// Generated columns are read like the others and never written: the statements that write
+/// leave them out (their parameters may then be missing; the encoder drops their values).
 final class CollectionSchema: Sendable {
     /// What a collection's live queries can learn from the change log.
     enum Observation: Sendable, Equatable {
@@ -27,6 +30,10 @@ final class CollectionSchema: Sendable {
     let layout: ColumnLayout
     let primaryKey: String
     let primaryKeyIndex: Int
+    /// Per column, whether it is generated; empty when none is.
+    let generated: [Bool]
+    /// Per column, what its affinity would convert of a record's values; empty when nothing.
+    let conversions: [ColumnConversions]
 
     /// `"id", "title", …`
     let quotedColumnList: String
@@ -38,7 +45,13 @@ final class CollectionSchema: Sendable {
     let deleteSQL: String
     let countSQL: String
 
-    init(table: String, columns: [String], primaryKey: String, observation: Observation = .byKey, database: String = "main") {
+    /// `conversions`: by column name, what the column's affinity converts (see ``ColumnConversions``).
+    init(table: String, columns: [String], primaryKey: String, observation: Observation = .byKey, database: String = "main",
+         generated: Set<String> = [], conversions: [String: ColumnConversions] = [:]) {
+        let generated = columns.contains(where: generated.contains) ? columns.map(generated.contains) : []
+        self.generated = generated
+        let converted = columns.map { conversions[$0] ?? [] }
+        self.conversions = converted.allSatisfy(\.isEmpty) ? [] : converted
         self.table = table
         self.database = database
         self.quotedTable = SQLIdentifier.quoted(database) + "." + SQLIdentifier.quoted(table)
@@ -51,13 +64,14 @@ final class CollectionSchema: Sendable {
         let quotedKey = quoted[primaryKeyIndex]
         // Parameter n is column n - 1 in every statement that binds a whole record (numbered
         // parameters), so one encoder binds records for inserts, upserts and updates alike.
-        let parameters = columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ")
-        let nonKey = columns.indices.filter { $0 != primaryKeyIndex }
+        let written = columns.indices.filter { generated.isEmpty || !generated[$0] }
+        let parameters = written.map { "?\($0 + 1)" }.joined(separator: ", ")
+        let nonKey = written.filter { $0 != primaryKeyIndex }
 
         quotedColumnList = quoted.joined(separator: ", ")
         selectAllSQL = "SELECT \(quotedColumnList) FROM \(quotedTable)"
         selectByIDSQL = "\(selectAllSQL) WHERE \(quotedKey) = ?"
-        insertSQL = "INSERT INTO \(quotedTable) (\(quotedColumnList)) VALUES (\(parameters))"
+        insertSQL = "INSERT INTO \(quotedTable) (\(written.map { quoted[$0] }.joined(separator: ", "))) VALUES (\(parameters))"
         // A true update on conflict (not REPLACE, which deletes and re-inserts the row).
         upsertSQL = nonKey.isEmpty
             ? "\(insertSQL) ON CONFLICT (\(quotedKey)) DO NOTHING"
@@ -73,7 +87,10 @@ final class CollectionSchema: Sendable {
 
     /// The same collection read from `database` instead (history reads a rewound copy in `temp`).
     func reading(from database: String) -> CollectionSchema {
-        CollectionSchema(table: table, columns: layout.names, primaryKey: primaryKey, observation: observation, database: database)
+        CollectionSchema(table: table, columns: layout.names, primaryKey: primaryKey, observation: observation, database: database,
+                         generated: Set(layout.names.indices.filter { !generated.isEmpty && generated[$0] }.map { layout.names[$0] }),
+                         conversions: conversions.isEmpty ? [:]
+                             : Dictionary(uniqueKeysWithValues: zip(layout.names, conversions)))
     }
 
     /// `orderings`, then the primary key (ascending) unless they already hold it: the order is

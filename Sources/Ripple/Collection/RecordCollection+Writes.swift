@@ -129,7 +129,8 @@ extension RecordCollection {
                      requiringChanges: Bool = false, in db: Database) throws {
         let statement = try db.cachedStatement(sql)
         defer { statement.reset() }
-        let encoder = RowEncoder(statement: statement, layout: schema.layout, table: schema.table, recordType: Record.self)
+        let encoder = RowEncoder(statement: statement, layout: schema.layout, table: schema.table, recordType: Record.self,
+                                 generated: schema.generated, conversions: schema.conversions)
         defer { encoder.finish() }
         if inserting, let capture = db.changeCapture {
             capture.expectInserts(into: schema.table)

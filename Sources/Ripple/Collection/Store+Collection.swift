@@ -53,8 +53,15 @@ extension Store {
         let probe = Result { () throws(StoreError) in try SchemaProbe.columns(of: Record.self) }
         let columns: [String]
         var observation = CollectionSchema.Observation.byKey
+        var generated: Set<String> = []
+        var conversions: [String: ColumnConversions] = [:]
         if let shape = try read({ db in try DeclaredTable.read(name, in: db) }) {
             observation = shape.observation(keyedBy: primaryKey)
+            generated = Set(shape.columns.filter(\.isGenerated).map(\.name))
+            for column in shape.columns {
+                conversions[column.name] = ColumnConversions(
+                    affinity: DeclaredTable.affinity(of: column.declaredType, strict: shape.isStrict), strict: shape.isStrict)
+            }
             if let probed = try? probe.get() {
                 let additions = try TableCheck.compare(recordType: "\(Record.self)", probed: probed, table: name, shape: shape,
                                                        primaryKey: primaryKey)
@@ -64,10 +71,11 @@ extension Store {
                 columns = shape.columns.map(\.name)   // not probed: adopted as it is
             }
         } else {
-            columns = try write { db in
+            (columns, generated, observation) = try write { db in
+                // Made meanwhile by another connection: adopted as it is.
                 if let existing = try DeclaredTable.read(name, in: db) {
-                    observation = existing.observation(keyedBy: primaryKey)
-                    return existing.columns.map(\.name)
+                    return (existing.columns.map(\.name), Set(existing.columns.filter(\.isGenerated).map(\.name)),
+                            existing.observation(keyedBy: primaryKey))
                 }
                 let probed = try probe.get()
                 for column in probed { try SQLIdentifier.validate(column.name, as: "column") }
@@ -76,7 +84,7 @@ extension Store {
                                      + "(properties: \(probed.map(\.name).joined(separator: ", ")))")
                 }
                 try db.execute(CollectionSchema.createTableSQL(table: name, columns: probed, primaryKey: primaryKey))
-                return probed.map(\.name)
+                return (probed.map(\.name), [], .byKey)
             }
         }
         guard columns.contains(primaryKey) else {
@@ -84,18 +92,20 @@ extension Store {
                              + "(columns: \(columns.joined(separator: ", ")))")
         }
         return RecordCollection(store: self, schema: CollectionSchema(table: name, columns: columns, primaryKey: primaryKey,
-                                                                      observation: observation))
+                                                                      observation: observation,
+                                                                      generated: generated, conversions: conversions))
     }
 
     /// Adds columns for new optional properties, in one write (a versioned schema change);
     /// columns another connection added meanwhile are skipped.
     private func addColumns(_ additions: [SchemaProbe.Column], to table: String) throws {
         try write { db in
-            let existing = Set(try DeclaredTable.read(table, in: db)?.columns.map(\.name) ?? [])
+            let shape = try DeclaredTable.read(table, in: db)
+            let existing = Set(shape?.columns.map(\.name) ?? [])
             for column in additions where !existing.contains(column.name) {
                 try SQLIdentifier.validate(column.name, as: "column")
                 try db.execute("ALTER TABLE main.\(SQLIdentifier.quoted(table)) ADD COLUMN "
-                               + "\(SQLIdentifier.quoted(column.name)) \(column.affinity.declaredType)")
+                               + "\(SQLIdentifier.quoted(column.name)) \(column.affinity.declaredType(strict: shape?.isStrict ?? true))")
             }
         }
     }

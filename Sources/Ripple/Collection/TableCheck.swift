@@ -11,6 +11,9 @@ struct DeclaredTable {
         var hasDefault: Bool
         /// 1-based position in the primary key, 0 when not part of it.
         var primaryKeyPosition: Int
+        /// A generated column (`VIRTUAL` or `STORED`): SQLite computes its values, which a
+        /// collection reads and never writes.
+        var isGenerated = false
     }
 
     var columns: [Column]
@@ -26,15 +29,17 @@ struct DeclaredTable {
 
     /// The shape of `table` in `main`, or `nil` when `main` has no such table or view. (A `TEMP`
     /// table, or one of an attached database, is never a collection's: the change log sees
-    /// `main` only.)
+    /// `main` only.) Generated columns are among its columns (`pragma table_xinfo`: `hidden` is
+    /// 2 or 3 for them).
     static func read(_ table: String, in db: Database) throws -> DeclaredTable? {
-        let rows = try db.fetchAll("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?, 'main') ORDER BY cid",
-                                   [table])
+        let rows = try db.fetchAll("""
+            SELECT name, type, "notnull", dflt_value, pk, hidden FROM pragma_table_xinfo(?, 'main') WHERE hidden IN (0, 2, 3) ORDER BY cid
+            """, [table])
         guard !rows.isEmpty else { return nil }
         let columns = try rows.map { row in
             Column(name: try row.value("name"), declaredType: ((try? row.value("type", as: String.self)) ?? "").uppercased(),
                    notNull: try row.value("notnull", as: Int.self) != 0, hasDefault: row["dflt_value"] != .null,
-                   primaryKeyPosition: try row.value("pk"))
+                   primaryKeyPosition: try row.value("pk"), isGenerated: try row.value("hidden", as: Int.self) != 0)
         }
         let listed = try db.fetchAll("SELECT type, strict FROM pragma_table_list(?) WHERE schema = 'main'", [table]).first
         let isView = listed?["type"]?.textValue == "view"
@@ -54,10 +59,13 @@ struct DeclaredTable {
         return .byKey
     }
 
-    /// SQLite's affinity of a declared type (its rules, in its order), or `nil` for `ANY` or no
-    /// type, which hold any value.
-    static func affinity(of declaredType: String) -> String? {
-        if declaredType.isEmpty || declaredType == "ANY" { return nil }
+    /// SQLite's affinity of a declared type (its rules, in its order: `datatype3`), or `nil` for
+    /// BLOB affinity (no type, or one containing `BLOB`) and for `ANY` in a `STRICT` table, which
+    /// keep every value as given. In a table that is not `STRICT`, `ANY` is a type like any
+    /// other name: NUMERIC affinity.
+    static func affinity(of declaredType: String, strict: Bool) -> String? {
+        let declaredType = declaredType.uppercased()
+        if declaredType.isEmpty || (strict && declaredType == "ANY") { return nil }
         if declaredType.contains("INT") { return "INTEGER" }
         if declaredType.contains("CHAR") || declaredType.contains("CLOB") || declaredType.contains("TEXT") { return "TEXT" }
         if declaredType.contains("BLOB") { return nil }
@@ -104,32 +112,42 @@ enum TableCheck {
                         "property \(quoted) (\(property.typeName)) has no column in table \(quotedTable), and the rows "
                             + "stored so far have no value for it. Make it optional (\(property.typeName)?, or decode it "
                             + "with decodeIfPresent and a default), or add the column with a value for those rows:",
-                        "ALTER TABLE \(quotedTable) ADD COLUMN \(quoted) \(type) NOT NULL DEFAULT \(literal(property.placeholder));"))
+                        "ALTER TABLE \(quotedTable) ADD COLUMN \(quoted) \(property.affinity.declaredType(strict: shape.isStrict)) "
+                            + "NOT NULL DEFAULT \(literal(property.placeholder));"))
                 }
                 continue
             }
             if property.name == primaryKey { continue }
-            if let declared = DeclaredTable.affinity(of: column.declaredType), !accepts(declared, property.affinity) {
+            if let declared = DeclaredTable.affinity(of: column.declaredType, strict: shape.isStrict),
+               !accepts(declared, property.affinity) {
+                let conversion = property.affinity == .date
+                    ? SQLIdentifier.quoted(property.name + "_before")
+                    : "CAST(\(SQLIdentifier.quoted(property.name + "_before")) AS \(type))"
                 problems.append((
                     "property \(quoted) is \(property.typeName), stored as \(type), but column \(quoted) is declared "
-                        + "\(column.declaredType): its rows hold values the type cannot read. Convert the column:",
-                    rebuild(table, property, conversion: "CAST(\(SQLIdentifier.quoted(property.name + "_before")) AS \(type))")))
+                        + "\(column.declaredType.isEmpty ? "without a type" : column.declaredType) (\(declared) affinity"
+                        + (shape.isStrict ? "" : " in a table that is not STRICT")
+                        + "): it would change what the type stores, or its rows hold values the type cannot read. "
+                        + "Convert the column:",
+                    rebuild(table, property, strict: shape.isStrict, conversion: conversion)))
+            } else if column.isGenerated {
+                continue   // computed by SQLite, never written: read as it is
             } else if property.isOptional && column.notNull {
                 problems.append((
                     "property \(quoted) is optional (\(property.typeName)), but column \(quoted) is NOT NULL: nil could not "
                         + "be stored. Make the property required, or let the column take NULL:",
-                    rebuild(table, property, conversion: SQLIdentifier.quoted(property.name + "_before"))))
+                    rebuild(table, property, strict: shape.isStrict, conversion: SQLIdentifier.quoted(property.name + "_before"))))
             } else if !property.isOptional && !column.notNull && shape.isStrict {
                 problems.append((
                     "property \(quoted) is required (\(property.typeName)), but column \(quoted) takes NULL: rows may hold "
                         + "NULL, which the type cannot read. Make the property optional (\(property.typeName)?), or fill "
                         + "the NULLs and make the column NOT NULL:",
-                    rebuild(table, property, conversion: "coalesce(\(SQLIdentifier.quoted(property.name + "_before")), "
+                    rebuild(table, property, strict: shape.isStrict, conversion: "coalesce(\(SQLIdentifier.quoted(property.name + "_before")), "
                             + "\(literal(property.placeholder)))")))
             }
         }
         for column in shape.columns where !properties.contains(column.name) {
-            if (!column.notNull || column.hasDefault) && column.primaryKeyPosition == 0 { continue }
+            if (!column.notNull || column.hasDefault || column.isGenerated) && column.primaryKeyPosition == 0 { continue }
             let quoted = SQLIdentifier.quoted(column.name)
             problems.append((
                 "column \(quoted) of table \(quotedTable) has no property in \(recordType): inserts could not fill it. "
@@ -154,11 +172,14 @@ enum TableCheck {
         return additions
     }
 
-    /// Whether a column of SQLite affinity `declared` holds what the type stores as `affinity`.
+    /// Whether a column of SQLite affinity `declared` keeps what the type stores as `affinity`
+    /// (it may turn an integral REAL into its INTEGER, which reads back as the same Double), or
+    /// changes it as documented: a `REAL` date column (as earlier versions made) makes dates REALs.
     private static func accepts(_ declared: String, _ affinity: ColumnAffinity) -> Bool {
         switch affinity {
         case .integer: declared == "INTEGER" || declared == "NUMERIC"
-        case .real, .date: declared == "REAL" || declared == "NUMERIC"
+        case .real: declared == "REAL" || declared == "NUMERIC"
+        case .date: declared == "REAL"
         case .text, .json: declared == "TEXT"
         case .blob: false
         }
@@ -166,11 +187,11 @@ enum TableCheck {
 
     /// The SQL that replaces column `property.name` by one that says what the type says, keeping
     /// its values through `conversion` (of the old column, renamed `<name>_before`).
-    private static func rebuild(_ table: String, _ property: SchemaProbe.Column, conversion: String) -> String {
+    private static func rebuild(_ table: String, _ property: SchemaProbe.Column, strict: Bool, conversion: String) -> String {
         let quotedTable = SQLIdentifier.quoted(table)
         let column = SQLIdentifier.quoted(property.name)
         let before = SQLIdentifier.quoted(property.name + "_before")
-        let definition = property.affinity.declaredType
+        let definition = property.affinity.declaredType(strict: strict)
             + (property.isOptional ? "" : " NOT NULL DEFAULT \(literal(property.placeholder))")
         return "ALTER TABLE \(quotedTable) RENAME COLUMN \(column) TO \(before); "
             + "ALTER TABLE \(quotedTable) ADD COLUMN \(column) \(definition); "

@@ -94,8 +94,11 @@ struct ColumnComparison: Sendable {
         var notNull: Int32 = 0, primaryKey: Int32 = 0, autoIncrement: Int32 = 0
         guard sqlite3_table_column_metadata(db.handle, "main", table, column, &declared, &collation,
                                             &notNull, &primaryKey, &autoIncrement) == SQLITE_OK else { return nil }
-        // SQLite's rules for a column's affinity, as the collection's table check reads them.
-        switch DeclaredTable.affinity(of: declared.map { String(cString: $0).uppercased() } ?? "") {
+        // SQLite's rules for a column's affinity, as the collection's table check reads them
+        // (`ANY` keeps values as given only in a STRICT table).
+        let strict = (try? db.fetchValue("SELECT strict FROM pragma_table_list WHERE schema = 'main' AND name = ? COLLATE NOCASE",
+                                         [table], as: Int.self)) == 1
+        switch DeclaredTable.affinity(of: declared.map { String(cString: $0) } ?? "", strict: strict) {
         case nil: affinity = .blob
         case "INTEGER": affinity = .integer
         case "TEXT": affinity = .text

@@ -20,12 +20,17 @@ enum ColumnAffinity: Sendable {
     /// Nested values (arrays, structs, dictionaries) as JSON text.
     case json
 
-    /// The type declared in `CREATE TABLE`.
-    var declaredType: String {
+    /// The type declared in a `STRICT` table's `CREATE TABLE`.
+    var declaredType: String { declaredType(strict: true) }
+
+    /// The type to declare in a table that is `STRICT` or not: a date's column keeps its values
+    /// as given with `ANY` in a `STRICT` table, and with no type in another (where `ANY` has
+    /// NUMERIC affinity, which would turn the text of a date into a REAL).
+    func declaredType(strict: Bool) -> String {
         switch self {
         case .integer: "INTEGER"
         case .real: "REAL"
-        case .date: "ANY"
+        case .date: strict ? "ANY" : ""
         case .text, .json: "TEXT"
         case .blob: "BLOB"
         }

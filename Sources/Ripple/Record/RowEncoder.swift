@@ -41,12 +41,24 @@ final class RowEncoder: Encoder {
     /// ``announceKeys(to:parameter:)``); parameter 0 is none.
     private var capture: ChangeCapture?
     private var keyParameter: Int32 = 0
+    /// Per column, whether it is generated (empty when none is): its value is not written, and
+    /// the statement may not even have its parameter (see ``CollectionSchema``).
+    private let generated: [Bool]
+    /// The column of the value being bound is generated: a parameter the statement does not
+    /// have is no error (the value is dropped).
+    @exclusivity(unchecked) private var dropsValue = false
+    /// Per column, what its affinity would convert (see ``ColumnConversions``); empty when no
+    /// column converts anything.
+    private let conversions: [ColumnConversions]
 
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-    init(statement: Statement, layout: ColumnLayout, table: String, recordType: Any.Type) {
+    init(statement: Statement, layout: ColumnLayout, table: String, recordType: Any.Type, generated: [Bool] = [],
+         conversions: [ColumnConversions] = []) {
         self.statement = statement
+        self.generated = generated
+        self.conversions = conversions
         self.handle = statement.handle
         self.layout = layout
         self.table = table
@@ -78,8 +90,9 @@ final class RowEncoder: Encoder {
             self.failure = nil
             throw failure
         }
+        dropsValue = false
         if boundCount < layout.count {
-            for column in 0..<layout.count where boundMarks[column] != generation {
+            for column in 0..<layout.count where boundMarks[column] != generation && (generated.isEmpty || !generated[column]) {
                 try check(sqlite3_bind_null(handle, Int32(column + 1)))
             }
         }
@@ -89,7 +102,7 @@ final class RowEncoder: Encoder {
     /// next row, keeping the bindings (every row rebinds every parameter).
     @inline(__always)
     func run() throws(DatabaseError) {
-        let code = sqlite3_step(handle)
+        let code = statement.database.step(handle)
         capture?.forgetExpectedKey()
         sqlite3_reset(handle)
         if code != SQLITE_DONE && code != SQLITE_ROW {
@@ -155,6 +168,7 @@ final class RowEncoder: Encoder {
             boundMarks[column] = generation
             boundCount += 1
         }
+        dropsValue = !generated.isEmpty && generated[column]
         return Int32(column + 1)
     }
 
@@ -164,7 +178,7 @@ final class RowEncoder: Encoder {
 
     @inline(__always)
     func check(_ code: Int32) throws(DatabaseError) {
-        if code != SQLITE_OK {
+        if code != SQLITE_OK && !(dropsValue && code == SQLITE_RANGE) {
             throw DatabaseError.fromConnection(statement.database.handle, code: code, sql: statement.sql)
         }
     }
@@ -176,6 +190,7 @@ final class RowEncoder: Encoder {
 
     @inline(__always)
     func bindInteger(_ value: Int64, _ parameter: Int32) throws(DatabaseError) {
+        if !conversions.isEmpty { refuseConverted(.integers, "\(value)", parameter) }
         try check(sqlite3_bind_int64(handle, parameter, value))
     }
 
@@ -184,6 +199,7 @@ final class RowEncoder: Encoder {
         guard let exact = Int64(exactly: value) else {
             throw StoreError(.encoding, "column \"\(columnName(parameter))\": \(value) (\(I.self)) does not fit in SQLite's 64-bit integers")
         }
+        if !conversions.isEmpty { refuseConverted(.integers, "\(value)", parameter) }
         try check(sqlite3_bind_int64(handle, parameter, exact))
     }
 
@@ -192,7 +208,20 @@ final class RowEncoder: Encoder {
         if value.isNaN {
             throw StoreError(.encoding, "column \"\(columnName(parameter))\": NaN cannot be stored (SQLite stores it as NULL)")
         }
+        if !conversions.isEmpty { refuseConverted(.reals, "\(value)", parameter) }
         try check(sqlite3_bind_double(handle, parameter, value))
+    }
+
+    /// Refuses (see ``fail(_:)``) a value that column `parameter`'s affinity would store
+    /// changed (see ``ColumnConversions``): it would read back as another value, or not at all.
+    private func refuseConverted(_ kind: ColumnConversions, _ value: @autoclosure () -> String, _ parameter: Int32) {
+        let column = Int(parameter) - 1
+        guard conversions.indices.contains(column), conversions[column].contains(kind), !dropsValue else { return }
+        let what = kind == .numericText ? "the text \(String(reflecting: value()))" : "the number \(value())"
+        fail(StoreError(.encoding, "column \"\(columnName(parameter))\": \(what) would be stored changed: the column's "
+                        + "affinity (its declared type\(conversions[column].contains(.inLooseTable) ? ", in a table that is not STRICT" : "")) "
+                        + "converts it, and it would not read back as written. Declare the column with the type the property "
+                        + "stores (see StoredValues)"))
     }
 
     @inline(__always)
@@ -207,9 +236,14 @@ final class RowEncoder: Encoder {
         try check(code)
     }
 
+    /// Binds text. `checked`: refused when the column would make a number of it (a date's text
+    /// is not checked: a `REAL` date column converts it, as documented).
     @inline(__always)
-    private func bindTextBytes(_ utf8: UnsafeBufferPointer<UInt8>, _ parameter: Int32) -> Int32 {
+    private func bindTextBytes(_ utf8: UnsafeBufferPointer<UInt8>, _ parameter: Int32, checked: Bool = true) -> Int32 {
         if parameter == keyParameter { capture?.expectKey(utf8) }
+        if checked && !conversions.isEmpty && NumericText.isNumber(utf8) {
+            refuseConverted(.numericText, String(decoding: utf8, as: UTF8.self), parameter)
+        }
         guard let base = utf8.baseAddress, utf8.count > 0 else {
             return sqlite3_bind_text(handle, parameter, "", 0, sqliteTransient)
         }
@@ -235,7 +269,7 @@ final class RowEncoder: Encoder {
             code = try DateStorage.withForm(date) { form in
                 switch form {
                 case .real(let seconds): sqlite3_bind_double(handle, parameter, seconds)
-                case .text(let text): bindTextBytes(text, parameter)
+                case .text(let text): bindTextBytes(text, parameter, checked: false)
                 }
             }
         } catch let error as StoreError {

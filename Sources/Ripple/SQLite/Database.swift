@@ -208,17 +208,27 @@ public final class Database {
         while try statement.step() {}
     }
 
-    /// Runs several `;`-separated SQL statements without arguments (a migration, a schema).
+    /// Runs several `;`-separated SQL statements without arguments (a migration, a schema), one
+    /// after the other, until one fails: the statements before it keep their changes.
     public func executeScript(_ sql: String) throws(DatabaseError) {
         if transactionEndedBySQLite { throw endedTransactionError(sql: sql) }
-        var message: UnsafeMutablePointer<CChar>?
-        let code = sqlite3_exec(handle, sql, nil, nil, &message)
+        // Each statement is prepared when the previous one is done (it may create what the next names).
+        let code: Int32 = sql.withCString { text in
+            var next: UnsafePointer<CChar>? = text
+            while let start = next, start.pointee != 0 {
+                var statement: OpaquePointer?
+                var code = sqlite3_prepare_v2(handle, start, -1, &statement, &next)
+                guard code == SQLITE_OK else { return code }
+                guard let statement else { continue }   // only a comment or white space
+                repeat { code = step(statement) } while code == SQLITE_ROW
+                sqlite3_finalize(statement)
+                guard code == SQLITE_DONE else { return code }
+            }
+            return SQLITE_OK
+        }
         if code != SQLITE_OK {
-            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(code))
-            sqlite3_free(message)
             if code == SQLITE_AUTH, let refusal = refusal(sql: sql) { throw refusal }
-            throw DatabaseError(code: .init(rawValue: code), extendedCode: .init(rawValue: sqlite3_extended_errcode(handle)),
-                                message: text, sql: sql)
+            throw DatabaseError.fromConnection(handle, code: code, sql: sql)
         }
     }
 
@@ -258,6 +268,39 @@ public final class Database {
             throw DatabaseError(code: .mismatch, message: "cannot read \(value.typeName) \(value) as \(Value.self)", sql: sql)
         }
         return converted
+    }
+
+    /// Steps a statement of this connection. On the writer, when the statement fails inside a
+    /// transaction, the change capture keeps what SQLite kept of it (see ``statementStopped(_:)``).
+    @inline(__always)
+    func step(_ statement: OpaquePointer) -> Int32 {
+        guard let capture = changeCapture, sqlite3_stmt_busy(statement) == 0 else { return sqlite3_step(statement) }
+        let start = capture.statementStart
+        let code = sqlite3_step(statement)
+        if code != SQLITE_ROW && code != SQLITE_DONE { statementStopped(start) }
+        return code
+    }
+
+    /// A statement failed. When SQLite ended the transaction, its rollback hook forgot what the
+    /// transaction captured; outside a transaction there is nothing to mend. Inside one, SQLite
+    /// either undid the statement (`ABORT`, the default: a constraint, an upsert, a trigger's
+    /// `RAISE(ABORT, …)`, a full disk) or kept its changes up to the failure (`FAIL`,
+    /// `RAISE(FAIL, …)`), and the capture keeps them only then.
+    ///
+    /// Which of the two: when a statement ends, SQLite sets `sqlite3_changes` to the rows it
+    /// inserted, updated or deleted itself if it kept them, and to 0 if it undid them (the
+    /// count of all changes, triggers' included, is no guide: it grows as the triggers run). So
+    /// when the statement wrote rows itself (see ``ChangeCapture/statementWrites``), that count
+    /// tells. When only its triggers or `REPLACE` changed rows, or it deleted them, the rows
+    /// themselves tell (see ``ChangeCapture/statementKept(since:in:)``); when they cannot, the
+    /// changes are kept (a live query then reads again for nothing, rather than miss a change).
+    private func statementStopped(_ start: ChangeCapture.StatementStart) {
+        guard let capture = changeCapture, isInTransaction, !transactionEndedBySQLite,
+              capture.hasChanges(since: start.mark) else { return }
+        let kept = capture.statementWrites != start.statementWrites
+            ? sqlite3_changes64(handle) > 0
+            : capture.statementKept(since: start.mark, in: self) != false
+        if !kept { capture.rollback(to: start.mark) }
     }
 
     /// The rowid of the last inserted row on this connection.

@@ -141,7 +141,7 @@ public final class Statement {
     /// Advances to the next row: `true` when a row is available, `false` when done.
     @inline(__always)
     public func step() throws(DatabaseError) -> Bool {
-        let code = sqlite3_step(handle)
+        let code = database.step(handle)
         if code == SQLITE_ROW { return true }
         if code == SQLITE_DONE { return false }
         // Refused by the commit hook: SQLite ended the transaction the statement belonged to.

@@ -3,10 +3,15 @@ import Ripple
 
 /// The capture fuzzer: seeded random schemas of the kinds people put Ripple on — names in any
 /// case, every form of key and rowid, `WITHOUT ROWID` written in any layout, generated columns,
-/// triggers, foreign-key cascades, views written through `INSTEAD OF` triggers, FTS5 — written
-/// with random raw SQL (conflict clauses, upserts, key changes, ALTER TABLE), checked after every
-/// commit: every live query's list equals its query read afresh, and the history of every
-/// ordinary table's query at every retained version equals the state read then.
+/// triggers, foreign-key cascades, views written through `INSTEAD OF` triggers, FTS5, a table
+/// (`STRICT` or not) whose columns declare any of SQLite's types and `ANY` — written with random
+/// raw SQL (conflict clauses, upserts, key changes, ALTER TABLE, statements that SQLite stops
+/// part-way and the write catches before it commits), checked after every commit: every live
+/// query's list equals its query read afresh (those over the typed table routed row by row, with
+/// filters on every column, generated ones included, against constants of every type, and
+/// ordered by a generated column), the change log names exactly the rows that the statements
+/// stopped part-way changed (by what SQLite kept of them), and the history of every ordinary
+/// table's query at every retained version equals the state read then.
 ///
 /// ```swift
 /// let report = try CaptureFuzzer.run(seed: 7, operations: 300)
@@ -117,10 +122,31 @@ private struct FuzzTable {
     var identity: String { key == .none ? "rowid" : "json_array(\(keyColumns.joined(separator: ", ")))" }
 }
 
-/// One query a live subscriber follows; `table` set when history can rebuild it.
+/// One query a live subscriber follows; `table` set when history can rebuild it, `routing` when
+/// the store routes commits to it row by row (see ``RowRouting``).
 private struct FuzzQuery {
     var sql: String
     var table: String?
+    var arguments: [SQLValue] = []
+    var identity = "r"
+    var routing: RowRouting?
+}
+
+/// The table whose columns declare SQLite's types (see ``CaptureRound/makeTypedTable()``):
+/// `typed(id, a, b)` and a generated column `g`.
+private struct TypedTable {
+    var strict: Bool
+    /// Every declared type a table that is not `STRICT` can hold (SQLite's affinity rules tell
+    /// each apart), and those a `STRICT` table allows.
+    static let looseTypes = ["ANY", "", "INT", "INTEGER", "BIGINT", "TEXT", "VARCHAR(8)", "CLOB", "BLOB", "REAL", "DOUBLE",
+                             "FLOATING POINT", "NUMERIC", "DECIMAL(5,2)", "BOOLEAN", "DATE", "STRING"]
+    static let strictTypes = ["ANY", "INT", "INTEGER", "TEXT", "BLOB", "REAL"]
+    /// Values written, as SQL literals: what each affinity converts, and what it keeps.
+    static let literals = ["5", "'5'", "5.0", "'5.0'", "' 5'", "'05'", "'x'", "x'35'", "NULL", "2.5", "'2.5'", "-1", "'1e1'",
+                           "10", "''"]
+    /// Constants that filters compare with, bound as parameters.
+    static let constants: [SQLValue] = [.integer(5), .text("5"), .real(5.0), .text("5.0"), .text(" 5"), .text("x"),
+                                        .blob([0x35]), .real(2.5), .integer(10), .text("1e1"), .text(""), .integer(-1)]
 }
 
 /// One round: a schema in a fresh file, live subscribers to every query, random writes.
@@ -133,6 +159,14 @@ private struct CaptureRound {
     var fts: String?
     var view: (name: String, table: Int)?
     var kids: (name: String, parent: Int)?
+    var typed: TypedTable?
+    /// The table (a one-column key) that statements stopped part-way write (see
+    /// ``failingStatement()``): rows under reserved keys, which no other statement touches, and
+    /// the `trail` its triggers write.
+    var guarded: Int?
+    /// The reserved keys in the guarded table now, as SQL literals.
+    var reservedKeys: [String] = []
+    var reservedCount = 0
     /// Per query, the rows read after each commit since the last schema change, by version.
     var states: [[(version: Int64, rows: [Row])]] = []
     var lastSchemaChange: Int64 = 0
@@ -167,7 +201,7 @@ private struct CaptureRound {
             case .composite: columns += ["a TEXT NOT NULL", "b INTEGER NOT NULL"]
             case .none: break
             }
-            var others = ["v INTEGER", "w TEXT"]
+            var others = ["v INTEGER", "w TEXT CHECK (w IS NOT 'res-bad')"]
             if Bool.random(using: &random) { others.append("g INTEGER AS (v * 2)") }
             if Bool.random(using: &random) { others.append("s TEXT AS (coalesce(w, '') || '!') STORED") }
             others.shuffle(using: &random)
@@ -211,7 +245,50 @@ private struct CaptureRound {
             script.append("CREATE TRIGGER shown_delete INSTEAD OF DELETE ON \(viewName) BEGIN "
                           + "DELETE FROM \(table) WHERE id = old.id; END")
         }
+        script += makeGuardedTable()
+        script.append(makeTypedTable())
         return script
+    }
+
+    /// The trail, and triggers on a table with a one-column key that write it and raise
+    /// (`ABORT`, `FAIL` or `IGNORE`) for reserved rows whose text ends in `!`, or that are deleted
+    /// while holding `'res-keep'`.
+    mutating func makeGuardedTable() -> [String] {
+        var script = ["CREATE TABLE trail(n INTEGER PRIMARY KEY, what TEXT)"]
+        let candidates = tables.indices.filter { tables[$0].keyColumns == ["id"] }
+        guard !candidates.isEmpty else { return script }
+        let index = candidates.randomElement(using: &random)!
+        guarded = index
+        let name = anyCase(tables[index].name)
+        let kind = ["ABORT", "FAIL", "IGNORE"].randomElement(using: &random)!
+        let raise = kind == "IGNORE" ? "RAISE(IGNORE)" : "RAISE(\(kind), 'refused')"
+        let insertTiming = Bool.random(using: &random) ? "BEFORE" : "AFTER"
+        let updateTiming = Bool.random(using: &random) ? "BEFORE" : "AFTER"
+        script.append("CREATE TRIGGER trail_insert \(insertTiming) INSERT ON \(name) WHEN new.w LIKE 'res%' BEGIN "
+                      + "INSERT INTO trail(what) VALUES (new.w); SELECT \(raise) WHERE new.w LIKE '%!'; END")
+        script.append("CREATE TRIGGER trail_update \(updateTiming) UPDATE OF w ON \(name) WHEN new.w LIKE 'res%' BEGIN "
+                      + "INSERT INTO trail(what) VALUES (new.w); SELECT \(raise) WHERE new.w LIKE '%!'; END")
+        script.append("CREATE TRIGGER trail_delete BEFORE DELETE ON \(name) WHEN old.w = 'res-keep' BEGIN "
+                      + "INSERT INTO trail(what) VALUES ('delete ' || old.id); SELECT \(raise); END")
+        return script
+    }
+
+    /// A table whose columns declare random types (any of SQLite's in a table that is not
+    /// `STRICT`, `ANY` included), with a generated column, `VIRTUAL` or `STORED`, anywhere.
+    mutating func makeTypedTable() -> String {
+        let strict = Int.random(in: 0..<4, using: &random) == 0
+        typed = TypedTable(strict: strict)
+        let types = strict ? TypedTable.strictTypes : TypedTable.looseTypes
+        // `ANY` more often than the others: its affinity is the one that differs between STRICT and not.
+        let type: (inout SeededGenerator) -> String = { random in
+            Int.random(in: 0..<4, using: &random) == 0 ? "ANY" : types.randomElement(using: &random)!
+        }
+        let (a, b, g) = (type(&random), type(&random), type(&random))
+        let expression = ["a", "b", "a || ''", "coalesce(a, b)"].randomElement(using: &random)!
+        let generated = "g \(g) GENERATED ALWAYS AS (\(expression)) \(Bool.random(using: &random) ? "STORED" : "VIRTUAL")"
+        var columns = ["a \(a)", "b \(b)"]
+        columns.insert(generated, at: Int.random(in: 0...2, using: &random))
+        return "CREATE TABLE typed(id INTEGER PRIMARY KEY, \(columns.joined(separator: ", ")))" + (strict ? " STRICT" : "")
     }
 
     mutating func makeQueries() {
@@ -228,6 +305,29 @@ private struct CaptureRound {
         queries.append(FuzzQuery(sql: "SELECT n AS r, what FROM audit ORDER BY r", table: "audit"))
         if let kids {
             queries.append(FuzzQuery(sql: "SELECT kid AS r, * FROM \(kids.name) ORDER BY r", table: kids.name))
+        }
+        if typed != nil {
+            // Routed row by row: the store decides inside the commit which rows may match.
+            for _ in 0..<4 {
+                let column = ["a", "b", "g"].randomElement(using: &random)!
+                let value = TypedTable.constants.randomElement(using: &random)!
+                let (filter, condition, arguments): (Filter, String, [SQLValue])
+                switch Int.random(in: 0..<5, using: &random) {
+                case 0: (filter, condition, arguments) = (Column(column) < value, "\(column) < ?", [value])
+                case 1: (filter, condition, arguments) = (Column(column) >= value, "\(column) >= ?", [value])
+                case 2:
+                    let other = TypedTable.constants.randomElement(using: &random)!
+                    (filter, condition, arguments) = (Column(column).in([value, other]), "\(column) IN (?, ?)", [value, other])
+                default: (filter, condition, arguments) = (Column(column) == value, "\(column) = ?", [value])
+                }
+                let byGenerated = Bool.random(using: &random)
+                let select = "SELECT id, a, b, g FROM typed"
+                let routing = RowRouting(table: "typed", keyColumn: "id", filterSQL: condition, filterArguments: arguments,
+                                         filter: filter, orderColumns: byGenerated ? [3, 0] : [0], isWindowed: false,
+                                         selectSQL: select)
+                queries.append(FuzzQuery(sql: "\(select) WHERE \(condition) ORDER BY \(byGenerated ? "g, id" : "id")",
+                                         arguments: arguments, identity: "id", routing: routing))
+            }
         }
         if let view {
             queries.append(FuzzQuery(sql: "SELECT id AS r, v, w FROM \(view.name) ORDER BY r"))
@@ -324,6 +424,91 @@ private struct CaptureRound {
         }
     }
 
+    /// A write to the typed table: values of every type, into columns of every affinity.
+    mutating func typedStatement() -> String {
+        let id = Int.random(in: 1...8, using: &random)
+        let literal = { (random: inout SeededGenerator) in TypedTable.literals.randomElement(using: &random)! }
+        switch Int.random(in: 0..<4, using: &random) {
+        case 0, 1: return "INSERT OR REPLACE INTO typed(id, a, b) VALUES (\(id), \(literal(&random)), \(literal(&random)))"
+        case 2: return "UPDATE typed SET \(Bool.random(using: &random) ? "a" : "b") = \(literal(&random)) WHERE id = \(id)"
+        default: return "DELETE FROM typed WHERE id = \(id)"
+        }
+    }
+
+    /// A statement over the guarded table's reserved rows that SQLite may stop part-way — a
+    /// duplicate key, a CHECK, a trigger's RAISE on its last row — under a random conflict
+    /// clause; the write catches its error and goes on.
+    mutating func failingStatement() -> String? {
+        guard let guarded else { return nil }
+        let table = tables[guarded]
+        let name = anyCase(table.name)
+        let textKeys = table.key == .textKey
+        func key(_ number: Int) -> String { textKeys ? "'res\(number)'" : "\(1_000_000 + number)" }
+        reservedCount += 3
+        let (first, second, third) = (reservedCount - 2, reservedCount - 1, reservedCount)
+        let clause = ["", "OR ABORT ", "OR FAIL ", "OR IGNORE ", "OR REPLACE "].randomElement(using: &random)!
+        let failure = ["'res-bad'", "'res-\(third)!'"].randomElement(using: &random)!
+        let existing = reservedKeys.shuffled(using: &random)
+        switch Int.random(in: 0..<4, using: &random) {
+        case 1 where existing.count >= 2:
+            let targets = existing.prefix(3)
+            return "UPDATE \(clause)\(name) SET w = CASE id WHEN \(targets.last!) THEN \(failure) ELSE 'res-u\(first)' END "
+                + "WHERE id IN (\(targets.joined(separator: ", ")))"
+        case 2 where !existing.isEmpty:
+            return "INSERT INTO \(name)(id, v, w) VALUES (\(existing[0]), NULL, 'res-u\(first)'), (\(key(second)), NULL, "
+                + "'res-\(second)'), (\(key(third)), NULL, \(failure)) ON CONFLICT(id) DO UPDATE SET w = excluded.w"
+        case 3 where !existing.isEmpty:
+            return "DELETE FROM \(name) WHERE id IN (\(existing.prefix(3).joined(separator: ", ")))"
+        default:
+            let kept = Bool.random(using: &random) ? "'res-keep'" : "'res-\(second)'"
+            let last = Bool.random(using: &random) ? "(\(key(first)), NULL, 'res-again')" : "(\(key(third)), NULL, \(failure))"
+            return "INSERT \(clause)INTO \(name)(id, v, w) VALUES (\(key(first)), NULL, 'res-\(first)'), "
+                + "(\(key(second)), NULL, \(kept)), \(last)"
+        }
+    }
+
+    /// The rows statements stopped part-way can change — the guarded table's reserved rows and
+    /// the trail — by `table key`, as the change log names them.
+    func reservedRows(_ db: Database) throws -> [String: Row] {
+        var rows: [String: Row] = [:]
+        func text(_ value: SQLValue?) -> String {
+            switch value {
+            case .integer(let integer)?: "\(integer)"
+            case .text(let text)?: text
+            default: "\(value.map { "\($0)" } ?? "nil")"
+            }
+        }
+        if let guarded {
+            let table = tables[guarded]
+            let condition = table.key == .textKey ? "id LIKE 'res%'" : "id >= 1000000"
+            for row in try db.fetchAll("SELECT id AS reserved_key, * FROM \(table.name) WHERE \(condition)") {
+                rows[table.name.lowercased() + " " + text(row["reserved_key"])] = row
+            }
+        }
+        for row in try db.fetchAll("SELECT * FROM trail") { rows["trail " + text(row["n"])] = row }
+        return rows
+    }
+
+    /// The reserved rows the change log of the versions after `version` names, as
+    /// ``reservedRows(_:)`` names them.
+    func loggedReservedRows(after version: Int64) throws -> Set<String> {
+        guard let guarded else { return [] }
+        let table = tables[guarded]
+        var named: Set<String> = []
+        for entry in try store.changes(after: version) {
+            let name = entry.table.lowercased()
+            for key in entry.rowKeys {
+                if name == "trail" {
+                    named.insert("trail " + key)
+                } else if name == table.name.lowercased(),
+                          table.key == .textKey ? key.hasPrefix("res") : (Int64(key) ?? 0) >= 1_000_000 {
+                    named.insert(name + " " + key)
+                }
+            }
+        }
+        return named
+    }
+
     /// An ALTER TABLE: a column added with a default, renamed, or dropped.
     mutating func alter(_ index: Int) -> String {
         let name = tables[index].name
@@ -347,10 +532,14 @@ private struct CaptureRound {
         let script = try makeSchema()
         try store.write { db in try db.executeScript(script.joined(separator: ";\n")) }
         makeQueries()
-        let subscribers = queries.map { query in FuzzSubscriber(store.liveQuery(sql: query.sql, identity: "r")) }
+        let subscribers = queries.map { query in
+            FuzzSubscriber(query.routing.map { store.liveQuery(sql: query.sql, arguments: query.arguments, identity: query.identity,
+                                                               routing: $0) }
+                           ?? store.liveQuery(sql: query.sql, identity: query.identity))
+        }
         defer { subscribers.forEach { $0.cancel() } }
         lastSchemaChange = try store.currentVersion()
-        states = try queries.map { [(lastSchemaChange, try fresh($0.sql))] }
+        states = try queries.map { [(lastSchemaChange, try fresh($0.sql, $0.arguments))] }
         let context = "seed \(seed), schema:\n  " + script.joined(separator: ";\n  ")
         for operation in 0..<operations {
             if let deadline, Date() >= deadline { break }
@@ -358,15 +547,38 @@ private struct CaptureRound {
             let number = firstOperation + operation + 1
             let before = try store.currentVersion()
             let tablesBefore = tables
-            let statements = (0..<Int.random(in: 1...3, using: &random)).map { _ in statement() }
+            var statements: [String] = []
+            var watched: Set<Int> = []
+            for _ in 0..<Int.random(in: 1...3, using: &random) {
+                let draw = Int.random(in: 0..<100, using: &random)
+                if draw < 12, let failing = failingStatement() {
+                    watched.insert(statements.count)
+                    statements.append(failing)
+                } else if draw < 24 && typed != nil {
+                    statements.append(typedStatement())
+                } else {
+                    statements.append(statement())
+                }
+            }
+            // What the watched statements changed of the reserved rows, read around each.
+            var changedReserved: Set<String> = []
+            var watchable = true
             let committed: Bool
             do {
                 try store.write { db in
-                    for sql in statements {
+                    for (index, sql) in statements.enumerated() {
+                        let rows = watched.contains(index) ? try? reservedRows(db) : nil
+                        if watched.contains(index) && rows == nil { watchable = false }
                         do { try db.execute(sql) } catch {
-                            // A failing statement is undone alone; OR ROLLBACK ends the whole write.
+                            // SQLite undid the statement, or kept its rows up to the failure (FAIL);
+                            // OR ROLLBACK ends the whole write.
+                        }
+                        guard let rows else { continue }
+                        guard db.isInTransaction, let after = try? reservedRows(db) else {
+                            watchable = false
                             continue
                         }
+                        for key in Set(rows.keys).union(after.keys) where rows[key] != after[key] { changedReserved.insert(key) }
                     }
                 }
                 committed = true
@@ -379,9 +591,30 @@ private struct CaptureRound {
                 report.record("operation \(number): a write that failed took version \(version) (\(context))")
             }
             if version != before { report.commits += 1 }
+            if committed && watchable && guarded != nil {
+                let named = try loggedReservedRows(after: before)
+                if named != changedReserved {
+                    report.record("operation \(number) (\(statements.joined(separator: "; "))): the change log names reserved rows "
+                                  + "\(named.sorted()) where the statements changed \(changedReserved.sorted()) (\(context))")
+                    return
+                }
+            }
+            if let guarded {
+                let table = tables[guarded]
+                let condition = table.key == .textKey ? "id LIKE 'res%'" : "id >= 1000000"
+                reservedKeys = try store.read { db in
+                    try db.fetchAll("SELECT id FROM \(table.name) WHERE \(condition) ORDER BY id").compactMap { row in
+                        switch row["id"] {
+                        case .text(let text)?: "'\(text)'"
+                        case .integer(let integer)?: "\(integer)"
+                        default: nil
+                        }
+                    }
+                }
+            }
             if statements.contains(where: { $0.hasPrefix("ALTER") }) && version != before { lastSchemaChange = version }
             for (index, query) in queries.enumerated() {
-                let rows = try fresh(query.sql)
+                let rows = try fresh(query.sql, query.arguments)
                 report.checks += 1
                 let shown = subscribers[index].items
                 if let error = subscribers[index].error {
@@ -436,8 +669,8 @@ private struct CaptureRound {
         }
     }
 
-    func fresh(_ sql: String) throws -> [Row] {
-        try store.read { db in try db.fetchAll(sql) }
+    func fresh(_ sql: String, _ arguments: [SQLValue] = []) throws -> [Row] {
+        try store.read { db in try db.fetchAll(sql, arguments) }
     }
 }
 
