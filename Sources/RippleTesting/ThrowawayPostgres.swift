@@ -235,6 +235,8 @@ public final class ThrowawayPostgres: Sendable {
     }
 
     /// Runs a program to its end; its standard output, or an error with its standard error.
+    /// One still running after five minutes (a query that waits on a lock forever) is ended and
+    /// the run throws.
     @discardableResult
     static func run(_ executable: String, _ arguments: [String]) throws -> String {
         let process = Process()
@@ -258,9 +260,11 @@ public final class ThrowawayPostgres: Sendable {
             errorData.data = errorHandle.readDataToEndOfFile()
             done.signal()
         }.start()
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        done.wait()
+        let name = "\((executable as NSString).lastPathComponent) \(arguments.joined(separator: " ").prefix(200))"
+        let outputData = try Wait.exit(of: process, name, within: .seconds(300)) {
+            output.fileHandleForReading.readDataToEndOfFile()
+        }
+        try Wait.for(done, "the standard error of \(name)")
         let text = String(decoding: outputData, as: UTF8.self)
         guard process.terminationStatus == 0 else {
             let message = String(decoding: errorData.data, as: UTF8.self)

@@ -354,11 +354,15 @@ extension ReplicaFeedTests {
             let running = Task { try await feed.run() }
             defer { running.cancel() }
             // The replica holds the table once the feed copied it: wait for that commit.
-            for try await commit in store.commits(after: 0) where commit.tag?.hasPrefix("copy") == true { break }
+            try await Wait.value("the replica's copy") {
+                for try await commit in store.commits(after: 0) where commit.tag?.hasPrefix("copy") == true { break }
+            }
             let live = store.liveQuery(sql: "SELECT id, title FROM items ORDER BY id", identity: "id")
             for title in ["a", "b", "c"] {
                 try await postgres.psql("UPDATE items SET title = '\(title)' WHERE id = 1")
-                for try await event in live.events() where event.snapshot.first?["title"] == .text(title) { break }
+                try await Wait.value("the live query to show title \(title)") {
+                    for try await event in live.events() where event.snapshot.first?["title"] == .text(title) { break }
+                }
             }
             #expect(try replicaRows(store) == (try await postgresRows()))
         }
@@ -409,7 +413,7 @@ struct ReplicaFeedLoadTests {
             }
             try await feed.prepare()
             while !done.isRaised { try await feed.catchUp() }
-            #expect(try await pgbench.value.contains("number of transactions actually processed: 3000"))
+            #expect(try await Wait.value("pgbench") { try await pgbench.value }.contains("number of transactions actually processed: 3000"))
             try await feed.catchUp()
             for table in tables {
                 let schema = try #require(await feed.schema(of: table))

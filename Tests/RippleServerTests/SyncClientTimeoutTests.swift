@@ -39,10 +39,13 @@ struct SyncClientTimeoutTests {
         await client.setTimeouts(handshake: .milliseconds(300), silence: .seconds(30))
         await client.setBackoff(min: .milliseconds(10), max: .milliseconds(20))
         try await client.start()
-        var reasons: [String] = []
-        for await event in client.events {
-            if case .disconnected(let reason) = event { reasons.append(reason) }
-            if reasons.count == 2 { break }
+        let reasons = try await Wait.value("two disconnections of the client") {
+            var reasons: [String] = []
+            for await event in client.events {
+                if case .disconnected(let reason) = event { reasons.append(reason) }
+                if reasons.count == 2 { break }
+            }
+            return reasons
         }
         #expect(reasons.count == 2)
         #expect(reasons.allSatisfy { $0.contains("no welcome") }, "\(reasons)")

@@ -75,7 +75,7 @@ struct SyncNodeTests {
                 done = true
             }
         }
-        _ = try await writer.value
+        _ = try await Wait.value("the writer") { try await writer.value }
         #expect(done, "the balances converge to Postgres's")
         #expect(zip(positions, positions.dropFirst()).allSatisfy { $0 < $1 }, "one frame per transaction, in commit order")
         #expect(frames > 100)
@@ -121,13 +121,9 @@ struct SyncNodeTests {
         #expect(metrics.contains("ripple_dropped_sockets_total 1"), "\(metrics)")
         // The dropped socket is let go without its client reading anything more: its last
         // frame waits a second at most.
-        var sockets = ""
-        for _ in 0..<300 {
-            sockets = await node.server.metricsText().split(separator: "\n").first { $0.hasPrefix("ripple_sockets ") }.map(String.init) ?? ""
-            if sockets == "ripple_sockets 1" { break }
-            try await Task.sleep(for: .milliseconds(50))
+        try await Wait.until("the node to let the dropped socket go (ripple_sockets 1)") {
+            await node.server.metricsText().split(separator: "\n").contains("ripple_sockets 1")
         }
-        #expect(sockets == "ripple_sockets 1", "the node still holds the dropped socket")
     }
 
     /// Sockets beyond the limit are told to retry later; a dropped table ends its subscriptions

@@ -13,10 +13,10 @@ import Testing
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
-        try process.run()
-        let out = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let err = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let (out, err) = try Wait.run(process, "`ripple \(arguments.joined(separator: " "))`") {
+            (String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
+             String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+        }
         return (process.terminationStatus, out, err)
     }
 

@@ -66,9 +66,9 @@ import Testing
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let output = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let output = try Wait.run(process, "swiftc -typecheck of \(file.lastPathComponent)", within: .seconds(600)) {
+            String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
         // Errors, and warnings too: pasted code should build without any.
         let lines = output.split(separator: "\n").filter { $0.contains("error:") || $0.contains("warning:") }
         return (process.terminationStatus, lines.prefix(20).joined(separator: "\n"))

@@ -23,9 +23,9 @@ import Testing
         let errors = directory.path("stderr.txt")
         try #require(FileManager.default.createFile(atPath: errors, contents: nil))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let text = try Wait.run(process, "`ripple crashtest`", within: .seconds(600)) {
+            String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
         let diagnostics = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
 
         let lines = text.split(separator: "\n").map(String.init)

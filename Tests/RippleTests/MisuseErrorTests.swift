@@ -188,8 +188,7 @@ import Testing
         process.arguments = arguments
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
-        try process.run()
-        process.waitUntilExit()
+        try Wait.run(process, "`ripple \(arguments.first ?? "")`") {}
         return (process.terminationStatus, try String(contentsOfFile: output, encoding: .utf8),
                 try String(contentsOfFile: errors, encoding: .utf8))
     }
