@@ -10,7 +10,7 @@ import Testing
 /// The Swift client against a real node: its local store holds the rows of its subscriptions
 /// (the app's own live queries fire), remote live queries hand changesets to lists, and it
 /// reconnects and resumes by itself.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync client tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync client tests skipped"), .timeLimit(.minutes(5)))
 struct SyncClientTests {
     /// Waits (bounded) until `condition`, about `client`'s store or rows, holds.
     static func until(_ client: SyncClient, _ what: String = "the client's rows to match", within limit: Duration = Wait.limit,

@@ -11,7 +11,7 @@ import Testing
 /// the write at once and never flicker while the server catches up, and they end equal to
 /// Postgres — rejections undone with their reason, concurrent edits of a row merged by column,
 /// and nothing lost or applied twice across a restart of the app.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync write tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync write tests skipped"), .timeLimit(.minutes(5)))
 struct SyncClientWriteTests {
     /// Alice's notes on Postgres, as the local store shows them.
     static let aliceNotes = "SELECT id, owner, title, coalesce(body, '-'), CASE WHEN done THEN 1 ELSE 0 END FROM notes WHERE owner = 'alice' ORDER BY id"

@@ -13,7 +13,7 @@ import Testing
 
 /// A node under real writers and hostile or slow sockets: pgbench's tables while pgbench runs,
 /// a socket that stops reading, more sockets than admitted, a dropped table, a huge change.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync node tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync node tests skipped"), .timeLimit(.minutes(5)))
 struct SyncNodeTests {
     /// pgbench's tables synced while pgbench runs: every frame is one whole transaction (pgbench
     /// adds each transaction's delta to one teller and one branch, so at every frame the

@@ -5,7 +5,7 @@ import Testing
 
 /// The sync stress checker (`ripple-server stress`), in short runs: a run with every fault
 /// finds nothing, and a broken server is found and its failure shrunk.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync stress tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync stress tests skipped"), .timeLimit(.minutes(5)))
 struct SyncStressTests {
     /// Three rounds of local writes, plain writers, disconnects, node restarts and Postgres
     /// restarts: every count stays at 0.

@@ -4,7 +4,7 @@ import Testing
 
 /// `ripple demo`, run as a newcomer runs it: it explains itself, and its JSON speaks the
 /// transcripts' vocabulary.
-@Suite struct DemoCommandTests {
+@Suite(.timeLimit(.minutes(5))) struct DemoCommandTests {
     func run(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
         let executable = try #require(RippleExecutable.url(), "the ripple executable is not built")
         let process = Process()

@@ -6,7 +6,7 @@ import Testing
 /// section's ```swift blocks, in order, into one file of a fresh package depending on Ripple. The blocks are
 /// type-checked with the toolchain's compiler against the modules this package just built (a
 /// fraction of a second per section, so the check stays in every `swift test`).
-@Suite struct ReadmeCompilesTests {
+@Suite(.timeLimit(.minutes(5))) struct ReadmeCompilesTests {
     /// The package's root: this file is Tests/RippleTestingTests/ReadmeCompilesTests.swift.
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()

@@ -8,7 +8,7 @@ import Testing
 ///
 /// The test runs the `ripple` executable built beside the test bundle (`swift build --build-tests`,
 /// as CI does, builds it; so does `swift test`).
-@Suite struct CrashTestTests {
+@Suite(.timeLimit(.minutes(5))) struct CrashTestTests {
     @Test(.timeLimit(.minutes(1)))
     func threeKilledWritersLoseNothing() throws {
         let executable = try #require(RippleExecutable.url(),
