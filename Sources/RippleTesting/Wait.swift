@@ -26,22 +26,28 @@ package enum Wait {
         /// How long it waited.
         package let limit: Duration
 
+        /// A wait for `what` that gave up after `limit` (for a test's own loop that bounds itself).
+        package init(what: String, limit: Duration) {
+            (self.what, self.limit) = (what, limit)
+        }
+
         package var description: String { "gave up waiting for \(what) after \(limit)" }
     }
 
     // MARK: From a task
 
     /// Returns once `condition` holds, checking it at once and then at growing intervals (up to
-    /// 50 ms); throws ``TimedOut`` when it still does not hold after `limit`, and
-    /// `CancellationError` when the task is cancelled.
-    package static func until(_ what: String, within limit: Duration = limit,
+    /// `pause`: a costly check, such as a query run by another process, takes a longer one);
+    /// throws ``TimedOut`` when it still does not hold after `limit`, and `CancellationError`
+    /// when the task is cancelled.
+    package static func until(_ what: String, within limit: Duration = limit, pausingAtMost pause: Duration = .milliseconds(50),
                               _ condition: () async throws -> Bool) async throws {
         let deadline = ContinuousClock.now + limit
-        var pause = Duration.milliseconds(1)
+        var next = Duration.milliseconds(1)
         while try await !condition() {
             guard ContinuousClock.now < deadline else { throw TimedOut(what: what, limit: limit) }
-            try await Task.sleep(for: pause)
-            pause = min(pause * 2, .milliseconds(50))
+            try await Task.sleep(for: next)
+            next = min(next * 2, pause)
         }
     }
 
@@ -115,6 +121,16 @@ package enum Wait {
                                reading body: () throws -> T) throws -> T {
         try process.run()
         return try exit(of: process, what, within: limit, reading: body)
+    }
+
+    /// ``run(_:_:within:reading:)`` from a task: the wait holds a thread of its own instead of
+    /// one of the cooperative threads (as many as cores) that every task of the process shares.
+    /// A test that held them all for a child's whole run would stall every other test's tasks,
+    /// and their deadlines would pass while they could not run.
+    @discardableResult
+    package static func run<T: Sendable>(_ process: Process, _ what: String, within limit: Duration = limit,
+                                         reading body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await onOwnThread(what) { try run(process, what, within: limit, reading: body) }
     }
 
     /// Waits for `process` (already running) to exit, running `body` meanwhile; one still running

@@ -8,7 +8,7 @@ import Testing
 /// update rewrites cells), and it reconnects and resumes by itself across a node restart.
 @Suite(.enabled(if: ThrowawayPostgres.testsRun && HeadlessChromium.testsRun,
                 "PostgreSQL 15 or Chromium is not installed: the live-list page test skipped"),
-        .timeLimit(.minutes(5)))
+        .timeLimit(.minutes(15)))
 struct LiveListPageTests {
     static let rules = #"{"tables": {"todos": {"read": {"column": "owner", "op": "=", "value": {"user": true}}}}}"#
     /// What the page is asked to show, and the same on Postgres (the read rule ANDed in).

@@ -16,7 +16,7 @@ import Testing
 /// a reserve of descriptors (never EMFILE); its open socket goes on receiving Postgres's
 /// changes (its feed, replica readers and Postgres connections unharmed), and once
 /// connections go away it accepts again.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: descriptor tests skipped"), .timeLimit(.minutes(5)))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: descriptor tests skipped"), .timeLimit(.minutes(15)))
 struct NodeDescriptorTests {
     static let limit = 160
 

@@ -9,7 +9,7 @@ import Testing
 /// The feed from a real PostgreSQL cluster into a replica store: writes from any Postgres client
 /// arrive, one replica commit per Postgres transaction, and a feed stopped anywhere replays
 /// without skipping or repeating.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: feed tests skipped"), .timeLimit(.minutes(5)))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: feed tests skipped"), .timeLimit(.minutes(15)))
 struct ReplicaFeedTests {
     let postgres: ThrowawayPostgres
     let directory: TemporaryDirectory
@@ -184,7 +184,7 @@ struct ReplicaFeedTests {
 
 /// Every mapped type at its extremes, through both paths into the replica — the initial copy
 /// and the feed — against values written out by hand (not through the mapping under test).
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: type mapping tests skipped"), .timeLimit(.minutes(5)))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: type mapping tests skipped"), .timeLimit(.minutes(15)))
 struct PostgresTypeMappingTests {
     static let columns = """
         id int PRIMARY KEY, small int2, large int8, exact numeric, precise numeric(30,10), real4 float4, real8 float8,
@@ -371,7 +371,7 @@ extension ReplicaFeedTests {
 
 /// The feed under real load and faults: pgbench's own tables synced while pgbench runs, and a
 /// Postgres that restarts without a clean shutdown in the middle.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: feed load tests skipped"), .timeLimit(.minutes(5)))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: feed load tests skipped"), .timeLimit(.minutes(15)))
 struct ReplicaFeedLoadTests {
     /// Every synced table's rows, ordered by key, each value through the replica's rules.
     func postgresRows(_ postgres: ThrowawayPostgres, _ table: String, _ schema: SyncedTableSchema) async throws -> [[SQLValue]] {

@@ -10,12 +10,13 @@ import Testing
 /// The Swift client against a real node: its local store holds the rows of its subscriptions
 /// (the app's own live queries fire), remote live queries hand changesets to lists, and it
 /// reconnects and resumes by itself.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync client tests skipped"), .timeLimit(.minutes(5)))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync client tests skipped"), .timeLimit(.minutes(15)))
 struct SyncClientTests {
-    /// Waits (bounded) until `condition`, about `client`'s store or rows, holds.
+    /// Waits (bounded) until `condition`, about `client`'s store or rows, holds. (Checked every
+    /// quarter of a second at most: it often runs psql, a process of its own.)
     static func until(_ client: SyncClient, _ what: String = "the client's rows to match", within limit: Duration = Wait.limit,
                       _ condition: @escaping @Sendable () async throws -> Bool) async throws {
-        try await Wait.until(what, within: limit) { try await condition() }
+        try await Wait.until(what, within: limit, pausingAtMost: .milliseconds(250)) { try await condition() }
     }
 
     @Test func theLocalStoreHoldsEachSubscriptionsRowsAndLiveQueriesFire() async throws {

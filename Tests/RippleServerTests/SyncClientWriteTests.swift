@@ -11,7 +11,7 @@ import Testing
 /// the write at once and never flicker while the server catches up, and they end equal to
 /// Postgres — rejections undone with their reason, concurrent edits of a row merged by column,
 /// and nothing lost or applied twice across a restart of the app.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync write tests skipped"), .timeLimit(.minutes(5)))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync write tests skipped"), .timeLimit(.minutes(15)))
 struct SyncClientWriteTests {
     /// Alice's notes on Postgres, as the local store shows them.
     static let aliceNotes = "SELECT id, owner, title, coalesce(body, '-'), CASE WHEN done THEN 1 ELSE 0 END FROM notes WHERE owner = 'alice' ORDER BY id"
@@ -239,8 +239,9 @@ struct SyncClientWriteTests {
             shell.arguments = [path, "INSERT INTO notes(id, owner, title, done) VALUES (40, 'alice', 'around', 0)"]
             let errors = Pipe()
             shell.standardError = errors
-            let message = try Wait.run(shell, "the sqlite3 shell") {
-                String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let errorHandle = errors.fileHandleForReading
+            let message = try await Wait.run(shell, "the sqlite3 shell") {
+                String(decoding: errorHandle.readDataToEndOfFile(), as: UTF8.self)
             }
             #expect(shell.terminationStatus != 0)
             #expect(message.contains("ripple_origin"))

@@ -6,7 +6,7 @@ import RippleTesting
 import Testing
 
 /// The `/sync` protocol end to end: a real cluster written by psql, a node, real WebSockets.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync protocol tests skipped"), .timeLimit(.minutes(5)))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync protocol tests skipped"), .timeLimit(.minutes(15)))
 struct SyncProtocolTests {
     static let rules = #"{"tables": {"todos": {"read": {"column": "owner", "op": "=", "value": {"user": true}}}, "tags": {"read": true}}}"#
 

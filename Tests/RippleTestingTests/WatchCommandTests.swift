@@ -6,7 +6,7 @@ import Testing
 /// `ripple watch`, run as another process on a store that this process and the `sqlite3` shell
 /// write: every event read from its output as it comes (each awaited with a deadline, never a
 /// fixed sleep), its signals, its recording, and the files it refuses and leaves untouched.
-@Suite(.timeLimit(.minutes(5))) struct WatchCommandTests {
+@Suite(.timeLimit(.minutes(15))) struct WatchCommandTests {
     // MARK: Events
 
     @Test func jsonLinesFollowEveryKindOfChangeMadeByOtherProcesses() throws {

@@ -88,14 +88,14 @@ import Testing
         }
         await #expect(throws: StoreError.self) {
             _ = try await Wait.value("the feed's answer from version 0") {
-                var iterator = store.commits(after: 0).makeAsyncIterator()
+                let iterator = store.commits(after: 0).makeAsyncIterator()
                 return try await iterator.next()?.version
             }
         }
         // From a version it keeps, it follows.
         let current = try store.currentVersion()
         #expect(try await Wait.value("the feed's first commit after \(current - 5)") {
-            var iterator = store.commits(after: current - 5).makeAsyncIterator()
+            let iterator = store.commits(after: current - 5).makeAsyncIterator()
             return try await iterator.next()?.version
         } == current - 4)
     }

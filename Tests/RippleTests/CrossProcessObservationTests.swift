@@ -7,7 +7,7 @@ import Testing
 /// Issue 14: commits by other connections reach live queries without polling — from the
 /// `sqlite3` shell (another process, not Ripple) through a watch on the file, and from another
 /// store of this process directly. Every store here has polling off; the file watch is on by default.
-@Suite(.timeLimit(.minutes(5))) struct CrossProcessObservationTests {
+@Suite(.timeLimit(.minutes(15))) struct CrossProcessObservationTests {
     let directory: TemporaryDirectory
     let path: String
     let store: Store

@@ -9,7 +9,7 @@ import Testing
 /// block, cancel or subscribe from inside their handlers. Each must fail with a typed error (or
 /// end only its own subscription), apply nothing halfway, and leave the store usable.
 /// Deterministic: semaphores order the threads, nothing sleeps.
-@Suite(.timeLimit(.minutes(5))) struct FaultTests {
+@Suite(.timeLimit(.minutes(15))) struct FaultTests {
     let directory: TemporaryDirectory
     init() throws { directory = try TemporaryDirectory() }
 

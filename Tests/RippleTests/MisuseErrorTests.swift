@@ -5,7 +5,7 @@ import Testing
 
 /// Misuse and bad input that must end in a short, precise error rather than a trap or a
 /// description tens of kilobytes long.
-@Suite(.timeLimit(.minutes(5))) struct MisuseErrorTests {
+@Suite(.timeLimit(.minutes(15))) struct MisuseErrorTests {
     let directory: TemporaryDirectory
     init() throws { directory = try TemporaryDirectory() }
 
