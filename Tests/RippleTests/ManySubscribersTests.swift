@@ -411,8 +411,11 @@ import Testing
         subscriber.release()
         try items.update(Item(id: 2, owner: 0, score: 1, name: "a"))
         #expect(subscriber.lists.waitFor(0, try query.fetchAll()))
-        // One read for each of the two commits to its rows.
-        #expect(store.observation.diagnostics.withLock { $0.refreshes } - before == 2)
+        // At most one read for each of the two commits to its rows, none for the five others.
+        // (One read in all when a read counted before `before`, still looking at the rows'
+        // insert, takes its snapshot after the first commit: its first statement fixes it.)
+        let reads = store.observation.diagnostics.withLock { $0.refreshes } - before
+        #expect((1...2).contains(reads), "\(reads) reads")
         #expect(subscriber.lists.problems.isEmpty, "\(subscriber.lists.problems.prefix(3))")
     }
 
