@@ -1,4 +1,5 @@
 import Foundation
+import Ripple
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -34,7 +35,9 @@ public final class ThrowawayPostgres: Sendable {
     }
 
     /// The port it listens on (127.0.0.1).
-    public let port: Int
+    public var port: Int { chosenPort.withLock { $0 } }
+    /// The port, chosen again when another program took the first before the server bound it.
+    private let chosenPort: Locked<Int>
     /// The temporary directory holding its data, socket and log.
     public let directory: String
     /// The directory of `postgres`, `pg_ctl`, `psql`, `pgbench`.
@@ -78,7 +81,7 @@ public final class ThrowawayPostgres: Sendable {
         directory = files.temporaryDirectory.appendingPathComponent("ripple-postgres-\(UUID().uuidString)").path
         runAs = getuid() == 0 ? "nobody" : nil
         try files.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        port = try Self.freePort()
+        chosenPort = Locked(try Self.freePort())
         do {
             if let runAs {
                 guard let account = getpwnam(runAs) else { throw ThrowawayPostgresError("no user \(runAs) to run PostgreSQL as") }
@@ -100,7 +103,22 @@ public final class ThrowawayPostgres: Sendable {
             handle.seekToEndOfFile()
             handle.write(Data(("\n# ThrowawayPostgres\n" + lines + "\n").utf8))
             try handle.close()
-            try start()
+            // The port was free when chosen, and initdb took a while: on a busy machine another
+            // program (a client's ephemeral port, another cluster) can take it first. Then a
+            // fresh one is tried (a later `port` line of postgresql.conf wins).
+            for attempt in 1... {
+                do {
+                    try start()
+                    break
+                } catch where attempt < 5 && lastLogLines().contains("Address already in use") {
+                    let port = try Self.freePort()
+                    chosenPort.withLock { $0 = port }
+                    let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: dataDirectory + "/postgresql.conf"))
+                    handle.seekToEndOfFile()
+                    handle.write(Data("port = \(port)\n".utf8))
+                    try handle.close()
+                }
+            }
         } catch {
             try? files.removeItem(atPath: directory)
             throw error
@@ -235,6 +253,8 @@ public final class ThrowawayPostgres: Sendable {
     }
 
     /// Runs a program to its end; its standard output, or an error with its standard error.
+    /// One still running after five minutes (a query that waits on a lock forever) is ended and
+    /// the run throws.
     @discardableResult
     static func run(_ executable: String, _ arguments: [String]) throws -> String {
         let process = Process()
@@ -258,9 +278,11 @@ public final class ThrowawayPostgres: Sendable {
             errorData.data = errorHandle.readDataToEndOfFile()
             done.signal()
         }.start()
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        done.wait()
+        let name = "\((executable as NSString).lastPathComponent) \(arguments.joined(separator: " ").prefix(200))"
+        let outputData = try Wait.exit(of: process, name, within: .seconds(300)) {
+            output.fileHandleForReading.readDataToEndOfFile()
+        }
+        try Wait.for(done, "the standard error of \(name)")
         let text = String(decoding: outputData, as: UTF8.self)
         guard process.terminationStatus == 0 else {
             let message = String(decoding: errorData.data, as: UTF8.self)

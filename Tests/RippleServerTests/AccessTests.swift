@@ -70,7 +70,7 @@ import Testing
 
 /// Two users, rows moving in and out of their rules: no event of one user's live query ever
 /// holds a row the rule excludes, and each ends equal to the rule's query on Postgres.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: rule tests against it skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: rule tests against it skipped"), .timeLimit(.minutes(15)))
 struct ReadRuleTests {
     final class Events: @unchecked Sendable {   // every access holds `lock`
         private let lock = NSLock()

@@ -100,7 +100,7 @@ final class HeadlessChromium: Sendable {
         _ = try? await devTools.call("Browser.close")
         devTools.close()
         if process.isRunning { process.terminate() }
-        _ = try? await onOwnThread("chromium exit") { [process] in process.waitUntilExit() }
+        _ = try? await onOwnThread("chromium exit") { [process] in try Wait.exit(of: process, "chromium", within: .seconds(30)) }
     }
 
     /// One page of the browser.
@@ -180,31 +180,33 @@ private final class DevToolsConnection: Sendable {
         }
         let made = DevToolsConnection(outgoing: outgoing, task: task)
         connection.withLock { $0 = made }
-        if let error = await opened.value { throw error }
+        if let error = try await Wait.value("the DevTools socket to open", { await opened.value }) { throw error }
         return made
     }
 
     /// Sends a command and returns its `result`.
     func call(_ method: String, _ parameters: [String: any Sendable] = [:], session: String? = nil) async throws -> [String: Any] {
-        let data: Data = try await withCheckedThrowingContinuation { continuation in
-            let id = state.withLock { state -> Int? in
-                if state.ended != nil { return nil }
-                defer { state.next += 1 }
-                state.waiting[state.next] = continuation
-                return state.next
-            }
-            guard let id else {
-                continuation.resume(throwing: HeadlessChromium.Failure("the DevTools socket is closed"))
-                return
-            }
-            var message: [String: Any] = ["id": id, "method": method, "params": parameters]
-            if let session { message["sessionId"] = session }
-            do {
-                let text = String(decoding: try JSONSerialization.data(withJSONObject: message), as: UTF8.self)
-                outgoing.yield(text)
-            } catch {
-                state.withLock { $0.waiting[id] = nil }
-                continuation.resume(throwing: error)
+        let data: Data = try await Wait.value("DevTools' answer to \(method)") { [self] in
+            try await withCheckedThrowingContinuation { continuation in
+                let id = state.withLock { state -> Int? in
+                    if state.ended != nil { return nil }
+                    defer { state.next += 1 }
+                    state.waiting[state.next] = continuation
+                    return state.next
+                }
+                guard let id else {
+                    continuation.resume(throwing: HeadlessChromium.Failure("the DevTools socket is closed"))
+                    return
+                }
+                var message: [String: Any] = ["id": id, "method": method, "params": parameters]
+                if let session { message["sessionId"] = session }
+                do {
+                    let text = String(decoding: try JSONSerialization.data(withJSONObject: message), as: UTF8.self)
+                    outgoing.yield(text)
+                } catch {
+                    state.withLock { $0.waiting[id] = nil }
+                    continuation.resume(throwing: error)
+                }
             }
         }
         guard let answer = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {

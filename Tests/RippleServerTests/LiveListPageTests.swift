@@ -7,7 +7,8 @@ import Testing
 /// through psql, a changeset changes the DOM only where it says (a move moves one node, an
 /// update rewrites cells), and it reconnects and resumes by itself across a node restart.
 @Suite(.enabled(if: ThrowawayPostgres.testsRun && HeadlessChromium.testsRun,
-                "PostgreSQL 15 or Chromium is not installed: the live-list page test skipped"))
+                "PostgreSQL 15 or Chromium is not installed: the live-list page test skipped"),
+        .timeLimit(.minutes(15)))
 struct LiveListPageTests {
     static let rules = #"{"tables": {"todos": {"read": {"column": "owner", "op": "=", "value": {"user": true}}}}}"#
     /// What the page is asked to show, and the same on Postgres (the read rule ANDed in).

@@ -9,7 +9,7 @@ import Testing
 /// them and resumes by position — one changeset, nothing missed, nothing repeated — though the
 /// replicas number their versions differently; a node started later with an empty replica
 /// answers a position older than its copy with a snapshot.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: multi-node tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: multi-node tests skipped"), .timeLimit(.minutes(15)))
 struct MultiNodeTests {
     static let rules = #"{"tables": {"todos": {"read": {"column": "owner", "op": "=", "value": {"user": true}}}, "tags": {"read": true}, "noise": {"read": true}}}"#
 

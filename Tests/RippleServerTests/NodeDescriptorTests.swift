@@ -16,7 +16,7 @@ import Testing
 /// a reserve of descriptors (never EMFILE); its open socket goes on receiving Postgres's
 /// changes (its feed, replica readers and Postgres connections unharmed), and once
 /// connections go away it accepts again.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: descriptor tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: descriptor tests skipped"), .timeLimit(.minutes(15)))
 struct NodeDescriptorTests {
     static let limit = 160
 
@@ -84,18 +84,20 @@ struct NodeDescriptorTests {
                     """)
             }
             process.terminate()
-            process.waitUntilExit()
+            do { try Wait.exit(of: process, "the node to stop") } catch { Issue.record(error) }
         }
         // It says where it serves once it listens.
         let reader = output.fileHandleForReading
-        let served = try await onOwnThread("node output") { () -> String in
-            var text = ""
-            while !text.contains("/sync") {
-                let data = reader.availableData
-                if data.isEmpty { break }
-                text += String(decoding: data, as: UTF8.self)
+        let served = try await Wait.value("the node to say where it serves") {
+            try await onOwnThread("node output") { () -> String in
+                var text = ""
+                while !text.contains("/sync") {
+                    let data = reader.availableData
+                    if data.isEmpty { break }
+                    text += String(decoding: data, as: UTF8.self)
+                }
+                return text
             }
-            return text
         }
         let port = try #require(served.firstMatch(of: /127\.0\.0\.1:(\d+)\/sync/).flatMap { Int($0.1) }, "\(served)")
         let token = try SyncToken.sign(user: "u", expires: Date().addingTimeInterval(3600), secret: Array(secret.utf8))
@@ -120,7 +122,12 @@ struct NodeDescriptorTests {
             guard let descriptor = Self.connectTCP(port) else { break }
             flood.append(descriptor)
         }
-        // Until the node stops taking connections (its count unchanged for a second).
+        // Until the node took connections up to its cap (however slowly a loaded machine lets
+        // it), then until it stops taking them (its count unchanged for a second).
+        let cap = Self.limit - max(64, Self.limit / 8)
+        try await Wait.until("the node to take connections up to its cap (\(cap) descriptors)") {
+            Self.openDescriptors(pid) >= cap
+        }
         var held = Self.openDescriptors(pid)
         var steadySince = ContinuousClock.now
         let deadline = ContinuousClock.now + .seconds(30)
@@ -129,7 +136,6 @@ struct NodeDescriptorTests {
             let now = Self.openDescriptors(pid)
             if now != held { (held, steadySince) = (now, .now) }
         }
-        let cap = Self.limit - max(64, Self.limit / 8)
         #expect(held >= cap, "the node took connections up to its cap (it holds \(held) descriptors)")
         #expect(held <= Self.limit - 16, "the node kept descriptors in reserve (it holds \(held) of \(Self.limit))")
 

@@ -33,7 +33,7 @@ import Testing
 }
 
 /// Against a real cluster: what Postgres sends is decoded exactly.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: pgoutput tests against it skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: pgoutput tests against it skipped"), .timeLimit(.minutes(15)))
 struct PGOutputAgainstPostgresTests {
     /// The messages of the slot since it was made, decoded (peeked: the slot does not move).
     func peek(_ postgres: ThrowawayPostgres) async throws -> [PGOutput.Message] {

@@ -80,7 +80,7 @@ import Testing
 
 /// Postgres is the oracle: a compiled query on the replica returns what the same query returns
 /// on Postgres under `COLLATE "C"` — NULL order, case-sensitive LIKE, byte order, NaN.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: the Postgres oracle tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: the Postgres oracle tests skipped"), .timeLimit(.minutes(15)))
 struct QueryMeaningTests {
     /// The same description as Postgres SQL with its values bound: the oracle's query.
     static func postgresQuery(_ query: QueryDescription, _ table: SyncedTableSchema) -> PostgresQuery {

@@ -9,7 +9,7 @@ import Testing
 /// The feed from a real PostgreSQL cluster into a replica store: writes from any Postgres client
 /// arrive, one replica commit per Postgres transaction, and a feed stopped anywhere replays
 /// without skipping or repeating.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: feed tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: feed tests skipped"), .timeLimit(.minutes(15)))
 struct ReplicaFeedTests {
     let postgres: ThrowawayPostgres
     let directory: TemporaryDirectory
@@ -184,7 +184,7 @@ struct ReplicaFeedTests {
 
 /// Every mapped type at its extremes, through both paths into the replica — the initial copy
 /// and the feed — against values written out by hand (not through the mapping under test).
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: type mapping tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: type mapping tests skipped"), .timeLimit(.minutes(15)))
 struct PostgresTypeMappingTests {
     static let columns = """
         id int PRIMARY KEY, small int2, large int8, exact numeric, precise numeric(30,10), real4 float4, real8 float8,
@@ -354,11 +354,15 @@ extension ReplicaFeedTests {
             let running = Task { try await feed.run() }
             defer { running.cancel() }
             // The replica holds the table once the feed copied it: wait for that commit.
-            for try await commit in store.commits(after: 0) where commit.tag?.hasPrefix("copy") == true { break }
+            try await Wait.value("the replica's copy") {
+                for try await commit in store.commits(after: 0) where commit.tag?.hasPrefix("copy") == true { break }
+            }
             let live = store.liveQuery(sql: "SELECT id, title FROM items ORDER BY id", identity: "id")
             for title in ["a", "b", "c"] {
                 try await postgres.psql("UPDATE items SET title = '\(title)' WHERE id = 1")
-                for try await event in live.events() where event.snapshot.first?["title"] == .text(title) { break }
+                try await Wait.value("the live query to show title \(title)") {
+                    for try await event in live.events() where event.snapshot.first?["title"] == .text(title) { break }
+                }
             }
             #expect(try replicaRows(store) == (try await postgresRows()))
         }
@@ -367,7 +371,7 @@ extension ReplicaFeedTests {
 
 /// The feed under real load and faults: pgbench's own tables synced while pgbench runs, and a
 /// Postgres that restarts without a clean shutdown in the middle.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: feed load tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: feed load tests skipped"), .timeLimit(.minutes(15)))
 struct ReplicaFeedLoadTests {
     /// Every synced table's rows, ordered by key, each value through the replica's rules.
     func postgresRows(_ postgres: ThrowawayPostgres, _ table: String, _ schema: SyncedTableSchema) async throws -> [[SQLValue]] {
@@ -409,7 +413,7 @@ struct ReplicaFeedLoadTests {
             }
             try await feed.prepare()
             while !done.isRaised { try await feed.catchUp() }
-            #expect(try await pgbench.value.contains("number of transactions actually processed: 3000"))
+            #expect(try await Wait.value("pgbench") { try await pgbench.value }.contains("number of transactions actually processed: 3000"))
             try await feed.catchUp()
             for table in tables {
                 let schema = try #require(await feed.schema(of: table))

@@ -9,7 +9,7 @@ import Testing
 
 /// Subscriptions over the replica: equal queries under equal rules share one live query, and a
 /// subscriber that applies each change to its rows always holds the query's result on Postgres.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: subscription tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: subscription tests skipped"), .timeLimit(.minutes(15)))
 struct SubscriptionHubTests {
     /// A client's rows for one subscription, built from what it received.
     final class Client: @unchecked Sendable {   // every access holds `lock`

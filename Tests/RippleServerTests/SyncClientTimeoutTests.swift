@@ -13,7 +13,7 @@ struct SyncClientTimeoutTests {
     /// nothing ever answers the WebSocket upgrade, as with a node stopping or wedged at that
     /// moment. The client gives up on each connection after its handshake timeout and tries
     /// again, instead of waiting forever.
-    @Test(.timeLimit(.minutes(1))) func aConnectionNeverWelcomedIsGivenUpOn() async throws {
+    @Test(.timeLimit(.minutes(15))) func aConnectionNeverWelcomedIsGivenUpOn() async throws {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         try #require(listener >= 0)
         defer { close(listener) }
@@ -39,10 +39,13 @@ struct SyncClientTimeoutTests {
         await client.setTimeouts(handshake: .milliseconds(300), silence: .seconds(30))
         await client.setBackoff(min: .milliseconds(10), max: .milliseconds(20))
         try await client.start()
-        var reasons: [String] = []
-        for await event in client.events {
-            if case .disconnected(let reason) = event { reasons.append(reason) }
-            if reasons.count == 2 { break }
+        let reasons = try await Wait.value("two disconnections of the client") {
+            var reasons: [String] = []
+            for await event in client.events {
+                if case .disconnected(let reason) = event { reasons.append(reason) }
+                if reasons.count == 2 { break }
+            }
+            return reasons
         }
         #expect(reasons.count == 2)
         #expect(reasons.allSatisfy { $0.contains("no welcome") }, "\(reasons)")

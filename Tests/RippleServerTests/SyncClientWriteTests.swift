@@ -11,7 +11,7 @@ import Testing
 /// the write at once and never flicker while the server catches up, and they end equal to
 /// Postgres — rejections undone with their reason, concurrent edits of a row merged by column,
 /// and nothing lost or applied twice across a restart of the app.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync write tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync write tests skipped"), .timeLimit(.minutes(15)))
 struct SyncClientWriteTests {
     /// Alice's notes on Postgres, as the local store shows them.
     static let aliceNotes = "SELECT id, owner, title, coalesce(body, '-'), CASE WHEN done THEN 1 ELSE 0 END FROM notes WHERE owner = 'alice' ORDER BY id"
@@ -57,22 +57,12 @@ struct SyncClientWriteTests {
     }
 
     /// Waits for an event of `client` that `match` picks, and returns what it gave.
-    static func event<T: Sendable>(of client: SyncClient, within seconds: Double = 30,
+    static func event<T: Sendable>(of client: SyncClient, _ what: String = "the client's event", within limit: Duration = Wait.limit,
                                    _ match: @escaping @Sendable (SyncClientEvent) -> T?) async throws -> T {
-        let found = try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
-                for await event in client.events { if let found = match(event) { return found } }
-                return nil
-            }
-            group.addTask {
-                try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
-                return nil
-            }
-            defer { group.cancelAll() }
-            return try await group.next() ?? nil
+        try await Wait.value(what, within: limit) {
+            for await event in client.events { if let found = match(event) { return found } }
+            throw SyncClientTestError("the client's events ended before \(what)")
         }
-        guard let found else { throw SyncClientTestError("no such event within \(seconds) s") }
-        return found
     }
 
     @Test func localWritesReachPostgresOnceWithoutFlicker() async throws {
@@ -185,10 +175,20 @@ struct SyncClientWriteTests {
     /// equal to Postgres.
     @Test func aWriteWhoseResultWasNeverHeardTakesEffectOnceAfterARestart() async throws {
         try await SyncWriteTests().withNode { postgres, node in
-            // Each update of counters takes a second on Postgres: the push is in flight long
-            // enough for the app to die in the middle of it.
+            // An update of counters waits on Postgres until the test opens a gate (a table the
+            // node does not follow; two minutes at most): the push stays in flight until the app
+            // died in the middle of it, however slow the machine.
             try await postgres.psql("""
-                CREATE FUNCTION slow_down() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1); RETURN NEW; END $$;
+                CREATE TABLE push_gate(open boolean NOT NULL);
+                INSERT INTO push_gate VALUES (false);
+                CREATE FUNCTION slow_down() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    FOR step IN 1..12000 LOOP
+                        EXIT WHEN (SELECT open FROM push_gate);
+                        PERFORM pg_sleep(0.01);
+                    END LOOP;
+                    RETURN NEW;
+                END $$;
                 CREATE TRIGGER counters_slow BEFORE UPDATE ON counters FOR EACH ROW EXECUTE FUNCTION slow_down();
                 """)
             let directory = try TemporaryDirectory()
@@ -203,14 +203,13 @@ struct SyncClientWriteTests {
                 try await SyncClientTests.until(client) { await client.rows(of: "counters")?.count == 1 }
                 try store.write { db in try db.execute("UPDATE counters SET total = total + 5 WHERE id = 1") }
                 // The push reached Postgres (its update waits in the trigger): the app dies now.
-                let deadline = ContinuousClock.now + .seconds(30)
-                while try await postgres.rows("""
-                    SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%ripple_sync_apply(%' AND pid <> pg_backend_pid()
-                    """) != ["1"] {
-                    guard ContinuousClock.now < deadline else { throw SyncClientTestError("the push did not reach Postgres") }
-                    try await Task.sleep(for: .milliseconds(10))
+                try await Wait.until("the push to reach Postgres") {
+                    try await postgres.rows("""
+                        SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%ripple_sync_apply(%' AND pid <> pg_backend_pid()
+                        """) == ["1"]
                 }
                 await client.stop()
+                _ = try await postgres.psql("UPDATE push_gate SET open = true")
             }
             let store = try Store(path: path)
             let client = SyncClient(url: node.url, store: store) { token }
@@ -240,9 +239,10 @@ struct SyncClientWriteTests {
             shell.arguments = [path, "INSERT INTO notes(id, owner, title, done) VALUES (40, 'alice', 'around', 0)"]
             let errors = Pipe()
             shell.standardError = errors
-            try shell.run()
-            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            shell.waitUntilExit()
+            let errorHandle = errors.fileHandleForReading
+            let message = try await Wait.run(shell, "the sqlite3 shell") {
+                String(decoding: errorHandle.readDataToEndOfFile(), as: UTF8.self)
+            }
             #expect(shell.terminationStatus != 0)
             #expect(message.contains("ripple_origin"))
             #expect(!(try device.rows().contains { $0.hasPrefix("40|") }))

@@ -5,11 +5,11 @@ import Testing
 
 /// The sync stress checker (`ripple-server stress`), in short runs: a run with every fault
 /// finds nothing, and a broken server is found and its failure shrunk.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync stress tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync stress tests skipped"), .timeLimit(.minutes(15)))
 struct SyncStressTests {
     /// Three rounds of local writes, plain writers, disconnects, node restarts and Postgres
     /// restarts: every count stays at 0.
-    @Test(.timeLimit(.minutes(5))) func aShortRunWithEveryFaultFindsNothing() async throws {
+    @Test func aShortRunWithEveryFaultFindsNothing() async throws {
         var configuration = SyncStressConfiguration()
         configuration.seed = 3
         configuration.seconds = 24 * 3600
@@ -26,7 +26,7 @@ struct SyncStressTests {
     /// Two nodes, devices moving between them on every reconnect, nodes replaced by new ones
     /// with empty replicas, and storms of sockets: nothing lost, repeated, stale or leaked,
     /// and the nodes let go of the storms' sockets.
-    @Test(.timeLimit(.minutes(5))) func nodesReplacedAndReconnectStormsFindNothing() async throws {
+    @Test func nodesReplacedAndReconnectStormsFindNothing() async throws {
         var configuration = SyncStressConfiguration()
         configuration.seed = 7
         configuration.seconds = 24 * 3600
@@ -54,7 +54,7 @@ struct SyncStressTests {
     /// A counter moved on the server behind the node's back (as if mutations had applied that
     /// no device made) is a finding: the run stops at that round, and shrinking gives a run
     /// that fails with fewer operations.
-    @Test(.timeLimit(.minutes(5))) func aCounterMovedBehindTheNodesBackIsFoundAndTheFailureShrunk() async throws {
+    @Test func aCounterMovedBehindTheNodesBackIsFoundAndTheFailureShrunk() async throws {
         var configuration = SyncStressConfiguration()
         configuration.seed = 4
         configuration.seconds = 24 * 3600

@@ -38,28 +38,18 @@ struct TestNode {
         let server = try SyncServer(configuration: configuration)
         let task = Task { try await server.run() }
         // A node that cannot start fails the test instead of holding it up.
-        let port = try await withThrowingTaskGroup(of: Int.self) { group in
-            group.addTask { try await server.port }
-            group.addTask {
-                try await Task.sleep(for: .seconds(120))
-                throw SyncClientTestError("the node did not start within 120 s")
-            }
-            defer { group.cancelAll() }
-            return try await group.next()!
-        }
+        let port = try await Wait.value("the node to listen") { try await server.port }
         return TestNode(postgres: postgres, server: server, task: task, port: port)
     }
 
     /// Returns once the node's `/health` says `ok`: its feed has copied Postgres (or caught up
     /// from its slot). A node listens before that.
-    func untilReady(within seconds: Double = 120) async throws {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if let (body, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/health")!),
-               String(decoding: body, as: UTF8.self) == "ok\n" { return }
-            try await Task.sleep(for: .milliseconds(20))
+    func untilReady(within limit: Duration = Wait.limit) async throws {
+        try await Wait.until("the node's /health to say ok", within: limit) {
+            guard let (body, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/health")!)
+            else { return false }
+            return String(decoding: body, as: UTF8.self) == "ok\n"
         }
-        throw SyncClientTestError("the node was not ready within \(seconds) s")
     }
 
     func token(_ user: String, expires: Date = Date().addingTimeInterval(3600)) throws -> String {
@@ -68,7 +58,8 @@ struct TestNode {
 
     func stop() async {
         task.cancel()
-        _ = await task.result
+        let task = task
+        do { _ = try await Wait.value("the node to stop") { await task.result } } catch { Issue.record(error) }
     }
 }
 
@@ -107,8 +98,9 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
                 }
             }
         }
-        var waiting = opened.stream.makeAsyncIterator()
-        guard let writer = await waiting.next() else { throw SyncClientTestError("the socket did not open") }
+        guard let writer = try await Wait.next(opened.stream, "the socket to \(url) to open") else {
+            throw SyncClientTestError("the socket did not open")
+        }
         lock.withLock { self.writer = writer }
     }
 
@@ -127,7 +119,7 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
     }
 
     /// The next frame, or `nil` once the socket closed; fails after `seconds`.
-    func nextText(within seconds: Double = 20) async throws -> String? {
+    func nextText(within seconds: Double = Wait.limit.timeInterval) async throws -> String? {
         let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
         let timeout = Task { [self] in
             try await Task.sleep(until: deadline, clock: .continuous)
@@ -145,8 +137,10 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
                 throw SyncClientTestError("no frame within \(seconds) s (\(count) received; the last: \(last.prefix(300)))")
             }
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                // The deadline is checked under the lock: a timer that fired before the waiter
+                // was registered would wake nobody.
                 let ready = lock.withLock { () -> Bool in
-                    if !buffer.isEmpty || closed { return true }
+                    if !buffer.isEmpty || closed || ContinuousClock.now >= deadline { return true }
                     waiter = continuation
                     return false
                 }
@@ -155,7 +149,7 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
         }
     }
 
-    func next(within seconds: Double = 20, what: String? = nil) async throws -> ServerMessage? {
+    func next(within seconds: Double = Wait.limit.timeInterval, what: String? = nil) async throws -> ServerMessage? {
         let text: String?
         do {
             text = try await nextText(within: seconds)
@@ -167,10 +161,13 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
         return try JSONDecoder().decode(ServerMessage.self, from: Data(text.utf8))
     }
 
-    /// The next message that is not a heartbeat (`what`: what is awaited, said if none comes).
-    func nextSkippingHeartbeats(within seconds: Double = 20, what: String? = nil) async throws -> ServerMessage? {
+    /// The next message that is not a heartbeat (`what`: what is awaited, said if none comes),
+    /// within `seconds` in all: heartbeats do not extend the wait.
+    func nextSkippingHeartbeats(within seconds: Double = Wait.limit.timeInterval, what: String? = nil) async throws -> ServerMessage? {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
         while true {
-            let message = try await next(within: seconds, what: what)
+            let left = deadline - ContinuousClock.now
+            let message = try await next(within: max(0, left.timeInterval), what: what)
             if case .heartbeat = message { continue }
             return message
         }

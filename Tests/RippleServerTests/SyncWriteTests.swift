@@ -8,7 +8,7 @@ import Testing
 /// exactly once (retries and two sockets of one client), per-column last writer wins, write
 /// rules before and after, rejections with their SQLSTATE and constraint and nothing applied,
 /// client ids per user, and a resolver that merges.
-@Suite(.serialized) struct SyncWriteTests {
+@Suite(.serialized, .timeLimit(.minutes(15))) struct SyncWriteTests {
     static let rules = #"""
         {"tables": {
             "notes": {"read": {"column": "owner", "op": "=", "value": {"user": true}},

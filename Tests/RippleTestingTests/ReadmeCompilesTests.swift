@@ -6,7 +6,7 @@ import Testing
 /// section's ```swift blocks, in order, into one file of a fresh package depending on Ripple. The blocks are
 /// type-checked with the toolchain's compiler against the modules this package just built (a
 /// fraction of a second per section, so the check stays in every `swift test`).
-@Suite struct ReadmeCompilesTests {
+@Suite(.timeLimit(.minutes(15))) struct ReadmeCompilesTests {
     /// The package's root: this file is Tests/RippleTestingTests/ReadmeCompilesTests.swift.
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
@@ -36,7 +36,7 @@ import Testing
         return sections.map { ($0.title, $0.blocks.joined(separator: "\n\n")) }
     }
 
-    @Test func everySectionsSwiftCompilesAsPasted() throws {
+    @Test func everySectionsSwiftCompilesAsPasted() async throws {
         let modules = try #require(RippleExecutable.url()?.deletingLastPathComponent().appendingPathComponent("Modules"),
                                    "the package is not built")
         let sections = try Self.sections()
@@ -47,14 +47,14 @@ import Testing
         for (index, section) in sections.enumerated() {
             let file = directory.appendingPathComponent("section\(index).swift")
             try section.code.write(to: file, atomically: true, encoding: .utf8)
-            let result = try Self.typecheck(file, modules: modules)
+            let result = try await Self.typecheck(file, modules: modules)
             #expect(result.status == 0 && result.errors.isEmpty,
                     "README section \"\(section.title)\" does not compile cleanly:\n\(result.errors)")
         }
     }
 
     /// Runs the compiler's type checker on `file` (as a program's main file, Swift 6 mode).
-    static func typecheck(_ file: URL, modules: URL) throws -> (status: Int32, errors: String) {
+    static func typecheck(_ file: URL, modules: URL) async throws -> (status: Int32, errors: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         var arguments = ["swiftc", "-typecheck", "-swift-version", "6", "-I", modules.path,
@@ -66,9 +66,10 @@ import Testing
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let output = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let errorHandle = errors.fileHandleForReading
+        let output = try await Wait.run(process, "swiftc -typecheck of \(file.lastPathComponent)", within: .seconds(600)) {
+            String(decoding: errorHandle.readDataToEndOfFile(), as: UTF8.self)
+        }
         // Errors, and warnings too: pasted code should build without any.
         let lines = output.split(separator: "\n").filter { $0.contains("error:") || $0.contains("warning:") }
         return (process.terminationStatus, lines.prefix(20).joined(separator: "\n"))

@@ -214,7 +214,7 @@ import Testing
     func aRunLeavesTheCooperativeThreadsToItsEventLoops() async throws {
         let release = DispatchSemaphore(value: 0)
         let held = (1..<max(2, ProcessInfo.processInfo.activeProcessorCount)).map { _ in
-            Task.detached { release.wait() }
+            Task.detached { _ = try? Wait.for(release, "the run to end") }
         }
         defer { for _ in held { release.signal() } }
         var configuration = configuration(seed: 2, seconds: 2)

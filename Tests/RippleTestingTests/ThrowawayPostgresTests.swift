@@ -5,7 +5,7 @@ import Testing
 /// The throwaway PostgreSQL cluster that sync's tests, benchmarks and demos start. Without
 /// PostgreSQL's binaries these tests skip, saying so in one line; with `CI=true` they run (and
 /// fail, as a missing Postgres must fail CI).
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync tests skipped"), .timeLimit(.minutes(15)))
 struct ThrowawayPostgresTests {
     @Test func aClusterStartsWithLogicalDecodingAndIsGoneAfterStop() async throws {
         let postgres = try await ThrowawayPostgres.started()

@@ -6,7 +6,7 @@ import Testing
 /// `ripple watch`, run as another process on a store that this process and the `sqlite3` shell
 /// write: every event read from its output as it comes (each awaited with a deadline, never a
 /// fixed sleep), its signals, its recording, and the files it refuses and leaves untouched.
-@Suite struct WatchCommandTests {
+@Suite(.timeLimit(.minutes(15))) struct WatchCommandTests {
     // MARK: Events
 
     @Test func jsonLinesFollowEveryKindOfChangeMadeByOtherProcesses() throws {
@@ -308,7 +308,7 @@ private final class WatchedProcess: @unchecked Sendable {   // every var is used
     private var openStreams = 2
     private var status: Int32?
     /// How long to wait for a line or for the end, in seconds.
-    let deadline: TimeInterval = 30
+    let deadline: TimeInterval = Wait.limit.timeInterval
 
     init(_ arguments: [String]) throws {
         let executable = try #require(RippleExecutable.url(), "the ripple executable is not built")
@@ -426,9 +426,9 @@ private enum SQLiteShell {
         process.arguments = ["-cmd", ".timeout 5000", database, sql]
         let errors = Pipe()
         process.standardError = errors
-        try process.run()
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let message = try Wait.run(process, "the sqlite3 shell") {
+            String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
         #expect(process.terminationStatus == 0, "sqlite3: \(message)")
     }
 }

@@ -193,7 +193,7 @@ extension CaptureFidelityTests {
         let subscriber = ListViewSubscriber<Row>()
         let subscription = subscriber.subscribe(to: store.liveQuery(sql: "SELECT term FROM words", identity: "term"))
         defer { subscription.cancel() }
-        #expect(subscriber.waitForError(timeout: 10))
+        #expect(subscriber.waitForError())
         let message = "\(subscriber.error.map { "\($0)" } ?? "")"
         #expect(message.contains("words") && message.contains("virtual table"), "\(message)")
     }

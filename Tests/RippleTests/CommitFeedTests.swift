@@ -39,26 +39,29 @@ import Testing
                 }
             }
         }
-        var versions: [Int64] = []
-        var keys: Set<String> = []
-        var tags: Set<String> = []
         let final = start + Int64(3 * perThread)
-        // First part: until half the versions arrived, then the iterator is dropped.
-        for try await commit in store.commits(after: start) {
-            versions.append(commit.version)
-            keys.formUnion(commit.changes.flatMap(\.rowKeys))
-            if let tag = commit.tag { tags.insert(tag) }
-            #expect(commit.origin == .write)
-            if versions.count == 5_000 { break }
+        let (versions, keys, tags) = try await Wait.value("the feed to reach version \(final)") {
+            var versions: [Int64] = []
+            var keys: Set<String> = []
+            var tags: Set<String> = []
+            // First part: until half the versions arrived, then the iterator is dropped.
+            for try await commit in store.commits(after: start) {
+                versions.append(commit.version)
+                keys.formUnion(commit.changes.flatMap(\.rowKeys))
+                if let tag = commit.tag { tags.insert(tag) }
+                #expect(commit.origin == .write)
+                if versions.count == 5_000 { break }
+            }
+            // Resumed from the last version handled.
+            for try await commit in store.commits(after: versions.last!) {
+                versions.append(commit.version)
+                keys.formUnion(commit.changes.flatMap(\.rowKeys))
+                if let tag = commit.tag { tags.insert(tag) }
+                if commit.version == final { break }
+            }
+            return (versions, keys, tags)
         }
-        // Resumed from the last version handled.
-        for try await commit in store.commits(after: versions.last!) {
-            versions.append(commit.version)
-            keys.formUnion(commit.changes.flatMap(\.rowKeys))
-            if let tag = commit.tag { tags.insert(tag) }
-            if commit.version == final { break }
-        }
-        await writers.value
+        try await Wait.value("the writers") { await writers.value }
         #expect(versions == Array((start + 1)...final))
         #expect(keys.count == 3 * perThread)
         #expect(tags == ["t0", "t1", "t2"])
@@ -74,7 +77,7 @@ import Testing
         }
         // The consumer waits (or has not started): either way it ends with nothing read.
         consumer.cancel()
-        #expect(try await consumer.value == 0)
+        #expect(try await Wait.value("the cancelled consumer to end") { try await consumer.value } == 0)
         #expect(store.observation.count == 0)
     }
 
@@ -83,12 +86,18 @@ import Testing
         for id in 0..<200 {
             try store.write { db in try db.execute("INSERT INTO items(id, title) VALUES (?, 'x')", [id]) }
         }
-        let iterator = store.commits(after: 0).makeAsyncIterator()
-        await #expect(throws: StoreError.self) { _ = try await iterator.next() }
+        await #expect(throws: StoreError.self) {
+            _ = try await Wait.value("the feed's answer from version 0") {
+                let iterator = store.commits(after: 0).makeAsyncIterator()
+                return try await iterator.next()?.version
+            }
+        }
         // From a version it keeps, it follows.
         let current = try store.currentVersion()
-        let recent = store.commits(after: current - 5).makeAsyncIterator()
-        #expect(try await recent.next()?.version == current - 4)
+        #expect(try await Wait.value("the feed's first commit after \(current - 5)") {
+            let iterator = store.commits(after: current - 5).makeAsyncIterator()
+            return try await iterator.next()?.version
+        } == current - 4)
     }
 
     /// Each path that commits records its origin; the tag given by the caller travels with it,
@@ -116,11 +125,15 @@ import Testing
         let entries = try store.changes(after: start)
         #expect(entries.map(\.origin) == expected.map(\.0))
         #expect(entries.map(\.tag) == expected.map(\.1))
-        var feed: [Commit] = []
-        for try await commit in store.commits(after: start) {
-            feed.append(commit)
-            if feed.count == expected.count { break }
+        let feed = try await Wait.value("the feed's \(expected.count) commits") {
+            var feed: [Commit] = []
+            for try await commit in store.commits(after: start) {
+                feed.append(commit)
+                if feed.count == 4 { break }
+            }
+            return feed
         }
+        #expect(feed.count == expected.count)
         #expect(feed.map(\.origin) == expected.map(\.0))
         #expect(feed.map(\.tag) == expected.map(\.1))
         #expect(feed.allSatisfy { $0.committedAt != nil })

@@ -53,7 +53,7 @@ import Testing
         #expect(!returnedEarly, "it returned while the gate was shut", sourceLocation: sourceLocation)
         gate.signal()
         if returnedEarly { return false }
-        returned.wait()
+        #expect(throws: Never.self, sourceLocation: sourceLocation) { try Wait.for(returned, "the call to return once the gate opened") }
         return saw.withLock { $0 }
     }
 
@@ -87,7 +87,7 @@ import Testing
         defer { subscription.cancel() }
         try call.commit(on: writer)
         // A safety net only: the other store is told directly after the commit.
-        #expect(subscriber.waitFor(items: [Item(id: 7, title: "seeded")], timeout: 10))
+        #expect(subscriber.waitFor(items: [Item(id: 7, title: "seeded")]))
         #expect(subscriber.failures.isEmpty)
     }
 
@@ -202,7 +202,7 @@ import Testing
             subscriber.receive(event)
             if blocksNext.withLock({ blocks in defer { blocks = false }; return blocks }) {
                 entered.signal()
-                gate.wait()
+                _ = try? Wait.for(gate, "the test to open the handler's gate")
             }
         }
         defer { subscription.cancel() }
@@ -212,13 +212,13 @@ import Testing
             try? store.write { db in try db.execute("INSERT INTO items(id, title) VALUES (1, 'first')") }
             firstDone.signal()
         }
-        entered.wait()
+        try Wait.for(entered, "the first write's event to reach the handler")
         // The second write cannot return while the gate is shut.
         let sawOwnRow = Self.returnsOnlyOnceOpened(gate) {
             try? store.write { db in try db.execute("INSERT INTO items(id, title) VALUES (2, 'second')") }
             return subscriber.items.contains { $0.id == 2 }
         }
-        firstDone.wait()
+        try Wait.for(firstDone, "the first write to return")
         #expect(sawOwnRow)
         #expect(subscriber.items == [Item(id: 1, title: "first"), Item(id: 2, title: "second")])
         #expect(subscriber.failures.isEmpty)
@@ -262,13 +262,13 @@ import Testing
             subscriber.receive(event)
             if event.origin == .foreign {
                 entered.signal()
-                gate.wait()
+                _ = try? Wait.for(gate, "the test to open the handler's gate")
             }
         }
         defer { subscription.cancel() }
         #expect(store.observation.isWatching)
         try SQLiteShell.run("INSERT INTO items(id, title) VALUES (5, 'shell')", on: path)
-        #expect(entered.wait(timeout: .now() + 20) == .success)   // a safety net: the watch hears the shell at once
+        try Wait.for(entered, "the shell's commit to reach the handler")   // the watch hears the shell at once
         let sawRow = Self.returnsOnlyOnceOpened(gate) {
             try? store.noticeExternalWrites()
             return subscriber.items.contains { $0.id == 5 }
@@ -350,10 +350,10 @@ import Testing
         third.noticeGate.withLock { $0 = {
             guard holdsNext.withLock({ holds in defer { holds = false }; return holds }) else { return }
             arrived.signal()
-            release.wait()
+            _ = try? Wait.for(release, "the test to release the held look")
         } }
         try first.write { db in try db.execute("INSERT INTO other(id) VALUES (1)") }
-        if !secondCommitsFirst { arrived.wait() }
+        if !secondCommitsFirst { try Wait.for(arrived, "the first store's look to reach the gate") }
         try SQLiteShell.run("INSERT INTO items(id, title) VALUES (5, 'shell')", on: path)
         if secondCommitsFirst {
             try second.write { db in try db.execute("INSERT INTO other(id) VALUES (2)") }
@@ -361,7 +361,7 @@ import Testing
         release.signal()
         try third.noticeExternalWrites()   // after the held look (it waits for the writer)
         // The held look delivers on its own thread: a safety net only.
-        #expect(subscriber.waitFor(items: [Item(id: 5, title: "shell")], timeout: 10))
+        #expect(subscriber.waitFor(items: [Item(id: 5, title: "shell")]))
         #expect(subscriber.failures.isEmpty)
     }
 
@@ -411,7 +411,7 @@ import Testing
             #expect(attempts.withLock { $0 } <= 2)
             #expect(subscriber.error == nil)
             failing.withLock { $0 = false }
-            #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
+            #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")]))
         }
         #expect(subscriber.error == nil)
         #expect(subscription.error == nil)

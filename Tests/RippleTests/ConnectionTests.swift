@@ -79,7 +79,7 @@ import RippleTesting
                 }
                 committed.signal()
             }
-            committed.wait()
+            try Wait.for(committed, "the writer's commit on another thread")
             #expect(failure.withLock { $0 } == nil)
             // …and the reader still sees the state of its first read.
             #expect(try reader.fetchValue("SELECT count(*) FROM notes", as: Int.self) == 1)

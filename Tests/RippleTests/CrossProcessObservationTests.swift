@@ -7,7 +7,7 @@ import Testing
 /// Issue 14: commits by other connections reach live queries without polling — from the
 /// `sqlite3` shell (another process, not Ripple) through a watch on the file, and from another
 /// store of this process directly. Every store here has polling off; the file watch is on by default.
-@Suite struct CrossProcessObservationTests {
+@Suite(.timeLimit(.minutes(15))) struct CrossProcessObservationTests {
     let directory: TemporaryDirectory
     let path: String
     let store: Store
@@ -43,12 +43,12 @@ import Testing
         #expect(store.observation.isWatching)
         try shell("INSERT INTO items(id, title) VALUES (2, 'from the shell')")
         // A safety net only: the event comes when the file changes.
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "from the shell")], timeout: 20))
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "from the shell")]))
 
         // After a checkpoint that resets the WAL, the watch still hears the next write.
         try store.writeWithoutTransaction { db in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
         try shell("UPDATE items SET title = 'again' WHERE id = 1")
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "again"), Item(id: 2, title: "from the shell")], timeout: 20))
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "again"), Item(id: 2, title: "from the shell")]))
         #expect(subscriber.failures.isEmpty)
     }
 
@@ -64,7 +64,7 @@ import Testing
         defer { subscription.cancel() }
         #expect(subscriber.items == [Item(id: 1, title: "a")])
         try shell("INSERT INTO items(id, title) VALUES (2, 'from the shell')")
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "from the shell")], timeout: 20))
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "from the shell")]))
         #expect(subscriber.failures.isEmpty)
 
         // Deterministically: nothing watches or polls, the commit is complete before the first look.
@@ -91,12 +91,12 @@ import Testing
         defer { subscription.cancel() }
         // Hold this store's looks back (the other store tells it through this queue).
         let held = DispatchSemaphore(value: 0)
-        store.observation.noticeQueue.async { held.wait() }
+        store.observation.noticeQueue.async { _ = try? Wait.for(held, "the test to free the notice queue") }
         defer { held.signal() }
         let other = try Store(path: path, configuration: Self.noPolling)
         try other.collection("items", of: Item.self).insert(Item(id: 2, title: "theirs"))
         try items.insert(Item(id: 3, title: "mine too"))
-        #expect(subscriber.waitFor(items: [Item(id: 2, title: "theirs")], timeout: 5))
+        #expect(subscriber.waitFor(items: [Item(id: 2, title: "theirs")]))
         #expect(subscriber.failures.isEmpty)
     }
 
@@ -107,7 +107,7 @@ import Testing
         defer { subscription.cancel() }
         let other = try Store(path: path, configuration: Self.noPolling)
         try other.collection("items", of: Item.self).insert(Item(id: 7, title: "next door"))
-        #expect(subscriber.waitFor(items: [Item(id: 7, title: "next door")], timeout: 20))
+        #expect(subscriber.waitFor(items: [Item(id: 7, title: "next door")]))
         #expect(subscriber.failures.isEmpty)
     }
 
@@ -144,7 +144,7 @@ import Testing
             try items.insert(Item(id: id, title: "own \(id)"))
             expected.append(Item(id: id, title: "own \(id)"))
         }
-        #expect(subscriber.waitFor(items: expected, timeout: 20))
+        #expect(subscriber.waitFor(items: expected))
         // Whatever the watch queued was handled before this runs (its wakes run on this queue).
         store.observation.noticeQueue.sync {}
         #expect(store.observation.diagnostics.withLock { $0.watchWakes } == 0)
@@ -155,7 +155,7 @@ import Testing
 
         try shell("INSERT INTO items(id, title) VALUES (100, 'from the shell')")
         expected.append(Item(id: 100, title: "from the shell"))
-        #expect(subscriber.waitFor(items: expected, timeout: 20))
+        #expect(subscriber.waitFor(items: expected))
         #expect(store.observation.diagnostics.withLock { $0.watchWakes } >= 1)
         let looks = store.observation.diagnostics.withLock { $0.looks }
         #expect(looks >= 1 && looks <= 3, "the store looked for other connections' commits \(looks) times")
@@ -168,7 +168,7 @@ import Testing
         try items.insert(Item(id: 1, title: "a"))
         let subscriber = ListViewSubscriber<Item>()
         let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")]))
         return (subscriber, subscription)
     }
 
@@ -195,11 +195,11 @@ import Testing
         defer { subscription.cancel() }
         // Hold the store's looks back until its own write is done.
         let held = DispatchSemaphore(value: 0)
-        store.observation.noticeQueue.async { held.wait() }
+        store.observation.noticeQueue.async { _ = try? Wait.for(held, "the test to free the notice queue") }
         try shell("INSERT INTO items(id, title) VALUES (2, 'from the shell')")
         try store.write { db in try db.execute("UPDATE items SET title = 'none' WHERE id = 99") }
         held.signal()
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "from the shell")], timeout: 20))
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "from the shell")]))
         #expect(subscriber.failures.isEmpty)
     }
 
@@ -210,7 +210,7 @@ import Testing
         let (subscriber, subscription) = try subscribedToItemOne()
         defer { subscription.cancel() }
         try store.writeWithoutTransaction { _ in try shell("INSERT INTO items(id, title) VALUES (2, 'meanwhile')") }
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "meanwhile")], timeout: 20))
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "meanwhile")]))
         #expect(subscriber.failures.isEmpty)
     }
 
@@ -226,7 +226,7 @@ import Testing
             _ = try? SQLiteShell.run("INSERT INTO items(id, title) VALUES (2, 'right after')", on: path)
         }, during: { try store.collection("items", of: Item.self).update(Item(id: 1, title: "mine")) })
         #expect(ran)
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "mine"), Item(id: 2, title: "right after")], timeout: 20))
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "mine"), Item(id: 2, title: "right after")]))
         #expect(subscriber.failures.isEmpty)
     }
 
@@ -249,7 +249,7 @@ import Testing
             }
         })
         #expect(ran)
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "meanwhile")], timeout: 20))
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a"), Item(id: 2, title: "meanwhile")]))
         #expect(subscriber.failures.isEmpty)
     }
 
@@ -267,7 +267,7 @@ import Testing
         let subscriber = ListViewSubscriber<Item>()
         let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
         defer { subscription.cancel() }
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")]))
 
         let committed = DispatchSemaphore(value: 0)
         let connection = UncheckedSendable(other)
@@ -277,12 +277,13 @@ import Testing
                 _ = sqlite3_exec(connection.value, "INSERT INTO items(id, title) VALUES (2, 'late')", nil, nil, nil)
                 committed.signal()
             }.start()
-            PausingVFS.paused.wait()   // its frames are written; the header is not
+            // Its frames are written; the header is not.
+            _ = try? Wait.for(PausingVFS.paused, "the other connection to pause in its -wal sync")
         }, during: { try items.update(Item(id: 1, title: "mine")) })
         #expect(ran)
         PausingVFS.resume()
-        committed.wait()
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "mine"), Item(id: 2, title: "late")], timeout: 20))
+        try Wait.for(committed, "the other connection's commit")
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "mine"), Item(id: 2, title: "late")]))
         #expect(subscriber.failures.isEmpty)
     }
 
@@ -298,7 +299,7 @@ import Testing
         for id in 1...20 {
             try shell.send("INSERT INTO items(id, title) VALUES (\(id), 'next door \(id)');")
             expected.append(Item(id: id, title: "next door \(id)"))
-            #expect(subscriber.waitFor(items: expected, timeout: 20), "commit \(id) did not arrive")
+            #expect(subscriber.waitFor(items: expected), "commit \(id) did not arrive")
         }
         #expect(subscriber.failures.isEmpty)
     }
@@ -311,9 +312,9 @@ import Testing
         let subscriber = ListViewSubscriber<Item>()
         let subscription = subscriber.subscribe(to: try items.all.live())
         defer { subscription.cancel() }
-        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")], timeout: 20))
+        #expect(subscriber.waitFor(items: [Item(id: 1, title: "a")]))
         try FileManager.default.removeItem(atPath: path)
-        #expect(subscriber.waitForError(timeout: 20))
+        #expect(subscriber.waitForError())
         #expect((subscriber.error as? StoreError)?.kind == .fileMoved)
     }
 
@@ -326,7 +327,7 @@ import Testing
         let other = directory.path("other.sqlite")
         #expect(try SQLiteShell.run("CREATE TABLE t(x)", on: other).status == 0)
         #expect(rename(other, path) == 0)
-        #expect(subscriber.waitForError(timeout: 20))
+        #expect(subscriber.waitForError())
         #expect((subscriber.error as? StoreError)?.kind == .fileMoved)
     }
 }

@@ -9,7 +9,7 @@ import Testing
 /// block, cancel or subscribe from inside their handlers. Each must fail with a typed error (or
 /// end only its own subscription), apply nothing halfway, and leave the store usable.
 /// Deterministic: semaphores order the threads, nothing sleeps.
-@Suite struct FaultTests {
+@Suite(.timeLimit(.minutes(15))) struct FaultTests {
     let directory: TemporaryDirectory
     init() throws { directory = try TemporaryDirectory() }
 
@@ -40,11 +40,10 @@ import Testing
         try store.read { try $0.fetchValue("SELECT count(*) FROM \(table)", as: Int.self) } ?? -1
     }
 
-    /// Waits for `semaphore`, failing the test (instead of hanging) after 30 seconds.
+    /// Waits for `semaphore`, failing the test (instead of hanging) after ``Wait/limit``.
     func expectSignal(_ semaphore: DispatchSemaphore, _ what: String,
                       sourceLocation: SourceLocation = #_sourceLocation) {
-        let signalled = semaphore.wait(timeout: .now() + 30) == .success
-        #expect(signalled, "timed out waiting: \(what)", sourceLocation: sourceLocation)
+        #expect(throws: Never.self, sourceLocation: sourceLocation) { try Wait.for(semaphore, what) }
     }
 
     // MARK: The disk
@@ -190,8 +189,9 @@ import Testing
         // The other process commits and quits: writing works again, its write is noticed.
         input.fileHandleForWriting.write(Data("COMMIT;\n.quit\n".utf8))
         try input.fileHandleForWriting.close()
-        _ = output.fileHandleForReading.readDataToEndOfFile()
-        shell.waitUntilExit()
+        try Wait.exit(of: shell, "the sqlite3 shell to commit and quit") {
+            _ = output.fileHandleForReading.readDataToEndOfFile()
+        }
         #expect(shell.terminationStatus == 0)
         try setup.store.noticeExternalWrites()
         try setup.todos.insert(Todo.make(40))
@@ -281,7 +281,7 @@ import Testing
         // The stamp is trusted once the directory's last change is old enough (see
         // DirectoryStamp.isSettled): wait for that condition, then commit once more.
         let folder = (path as NSString).deletingLastPathComponent
-        while DirectoryStamp(path: folder)?.isSettled != true { usleep(2_000) }
+        try Wait.blockingUntil("the directory's stamp to settle") { DirectoryStamp(path: folder)?.isSettled == true }
         try todos.insert(Todo.make(2))
         #expect(store.openedFiles?.trustsDirectories == true)
         if loss.hasPrefix("delete") {

@@ -58,13 +58,13 @@ extension CountedRecord: Equatable {
             subscriber.receive(event)
             if subscriber.events.count == 2 {   // the first change: block through every later commit
                 blocked.signal()
-                gate.wait()
+                _ = try? Wait.for(gate, "the test to let the blocked subscriber go")
             }
         }
         defer { subscription.cancel() }
         #expect(subscriber.waitFor(version: try store.currentVersion()))
         try counted.update(CountedRecord(id: 0, value: 1))
-        blocked.wait()
+        try Wait.for(blocked, "the subscriber to block in its second event")
 
         let baseline = subscriber.events.count
         for commit in 1...10_000 {
@@ -149,11 +149,15 @@ extension CountedRecord: Equatable {
 
     @Test func theAsyncSequenceDeliversAndCancelsWhenDropped() async throws {
         try todos.insert(Todo.make(1))
-        var received: [LiveQueryEvent<Todo>] = []
-        for try await event in try todos.live().events() {
-            received.append(event)
-            if received.count == 3 { break }
-            try todos.insert(Todo.make(received.count + 1))
+        let todos = todos
+        let received = try await Wait.value("three events of the sequence") {
+            var received: [LiveQueryEvent<Todo>] = []
+            for try await event in try todos.live().events() {
+                received.append(event)
+                if received.count == 3 { break }
+                try todos.insert(Todo.make(received.count + 1))
+            }
+            return received
         }
         #expect(received.map(\.snapshot.count) == [1, 2, 3])
         #expect(received[1].previousVersion == received[0].version)
@@ -162,15 +166,19 @@ extension CountedRecord: Equatable {
 
     @Test func theAsyncSequenceThrowsTheStreamsError() async throws {
         try todos.insert(Todo.make(1))
-        var count = 0
-        do {
-            for try await _ in try todos.live().events() {
-                count += 1
-                try store.write { db in try db.execute("DROP TABLE todos") }
+        let (todos, store) = (todos, store)
+        let count = try await Wait.value("the sequence to end with the dropped table's error") {
+            var count = 0
+            do {
+                for try await _ in try todos.live().events() {
+                    count += 1
+                    try store.write { db in try db.execute("DROP TABLE todos") }
+                }
+                Issue.record("the sequence ended without an error")
+            } catch let error as DatabaseError {
+                #expect(error.message.contains("todos"))
             }
-            Issue.record("the sequence ended without an error")
-        } catch let error as DatabaseError {
-            #expect(error.message.contains("todos"))
+            return count
         }
         #expect(count == 1)
     }
@@ -186,9 +194,9 @@ extension CountedRecord: Equatable {
             }
             return count
         }
-        for await _ in started.stream { break }
+        try await Wait.value("the first event") { for await _ in started.stream { break } }
         task.cancel()
-        #expect(try await task.value == 1)
+        #expect(try await Wait.value("the cancelled task to end") { try await task.value } == 1)
     }
 
     /// 4 writers × 500 random writes; 20 subscribers over 5 queries, some slow, some cancelled
@@ -272,7 +280,7 @@ extension CountedRecord: Equatable {
 
         // Cancel every fifth subscriber about midway, from this thread.
         var cancelled: Set<Int> = []
-        while progress.withLock({ $0 }) < 1_000 { _ = writersDone.wait(timeout: .now() + .milliseconds(5)) }
+        try Wait.blockingUntil("the writers' first 1000 writes") { progress.withLock { $0 } >= 1_000 }
         for index in stride(from: 2, to: running.count, by: 5) {
             running[index].subscription.cancel()
             running[index].subscriber.markCancelled()

@@ -2,6 +2,7 @@ import Foundation
 @testable import Ripple
 import RippleDiff
 import RippleTesting
+import Testing
 
 /// A subscriber as a list view is one: it holds the list it last showed, applies each delivered
 /// changeset to it through the batch-update model (which enforces UIKit's rules), and checks the
@@ -61,7 +62,7 @@ final class ListViewSubscriber<Element: Equatable & Sendable>: @unchecked Sendab
 
     /// Waits (up to `timeout` seconds, a safety net) until an event of `version` or later arrived.
     @discardableResult
-    func waitFor(version: Int64, timeout: TimeInterval = 30) -> Bool {
+    func waitFor(version: Int64, timeout: TimeInterval = Wait.limit.timeInterval) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         condition.lock()
         defer { condition.unlock() }
@@ -73,7 +74,7 @@ final class ListViewSubscriber<Element: Equatable & Sendable>: @unchecked Sendab
 
     /// Waits (up to `timeout` seconds) until the stream ended with an error.
     @discardableResult
-    func waitForError(timeout: TimeInterval = 30) -> Bool {
+    func waitForError(timeout: TimeInterval = Wait.limit.timeInterval) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         condition.lock()
         defer { condition.unlock() }
@@ -90,7 +91,7 @@ final class ListViewSubscriber<Element: Equatable & Sendable>: @unchecked Sendab
 
     /// Waits (up to `timeout` seconds) until the list shows `expected`.
     @discardableResult
-    func waitFor(items expected: [Element], timeout: TimeInterval = 60) -> Bool {
+    func waitFor(items expected: [Element], timeout: TimeInterval = Wait.limit.timeInterval) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         condition.lock()
         defer { condition.unlock() }
@@ -130,14 +131,14 @@ func whileAnotherThreadReads<T>(_ store: Store, _ body: () throws -> T) throws -
     Thread.detachNewThread {
         _ = try? store.read { _ in
             entered.signal()
-            release.wait()
+            _ = try? Wait.for(release, "the test to end the other thread's read")
         }
         finished.signal()
     }
-    entered.wait()
+    try Wait.for(entered, "another thread to open a read")
     defer {
         release.signal()
-        finished.wait()
+        do { try Wait.for(finished, "the other thread's read to end") } catch { Issue.record(error) }
     }
     return try body()
 }

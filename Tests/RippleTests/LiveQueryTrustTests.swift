@@ -109,7 +109,7 @@ import Testing
             let subscription = subscriber.subscribe(to: try query.live())
             if round % 10 == 0 { kept.append((subscriber, subscription, query)) } else { subscription.cancel() }
         }
-        group.wait()
+        try Wait.for(group, "the writers")
         #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
         try items.upsert(Item(id: 99_999, owner: 1, val: 1))   // delivered immediately to every subscriber
         for (subscriber, subscription, query) in kept {
@@ -339,18 +339,18 @@ import Testing
         let reached = DispatchSemaphore(value: 0)
         let proceed = DispatchSemaphore(value: 0)
         let gate = a.noticeGate
-        gate.withLock { $0 = { reached.signal(); proceed.wait() } }
+        gate.withLock { $0 = { reached.signal(); _ = try? Wait.for(proceed, "the test to let the poll go on") } }
         defer { gate.withLock { $0 = nil } }
         let done = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             try? a.noticeExternalWrites()
             done.signal()
         }
-        reached.wait()
+        try Wait.for(reached, "the poll to reach the gate")
         gate.withLock { $0 = nil }
         try itemsB.insert(Item(id: 2, owner: 1, val: 1))   // commits between the poll's look and its lock
         proceed.signal()
-        done.wait()
+        try Wait.for(done, "the poll to end")
 
         try itemsA.insert(Item(id: 3, owner: 1, val: 1))
         let untracked = try a.changes(after: 0).filter { $0.table == ChangeLog.everyTable }
@@ -401,9 +401,9 @@ import Testing
         try whileAnotherThreadReads(store) {
             let subscription = subscriber.subscribe(to: try query.live())
             defer { subscription.cancel() }
-            #expect(subscriber.waitFor(items: try query.fetchAll(), timeout: 20))
+            #expect(subscriber.waitFor(items: try query.fetchAll()))
             try items.insert(Item(id: 2, owner: 1, val: 1))
-            #expect(subscriber.waitFor(items: try query.fetchAll(), timeout: 20))
+            #expect(subscriber.waitFor(items: try query.fetchAll()))
         }
         #expect(subscriber.failures.isEmpty)
         #expect(subscriber.error == nil)
@@ -430,7 +430,7 @@ import Testing
         try whileAnotherThreadReads(store) {   // the one idle reader stays checked out: the query needs a new one
             let subscription = subscriber.subscribe(to: try items.live())
             defer { subscription.cancel() }
-            #expect(subscriber.waitFor(version: 0, timeout: 20))
+            #expect(subscriber.waitFor(version: 0))
             #expect(subscription.error == nil)
         }
         #expect(subscriber.error == nil)

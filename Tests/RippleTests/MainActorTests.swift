@@ -31,13 +31,12 @@ import RippleTesting
         let (updates, continuation) = AsyncStream<[String]>.makeStream()
         model.updated = { [unowned model] in continuation.yield(model.titles) }
         model.start(try todos.order(by: Column("rank")).live())
-        var iterator = updates.makeAsyncIterator()
-        #expect(await iterator.next() == [])
+        #expect(try await Wait.next(updates, "the initial titles") == [])
         try todos.insert(Todo.make(2, "Tea"))
-        #expect(await iterator.next() == ["Tea"])
+        #expect(try await Wait.next(updates, "the titles after an insert") == ["Tea"])
         // Written from another thread: delivered on the main actor all the same.
-        try await Task.detached { try todos.insert(Todo.make(1, "Milk")) }.value
-        #expect(await iterator.next() == ["Milk", "Tea"])
+        try await Wait.value("an insert from another thread") { try todos.insert(Todo.make(1, "Milk")) }
+        #expect(try await Wait.next(updates, "the titles after an insert from another thread") == ["Milk", "Tea"])
         model.stop()
     }
 
@@ -49,8 +48,7 @@ import RippleTesting
         let list = LiveList(try todos.order(by: Column("rank")).live())
         let (events, continuation) = AsyncStream<LiveQueryEvent<Todo>>.makeStream()
         list.onChange = { continuation.yield($0) }
-        var iterator = events.makeAsyncIterator()
-        let first = await iterator.next()
+        let first = try await Wait.next(events, "the initial event")
         #expect(first?.isInitial == true)
         #expect(list.items.map(\.title) == ["Milk"])
         #expect(list.version == (try store.currentVersion()))
@@ -59,9 +57,8 @@ import RippleTesting
         let (observed, observedContinuation) = AsyncStream<Void>.makeStream()
         withObservationTracking { _ = list.items } onChange: { observedContinuation.yield() }
         try todos.insert(Todo.make(0, "Tea"))
-        let second = await iterator.next()
-        var observedIterator = observed.makeAsyncIterator()
-        #expect(await observedIterator.next() != nil)
+        let second = try await Wait.next(events, "the insert's event")
+        #expect(try await Wait.next(observed, "Observation's change of the items") != nil)
         #expect(second?.changeset.inserts == [0])
         #expect(list.items.map(\.title) == ["Tea", "Milk"])
 
@@ -70,10 +67,9 @@ import RippleTesting
         let other = LiveList(try todos.order(by: Column("rank")).live())
         let (otherEvents, otherContinuation) = AsyncStream<Void>.makeStream()
         other.onChange = { _ in otherContinuation.yield() }
-        var otherIterator = otherEvents.makeAsyncIterator()
-        _ = await otherIterator.next()
+        _ = try await Wait.next(otherEvents, "the other list's initial event")
         try todos.insert(Todo.make(5, "Jam"))
-        _ = await otherIterator.next()
+        _ = try await Wait.next(otherEvents, "the other list's event of the insert")
         #expect(other.items.map(\.title) == ["Tea", "Milk", "Jam"])
         #expect(list.items.map(\.title) == ["Tea", "Milk"])
     }
@@ -86,8 +82,7 @@ import RippleTesting
         let (errors, continuation) = AsyncStream<String>.makeStream()
         let subscription = live.subscribeOnMainActor(onError: { error in continuation.yield("\(error)") }) { _ in }
         try store.write { db in try db.execute("DROP TABLE t") }
-        var iterator = errors.makeAsyncIterator()
-        #expect(await iterator.next()?.contains("no such table") == true)
+        #expect(try await Wait.next(errors, "the error on the main actor")?.contains("no such table") == true)
         #expect(subscription.isFinished)
     }
 }

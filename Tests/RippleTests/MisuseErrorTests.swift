@@ -5,7 +5,7 @@ import Testing
 
 /// Misuse and bad input that must end in a short, precise error rather than a trap or a
 /// description tens of kilobytes long.
-@Suite struct MisuseErrorTests {
+@Suite(.timeLimit(.minutes(15))) struct MisuseErrorTests {
     let directory: TemporaryDirectory
     init() throws { directory = try TemporaryDirectory() }
 
@@ -188,8 +188,7 @@ import Testing
         process.arguments = arguments
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
-        try process.run()
-        process.waitUntilExit()
+        try Wait.run(process, "`ripple \(arguments.first ?? "")`") {}
         return (process.terminationStatus, try String(contentsOfFile: output, encoding: .utf8),
                 try String(contentsOfFile: errors, encoding: .utf8))
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Ripple
 import RippleSQLite
+import RippleTesting
 
 /// A VFS over the default one, for tests: a connection opened with it (``open(_:)``) pauses in
 /// the `xSync` of its `-wal` file once ``armSyncPause()`` was called — after its commit's frames
@@ -83,7 +84,7 @@ enum PausingVFS {
         m.xSync = { f, flags in
             if PausingVFS.isWAL(f), PausingVFS.armed.withLock({ armed in defer { armed = false }; return armed }) {
                 PausingVFS.paused.signal()
-                PausingVFS.resumed.wait()
+                _ = try? Wait.for(PausingVFS.resumed, "the test to resume the paused sync")
             }
             return PausingVFS.real(f).xSync!(PausingVFS.inner(f), flags)
         }

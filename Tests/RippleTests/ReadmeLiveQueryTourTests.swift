@@ -25,11 +25,14 @@ import Testing
         #expect(received.withLock { $0.map { $0.snapshot.count } } == [1, 2])
         subscription.cancel()
 
-        var rendered: [[Todo]] = []
-        for try await event in open.events() {
-            rendered.append(event.snapshot)
-            if rendered.count == 2 { break }
-            _ = try todos.filter(Column("title") == "Tea").deleteAll()
+        let rendered = try await Wait.value("two events of the sequence") {
+            var rendered: [[Todo]] = []
+            for try await event in open.events() {
+                rendered.append(event.snapshot)
+                if rendered.count == 2 { break }
+                _ = try todos.filter(Column("title") == "Tea").deleteAll()
+            }
+            return rendered
         }
         #expect(rendered.map { $0.map(\.title) } == [["Tea", "Milk"], ["Milk"]])
 

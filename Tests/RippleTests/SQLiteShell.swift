@@ -1,4 +1,5 @@
 import Foundation
+import RippleTesting
 import Testing
 
 /// The `sqlite3` shell (Debian package sqlite3): another process, not Ripple, writing to a
@@ -15,9 +16,9 @@ enum SQLiteShell {
         process.arguments = [database, sql]
         let errors = Pipe()
         process.standardError = errors
-        try process.run()
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let message = try Wait.run(process, "the sqlite3 shell") {
+            String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
         return (process.terminationStatus, message)
     }
 
@@ -48,7 +49,7 @@ enum SQLiteShell {
         /// Closes the shell's input and waits for it to exit.
         func end() {
             try? input.close()
-            process.waitUntilExit()
+            do { try Wait.exit(of: process, "the sqlite3 shell session") } catch { Issue.record(error) }
         }
     }
 }

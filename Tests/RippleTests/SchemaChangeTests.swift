@@ -71,7 +71,7 @@ import Testing
         let subscription = subscriber.subscribe(to: store.liveQuery(sql: "SELECT * FROM items", identity: "id"))
         defer { subscription.cancel() }
         try store.write { db in try db.execute("DROP TABLE items") }
-        #expect(subscriber.waitForError(timeout: 10))
+        #expect(subscriber.waitForError())
         #expect("\(subscriber.error.map { "\($0)" } ?? "")".contains("items"))
     }
 
@@ -97,7 +97,7 @@ import Testing
         if let fetched, subscriber.error == nil {
             #expect(subscriber.items == fetched)
         } else {
-            #expect(subscriber.waitForError(timeout: 10))
+            #expect(subscriber.waitForError())
             #expect("\(subscriber.error.map { "\($0)" } ?? "")".contains("title"))
         }
     }

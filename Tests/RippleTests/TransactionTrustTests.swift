@@ -206,8 +206,7 @@ import Testing
                 counts.withLock { $0.append(count ?? -1) }
             }
         }
-        // A safety net only: the reads finish at once, or never (the deadlock).
-        #expect(finished.wait(timeout: .now() + 30) == .success, "nested reads deadlocked")
+        try Wait.for(finished, "the nested reads (a deadlock never ends them)")
         #expect(counts.withLock { $0 } == Array(repeating: 10, count: threads))
     }
 
@@ -411,9 +410,9 @@ import Testing
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let message = try Wait.run(process, "`ripple history` as nobody") {
+            String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
         #expect(process.terminationStatus != 0)
         #expect(message.contains("permission"), "\(message)")
         #expect(message.contains(path), "\(message)")
@@ -436,7 +435,7 @@ import Testing
     }
 }
 
-/// Lets `count` threads wait until all of them arrived.
+/// Lets `count` threads wait until all of them arrived (or the tests' deadline passed).
 final class Rendezvous: @unchecked Sendable {   // `arrived` is guarded by `condition`
     private let condition = NSCondition()
     private var arrived = 0
@@ -449,6 +448,7 @@ final class Rendezvous: @unchecked Sendable {   // `arrived` is guarded by `cond
         defer { condition.unlock() }
         arrived += 1
         condition.broadcast()
-        while arrived < count { condition.wait() }
+        let deadline = Date() + TimeInterval(Wait.limit.components.seconds)
+        while arrived < count && condition.wait(until: deadline) {}
     }
 }

@@ -6,20 +6,27 @@ import Ripple
 final class ResumeGate: Sendable {
     private struct State {
         var tokens: Double
-        var refilled = ContinuousClock.now
+        var refilled: Duration = .zero
         var waiting = 0
     }
 
     private let perSecond: Double
     private let maxWaiting: Int
     private let state: Locked<State>
+    /// The time on `clock` since the gate was made.
+    private let elapsed: @Sendable () -> Duration
+    private let sleep: @Sendable (Duration) async throws -> Void
 
     /// A gate admitting `perSecond` callers a second (a burst of up to a second's worth, at
-    /// least one), with at most `maxWaiting` callers waiting.
-    init(perSecond: Double, maxWaiting: Int) {
+    /// least one), with at most `maxWaiting` callers waiting, its tokens coming as `clock`
+    /// tells the time (a test's clock decides the schedule alone).
+    init(perSecond: Double, maxWaiting: Int, clock: some Clock<Duration> = ContinuousClock()) {
         self.perSecond = perSecond > 0 ? perSecond : 1
         self.maxWaiting = maxWaiting
         state = Locked(State(tokens: max(self.perSecond, 1)))
+        let origin = clock.now
+        elapsed = { origin.duration(to: clock.now) }
+        sleep = { try await clock.sleep(for: $0) }
     }
 
     /// How many callers wait for admission now.
@@ -32,9 +39,9 @@ final class ResumeGate: Sendable {
         defer { if counted { state.withLock { $0.waiting -= 1 } } }
         while true {
             let wait = state.withLock { state -> Duration? in
-                let now = ContinuousClock.now
-                let elapsed = now - state.refilled
-                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                let now = elapsed()
+                let passed = now - state.refilled
+                let seconds = Double(passed.components.seconds) + Double(passed.components.attoseconds) / 1e18
                 state.tokens = min(max(perSecond, 1), state.tokens + seconds * perSecond)
                 state.refilled = now
                 if state.tokens >= 1 {
@@ -53,7 +60,7 @@ final class ResumeGate: Sendable {
                 guard admitted else { return false }
                 counted = true
             }
-            do { try await Task.sleep(for: wait) } catch { return false }
+            do { try await sleep(wait) } catch { return false }
         }
     }
 }
