@@ -15,7 +15,7 @@ import Testing
 /// rows.
 ///
 /// `RIPPLE_FUZZ_SEED` and `RIPPLE_FUZZ_CASES` run other seeds, longer.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: hostile-frame fuzzing skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: hostile-frame fuzzing skipped"), .timeLimit(.minutes(15)))
 struct HostileFrameFuzzTests {
     static let seeds: [UInt64] = ProcessInfo.processInfo.environment["RIPPLE_FUZZ_SEED"].flatMap(UInt64.init).map { [$0] } ?? [1, 2]
     static let cases = ProcessInfo.processInfo.environment["RIPPLE_FUZZ_CASES"].flatMap(Int.init) ?? 400

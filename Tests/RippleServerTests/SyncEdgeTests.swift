@@ -11,7 +11,7 @@ import Testing
 /// names; a query the replica cannot run is refused at subscribe; text that is not UTF-8
 /// closes the socket with 1007. Each case here is a member of a class the hostile-frame
 /// fuzzer (``HostileFrameFuzzTests``) reaches at random.
-@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync edge tests skipped"))
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync edge tests skipped"), .timeLimit(.minutes(15)))
 struct SyncEdgeTests {
     /// What a frame must get: an error with a code and an id, or a subscription's first result.
     enum Answer: CustomStringConvertible {

@@ -35,15 +35,8 @@ import Testing
         defer { token.cancel() }
         let again = hub.subscribe(compiled, basis: "b", schema: schema) { second.append($0) }
         defer { again.cancel() }
-        // The first evaluation may run on another thread: wait for both answers (bounded).
-        let deadline = ContinuousClock.now + .seconds(30)
-        while first.all.isEmpty || second.all.isEmpty {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("no first event for both subscribers within 30 s: \(first.all), \(second.all)")
-                return
-            }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        // The first evaluation may run on another thread: wait for both answers.
+        try await Wait.until("a first event for both subscribers") { !first.all.isEmpty && !second.all.isEmpty }
         for events in [first, second] {
             guard case .refused(let reason)? = events.all.first, events.all.count == 1 else {
                 Issue.record("not refused: \(events.all)")

@@ -148,7 +148,7 @@ import Testing
         let subscriber = ListViewSubscriber<Row>()
         let subscription = subscriber.subscribe(to: store.liveQuery(sql: "SELECT * FROM aux.items", identity: "id"))
         defer { subscription.cancel() }
-        #expect(subscriber.waitForError(timeout: 10), "the live query over aux.items ends with an error")
+        #expect(subscriber.waitForError(), "the live query over aux.items ends with an error")
         let error = subscriber.error
         #expect(error is StoreError || error is DatabaseError, "\(String(describing: error))")
     }

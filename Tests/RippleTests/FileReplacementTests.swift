@@ -55,11 +55,11 @@ import Testing
         let subscriber = ListViewSubscriber<Item>()
         let subscription = subscriber.subscribe(to: try items.order(by: Column("id")).live())
         defer { subscription.cancel() }
-        #expect(subscriber.waitFor(version: try store.currentVersion(), timeout: 20))
+        #expect(subscriber.waitFor(version: try store.currentVersion(), ))
         let delivered = subscriber.events.count
 
         try shell(".restore '\(backup)'")
-        #expect(subscriber.waitForError(timeout: 20), "the live query ends once the file watch saw the restore")
+        #expect(subscriber.waitForError(), "the live query ends once the file watch saw the restore")
         #expect(Self.isFileReplaced(subscriber.error), "\(String(describing: subscriber.error))")
         #expect(subscriber.events.count == delivered, "no state of the restored copy was delivered")
         #expect(subscriber.failures.isEmpty, "\(subscriber.failures)")
