@@ -131,4 +131,103 @@ import Testing
         }
         #expect(registryKeysInDirectory().isEmpty, "\(registryKeysInDirectory().count) keys left")
     }
+
+    /// What a store was doing when it was released, one path per store in turn.
+    enum Path: Int, CaseIterable {
+        /// Observed, idle.
+        case idle
+        /// A write's refresh and delivery in flight on a queue.
+        case writeInFlight
+        /// Its live query backing off (every refresh fails for a passing reason).
+        case backingOff
+        /// An `events()` iterator alive, its first event taken.
+        case iterating
+        /// Its own write just made: the file watch's settling timer armed.
+        case settling
+        /// Another store's commit on the file just told to it (its look queued).
+        case noticing
+    }
+
+    /// A thousand observed stores, alive together, released together, each doing one of
+    /// ``Path``'s things: the release starts no crowd of threads, and then every store is gone,
+    /// with its descriptors, file watch and registry entry, and the process's threads and
+    /// descriptors are back where they were. (Each store's queue for its file watch started a
+    /// thread of its own to cancel the watch: over a hundred at once.)
+    @Test func aThousandObservedStoresReleasedTogetherLeaveNothingBehind() async throws {
+        let count = 1_000
+        // One file with the collection, copied for each store: opening a copy is fast.
+        let template = directory.path("template.sqlite")
+        do {
+            let store = try Store(path: template)
+            try store.collection("items", of: Item.self).insert(Item(id: 1, title: "a"))
+        }
+        let threadsBefore = Self.threadCount()
+        let descriptorsBefore = Self.descriptorCount()
+        var released: [Released] = []
+        var stores: [Store] = []
+        var subscriptions: [Subscription] = []
+        var iterators: [LiveQueryEvents<LiveQueryEvent<Item>>.Iterator] = []
+        for index in 0..<count {
+            let name = "store-\(index).sqlite"
+            try FileManager.default.copyItem(atPath: template, toPath: directory.path(name))
+            let store = try Store(path: directory.path(name))
+            let items = try store.collection("items", of: Item.self)
+            released.append(Released(store))
+            stores.append(store)
+            let query = try items.order(by: Column("id")).live()
+            switch Path(rawValue: index % Path.allCases.count)! {
+            case .idle:
+                subscriptions.append(query.subscribe { _ in })
+            case .writeInFlight:
+                subscriptions.append(query.subscribe(on: .queue(.global())) { _ in })
+                try items.insert(Item(id: 2, title: "b"))
+            case .backingOff:
+                store.observation.readFault.withLock { $0 = Self.readersFail }
+                subscriptions.append(query.subscribe { _ in })
+            case .iterating:
+                var iterator = query.events().makeAsyncIterator()
+                _ = try await iterator.next()
+                iterators.append(iterator)
+            case .settling:
+                subscriptions.append(query.subscribe { _ in })
+                try items.insert(Item(id: 2, title: "b"))
+            case .noticing:
+                subscriptions.append(query.subscribe { _ in })
+                let other = try Store(path: directory.path(name))
+                try other.collection("items", of: Item.self).insert(Item(id: 3, title: "c"))
+            }
+        }
+        #expect(released.allSatisfy { $0.store != nil })
+
+        let threadsBeforeRelease = Self.threadCount()
+        subscriptions = []
+        iterators = []
+        stores = []
+        let threadsAtRelease = Self.threadCount()
+        #expect(threadsAtRelease <= threadsBeforeRelease + 32,
+                "releasing \(count) stores started \(threadsAtRelease - threadsBeforeRelease) threads")
+
+        let gone = await Self.wait(atMost: 20) { released.allSatisfy { $0.store == nil } }
+        #expect(gone, "\(released.filter { $0.store != nil }.count) of \(count) released stores still alive")
+        #expect(await Self.wait(atMost: 10) { descriptorsInDirectory().isEmpty },
+                "descriptors of the stores' files still open: \(descriptorsInDirectory().count)")
+        #expect(registryKeysInDirectory().isEmpty, "\(registryKeysInDirectory().count) registry keys left")
+        // Process-wide counts, a net under the exact checks above: other suites may run beside
+        // this one, hence the slack (a thousand stores would leave thousands of descriptors, and
+        // a thread per store hundreds of threads). Idle dispatch threads end after about five seconds.
+        #expect(await Self.wait(atMost: 15) { Self.threadCount() <= threadsBefore + 16 },
+                "threads: \(threadsBefore) before, \(Self.threadCount()) after")
+        #expect(await Self.wait(atMost: 10) { Self.descriptorCount() <= descriptorsBefore + 16 },
+                "descriptors: \(descriptorsBefore) before, \(Self.descriptorCount()) after")
+    }
+
+    /// ``wait(atMost:until:)`` for async tests: looks every 5 ms, without holding a thread.
+    static func wait(atMost seconds: Double, until condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1_000))
+        while !condition() {
+            if ContinuousClock.now >= deadline { return false }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return true
+    }
 }
