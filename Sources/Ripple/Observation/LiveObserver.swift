@@ -121,6 +121,9 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         return Subscription(endingError: observer.endingError) { [observer] in observer.cancel() }
     }
 
+    /// Its phase now (for tests that must stand at one).
+    var phase: ObserverState.Phase { withState { $0.phase } }
+
     private func withState<T>(_ body: (inout ObserverState) -> T) -> T {
         condition.lock()
         defer { condition.unlock() }
@@ -195,16 +198,25 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
             case .none:
                 return
             case .refresh:
+                // Work queued for later holds the observer weakly (here and below): while it is
+                // registered the store's observation center holds it, and once it is cancelled
+                // the work has nothing to do. A strong hold would keep a released subscription's
+                // store — its connections, file watch and timers — until the work ran, which on a
+                // queue that does not run (suspended, a main queue nobody drains) is never.
                 if case .queue = delivery, !ObservationThreads.background.isInside {
                     if let batch {
-                        batch.add(RefreshBatch.Refresh(store: store, read: { db, seen in
+                        batch.add(RefreshBatch.Refresh(store: store, read: { [weak self] db, seen in
+                            guard let self else { return }
                             // Inside the batch's read: reading again waits for its end (below).
                             self.perform(self.refreshed(Result { try self.refresh(db, seeing: seen) }))
-                        }, fail: { error in
+                        }, fail: { [weak self] error in
+                            guard let self else { return }
                             self.perform(self.refreshed(.failure(error)))
                         }))
                     } else {
-                        Self.background.async { ObservationThreads.background.inside { self.perform(.refresh) } }
+                        Self.background.async { [weak self] in
+                            ObservationThreads.background.inside { self?.perform(.refresh) }
+                        }
                     }
                     return
                 }
@@ -231,7 +243,10 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
                 case (.immediate, _):
                     action = deliverToHandler()
                 case (.queue(let queue), _):
-                    queue.async { self.perform(self.deliverToHandler()) }
+                    queue.async { [weak self] in
+                        guard let self else { return }
+                        self.perform(self.deliverToHandler())
+                    }
                     return
                 }
             case .deliverError:
@@ -273,7 +288,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         case .failure(let error) where ConnectionPool.mayPass(error):
             guard state.refreshFailedForNow() else { return .none }
             retryDelay = min(max(retryDelay * 2, Self.firstRetryDelay), Self.longestRetryDelay)
-            Self.background.asyncAfter(deadline: .now() + .milliseconds(retryDelay)) {
+            Self.background.asyncAfter(deadline: .now() + .milliseconds(retryDelay)) { [weak self] in
+                guard let self else { return }
                 ObservationThreads.background.inside { self.perform(self.withState { $0.retry() }) }
             }
             return .none

@@ -78,7 +78,13 @@ final class ObservationCenter: Sendable {
     /// The database file to watch while observers are registered (`nil` in memory).
     private let watchedFile: String?
     /// Where the watch's and other stores' calls to look for commits run, one at a time.
-    let noticeQueue = DispatchQueue(label: "ripple.observation.notice", qos: .userInitiated)
+    ///
+    /// It targets the global queue, whose threads are shared and few. A serial queue's default
+    /// target (on Linux) starts a thread for each queue with work when no thread is idle: a
+    /// thousand stores released together, each queue cancelling its watch and timer, started
+    /// a hundred and more threads at once.
+    let noticeQueue = DispatchQueue(label: "ripple.observation.notice", qos: .userInitiated,
+                                    target: .global(qos: .userInitiated))
     /// For tests: runs in each live query's refresh before it reads each of its results (after it
     /// read the version and took what it was told of the commits), and may throw to simulate a
     /// read that fails there.

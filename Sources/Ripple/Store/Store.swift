@@ -199,6 +199,8 @@ public final class Store: Sendable {
         // commits only the writer's handle on the log reaches are copied into the database file
         // before the connections close.
         if let path, let lost = openedFiles?.lost(at: path), lost != .database { salvageLostLogNow() }
+        // Weak references to a store being released already read nil: its entry goes with the others'.
+        if let registryKey, openedFiles != nil { OpenStoreFiles.forgetReleased(key: registryKey) }
     }
 
     /// Opens the writer; a file that cannot be opened gets an error saying why.

@@ -173,6 +173,19 @@ enum OpenStoreFiles {
         }
     }
 
+    /// Forgets the released stores remembered under `key` (a store being released calls it: its
+    /// own entry is among them). Without it, every path a store was ever opened at would keep
+    /// an entry for the life of the process.
+    static func forgetReleased(key: String) {
+        entries.withLock { entries in
+            entries[key]?.removeAll { $0.store == nil }
+            if entries[key]?.isEmpty == true { entries[key] = nil }
+        }
+    }
+
+    /// The keys under which stores are remembered (for tests).
+    static var keys: [String] { entries.withLock { Array($0.keys) } }
+
     /// The live stores of this process, other than `store`, that opened the file with
     /// `identity` under `key` (see ``key(of:)``: computed once per store, it resolves paths).
     static func otherStores(than store: Store, key: String, identity: FileIdentity) -> [Store] {
