@@ -166,6 +166,21 @@ import Testing
         #expect(compare(recorded: first, fresh: shifted, versions: false) == nil)
     }
 
+    /// A transcript recorded before the store named its tables with their schema (`FROM
+    /// "todos"`) compares equal to a fresh run of the same query (`FROM "main"."todos"`); a query
+    /// over another table still differs.
+    @Test func aTranscriptRecordedWithoutTheSchemaNameComparesEqualToAFreshRun() throws {
+        let directory = try TemporaryDirectory(prefix: "ripple-transcripts")
+        let fresh = try recordChores(in: directory, file: "fresh.sqlite")
+        #expect(fresh.query.contains(#""main"."#), "\(fresh.query)")
+        var older = fresh
+        older.query = fresh.query.replacingOccurrences(of: #""main"."#, with: "")
+        #expect(compare(recorded: older, fresh: fresh) == nil)
+        var other = fresh
+        other.query = fresh.query.replacingOccurrences(of: #""main"."#, with: #""aux"."#)
+        #expect(compare(recorded: other, fresh: fresh)?.hasPrefix("query differs") == true)
+    }
+
     // MARK: The README's example
 
     /// The README's "Testing with recorded history" example (the transcript lives in a temporary
