@@ -22,6 +22,9 @@ import Ripple
 /// operations, in a fresh file. A discrepancy names the seed and the operation that showed it,
 /// so that `ripple stress --capture --seed S --max-operations N` replays it and stops there.
 public enum CaptureFuzzer {
+    /// The files of a round: the store's, and the database it attaches.
+    static let fileSuffixes = ["", "-wal", "-shm", "-aux.sqlite", "-aux.sqlite-journal"]
+
     /// Operations made on one schema before the next round starts a new file.
     public static let operationsPerSchema = 400
 
@@ -70,14 +73,14 @@ public enum CaptureFuzzer {
         var round = 0
         while report.passed, operations.map({ report.operations < $0 }) ?? true, deadline.map({ Date() < $0 }) ?? true {
             let path = root + "/capture-\(round).sqlite"
-            for suffix in ["", "-wal", "-shm"] { try? files.removeItem(atPath: path + suffix) }
+            for suffix in CaptureFuzzer.fileSuffixes { try? files.removeItem(atPath: path + suffix) }
             let budget = min(operationsPerSchema, (operations ?? .max) - report.operations)
             var fuzz = try CaptureRound(path: path, seed: seed, round: round)
             report.schemas += 1
             try fuzz.run(operations: budget, deadline: deadline, firstOperation: report.operations, into: &report)
             log?("round \(round): \(report.summaryLine)")
             round += 1
-            for suffix in ["", "-wal", "-shm"] { try? files.removeItem(atPath: path + suffix) }
+            for suffix in CaptureFuzzer.fileSuffixes { try? files.removeItem(atPath: path + suffix) }
         }
         return report
     }
@@ -170,9 +173,13 @@ private struct CaptureRound {
     /// Per query, the rows read after each commit since the last schema change, by version.
     var states: [[(version: Int64, rows: [Row])]] = []
     var lastSchemaChange: Int64 = 0
+    let path: String
+    /// The collections over other kinds of table (see ``TableKinds``), open once the schema is.
+    var kinds: TableKinds?
 
     init(path: String, seed: UInt64, round: Int) throws {
         self.seed = seed
+        self.path = path
         random = SeededGenerator(seed: seed &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(round) &* 0xC2B2_AE3D_27D4_EB4F ^ 0xCA97)
         store = try Store(path: path)
     }
@@ -247,6 +254,7 @@ private struct CaptureRound {
         }
         script += makeGuardedTable()
         script.append(makeTypedTable())
+        script += makeKindTables()
         return script
     }
 
@@ -335,6 +343,7 @@ private struct CaptureRound {
             queries.append(FuzzQuery(sql: "SELECT k.kid AS r, k.note, p.v FROM \(kids?.name ?? "kids") AS k "
                                      + "JOIN \(parent.name) AS p ON p.id = k.parent ORDER BY r"))
         }
+        queries += kindQueries()
     }
 
     // MARK: Writes
@@ -531,6 +540,8 @@ private struct CaptureRound {
     mutating func run(operations: Int, deadline: Date?, firstOperation: Int, into report: inout CaptureFuzzer.Report) throws {
         let script = try makeSchema()
         try store.write { db in try db.executeScript(script.joined(separator: ";\n")) }
+        kinds = try TableKinds(store: store, auxiliaryPath: path + "-aux.sqlite")
+        defer { kinds?.cancel() }
         makeQueries()
         let subscribers = queries.map { query in
             FuzzSubscriber(query.routing.map { store.liveQuery(sql: query.sql, arguments: query.arguments, identity: query.identity,
@@ -549,9 +560,15 @@ private struct CaptureRound {
             let tablesBefore = tables
             var statements: [String] = []
             var watched: Set<Int> = []
+            var collectionWrites: [Int: (Database) throws -> Void] = [:]
+            var touchesOthers = false
             for _ in 0..<Int.random(in: 1...3, using: &random) {
                 let draw = Int.random(in: 0..<100, using: &random)
-                if draw < 12, let failing = failingStatement() {
+                if draw >= 70, let step = kindStep() {
+                    if let write = step.write { collectionWrites[statements.count] = write }
+                    touchesOthers = touchesOthers || step.touchesOthers
+                    statements.append(step.description)
+                } else if draw < 12, let failing = failingStatement() {
                     watched.insert(statements.count)
                     statements.append(failing)
                 } else if draw < 24 && typed != nil {
@@ -563,13 +580,16 @@ private struct CaptureRound {
             // What the watched statements changed of the reserved rows, read around each.
             var changedReserved: Set<String> = []
             var watchable = true
+            let kindsBefore = try kinds?.mainRows(store)
             let committed: Bool
             do {
                 try store.write { db in
                     for (index, sql) in statements.enumerated() {
                         let rows = watched.contains(index) ? try? reservedRows(db) : nil
                         if watched.contains(index) && rows == nil { watchable = false }
-                        do { try db.execute(sql) } catch {
+                        do {
+                            if let write = collectionWrites[index] { try write(db) } else { try db.execute(sql) }
+                        } catch {
                             // SQLite undid the statement, or kept its rows up to the failure (FAIL);
                             // OR ROLLBACK ends the whole write.
                         }
@@ -612,6 +632,14 @@ private struct CaptureRound {
                     }
                 }
             }
+            if let kinds, let kindsBefore {
+                let operation = "operation \(number) (\(statements.joined(separator: "; ")))"
+                if let problem = try kinds.check(store, before: kindsBefore, after: before, committed: committed,
+                                                 touchesOthers: touchesOthers, report: &report) {
+                    report.record("\(operation): \(problem) (\(context))")
+                    return
+                }
+            }
             if statements.contains(where: { $0.hasPrefix("ALTER") }) && version != before { lastSchemaChange = version }
             for (index, query) in queries.enumerated() {
                 let rows = try fresh(query.sql, query.arguments)
@@ -636,6 +664,7 @@ private struct CaptureRound {
             if operation % 40 == 39 || operation == operations - 1 { checkHistory(at: number, context: context, into: &report) }
             if !report.passed { return }
         }
+        if let problem = kinds?.checkRefusals(store, report: &report) { report.record("end of round: \(problem) (\(context))") }
     }
 
     /// The history of every query over one ordinary table, from the oldest state kept: each
@@ -675,21 +704,21 @@ private struct CaptureRound {
 }
 
 /// A live subscriber that keeps the list its changesets build and notes anything wrong.
-private final class FuzzSubscriber: @unchecked Sendable {   // every field is guarded by `lock`
+final class FuzzSubscriber<Element: Equatable & Sendable>: @unchecked Sendable {   // every field is guarded by `lock`
     private let lock = NSLock()
-    private var model = BatchUpdateListModel<Row>(items: [])
+    private var model = BatchUpdateListModel<Element>(items: [])
     private var lastVersion: Int64?
     private var _problem: String?
     private var _error: (any Error)?
     private var subscription: Subscription?
 
-    init(_ query: LiveQuery<Row>) {
+    init(_ query: LiveQuery<Element>) {
         subscription = query.subscribe(on: .immediate, onError: { [weak self] error in
             self?.lock.withLock { self?._error = error }
         }) { [weak self] event in self?.receive(event) }
     }
 
-    private func receive(_ event: LiveQueryEvent<Row>) {
+    private func receive(_ event: LiveQueryEvent<Element>) {
         lock.withLock {
             if let lastVersion, event.version <= lastVersion { _problem = "version \(event.version) after \(lastVersion)" }
             lastVersion = event.version
@@ -704,8 +733,97 @@ private final class FuzzSubscriber: @unchecked Sendable {   // every field is gu
         }
     }
 
-    var items: [Row] { lock.withLock { model.items } }
+    var items: [Element] { lock.withLock { model.items } }
     var problem: String? { lock.withLock { _problem } }
     var error: (any Error)? { lock.withLock { _error } }
     func cancel() { subscription?.cancel() }
+}
+
+// MARK: Other kinds of table
+
+extension CaptureRound {
+    /// The tables and views of ``TableKinds``: `coded`, a rowid table keyed by a `UNIQUE NOT NULL`
+    /// column; `picked`, a filtered view of the first table; `joined`, a view joining `coded` with
+    /// the second table. Names in random case; the collections name them in lower case.
+    mutating func makeKindTables() -> [String] {
+        func identity(_ table: FuzzTable, as alias: String) -> String {
+            table.key == .none ? "\(alias).rowid"
+                : "json_array(\(table.keyColumns.map { "\(alias).\($0)" }.joined(separator: ", ")))"
+        }
+        return [
+            "CREATE TABLE \(anyCase("coded"))(code TEXT UNIQUE NOT NULL, v INTEGER NOT NULL, w TEXT)",
+            "CREATE VIEW \(anyCase("picked")) AS SELECT CAST(\(identity(tables[0], as: "t")) AS TEXT) AS code, "
+                + "CAST(t.v AS INTEGER) AS v, CAST(t.w AS TEXT) AS w FROM \(tables[0].name) AS t WHERE t.v % 2 = 0",
+            "CREATE VIEW \(anyCase("joined")) AS SELECT c.code || '/' || \(identity(tables[1], as: "t")) AS code, c.v AS v, "
+                + "CAST(t.w AS TEXT) AS w FROM \(anyCase("coded")) AS c JOIN \(tables[1].name) AS t ON t.v = c.v",
+        ]
+    }
+
+    /// Raw live queries over the kinds' tables and views, some naming `main`; the one over `coded`
+    /// has its history checked (with a TEMP table of that name on the writer's connection).
+    mutating func kindQueries() -> [FuzzQuery] {
+        [FuzzQuery(sql: "SELECT rowid AS r, code, v, w FROM \(anyCase("coded")) ORDER BY r", table: "coded"),
+         FuzzQuery(sql: "SELECT code AS r, v, w FROM main.\(anyCase("coded")) WHERE v % 3 = 1 ORDER BY r"),
+         FuzzQuery(sql: "SELECT code AS r, v, w FROM main.\(anyCase("picked")) ORDER BY r"),
+         FuzzQuery(sql: "SELECT code AS r, v, w FROM \(anyCase("joined")) WHERE v >= 2 ORDER BY r"),
+         FuzzQuery(sql: "SELECT code AS r, v, w FROM main.solo ORDER BY r"),
+         // History rewinds a copy in `temp` that the SQL must read: it names no schema.
+         FuzzQuery(sql: "SELECT code AS r, v, w FROM solo WHERE v >= 1 ORDER BY r", table: "solo")]
+    }
+
+    /// One step over the kinds' tables: raw SQL on `main.coded` (keys changed, rows deleted and
+    /// inserted again under their key, rowids moved under the same key), a collection write to
+    /// `coded` or `solo`, or — deliberately — a statement on a TEMP or attached table of the same
+    /// name (`coded` without a schema is the TEMP table).
+    mutating func kindStep() -> (description: String, write: ((Database) throws -> Void)?, touchesOthers: Bool)? {
+        guard let kinds else { return nil }
+        let (coded, solo) = (kinds.coded, kinds.solo)
+        let code = "c\(Int.random(in: 1...9, using: &random))"
+        let v = Int.random(in: 0...8, using: &random)
+        let w = ["apple", "pear", "", nil, "caf\u{E9}", "cafe\u{301}"].randomElement(using: &random)!
+        let record = CodedRecord(code: code, v: v, w: w)
+        let k = Int.random(in: 0...2, using: &random)
+        let name = anyCase("coded")
+        let clause = ["", "OR IGNORE ", "OR REPLACE ", "OR FAIL "].randomElement(using: &random)!
+        let literal = w.map { "'\($0)'" } ?? "NULL"
+        switch Int.random(in: 0..<100, using: &random) {
+        case 0..<12:
+            return ("INSERT \(clause)INTO main.\(name)(code, v, w) VALUES ('\(code)', \(v), \(literal))", nil, false)
+        case 12..<20:
+            return ("UPDATE \(clause)main.\(name) SET code = code || 'x' WHERE v % 3 = \(k) AND length(code) < 5", nil, false)
+        case 20..<26:
+            let other = "c\(Int.random(in: 1...9, using: &random))"
+            return ("UPDATE \(clause)main.\(name) SET code = '\(code)' WHERE code = '\(other)'", nil, false)
+        case 26..<34:
+            return ("UPDATE main.\(name) SET v = (v + \(k + 1)) % 9, w = \(literal) WHERE v % 3 = \(k)", nil, false)
+        case 34..<40:
+            return ("DELETE FROM main.\(name) WHERE v % 4 = \(k)", nil, false)
+        case 40..<44:
+            return ("UPDATE main.\(name) SET rowid = rowid + 20 WHERE v % 3 = \(k)", nil, false)
+        case 44..<52:
+            return ("coded.insert(\(record))", { db in try coded.insert(record, in: db) }, false)
+        case 52..<60:
+            return ("coded.upsert(\(record))", { db in try coded.upsert(record, in: db) }, false)
+        case 60..<64:
+            return ("coded.update(\(record))", { db in try coded.update(record, in: db) }, false)
+        case 64..<69:
+            return ("coded.delete(id: \(code))", { db in _ = try coded.delete(id: code, in: db) }, false)
+        case 69..<72:
+            return ("coded.filter(v == \(v)).deleteAll()", { db in _ = try coded.filter(Column("v") == v).deleteAll(in: db) }, false)
+        case 72..<76:
+            return ("solo.upsert(\(record))", { db in try solo.upsert(record, in: db) }, false)
+        case 76..<80:
+            return ("solo.delete(id: \(code))", { db in _ = try solo.delete(id: code, in: db) }, false)
+        case 80..<84:
+            return ("UPDATE \(name) SET v = v + 1 WHERE v % 2 = \(k % 2)", nil, true)
+        case 84..<88:
+            return ("INSERT INTO temp.\(name)(code, v, w) VALUES ('t\(v)', \(v), 'temp')", nil, true)
+        case 88..<92:
+            return ("UPDATE aux.\(name) SET v = v + 1, code = code || 'a' WHERE v % 3 = \(k)", nil, true)
+        case 92..<96:
+            return ("DELETE FROM aux.solo WHERE v % 3 = \(k)", nil, true)
+        default:
+            return ("INSERT OR IGNORE INTO aux.solo(code, v, w) VALUES ('a\(code)', \(v), 'aux')", nil, true)
+        }
+    }
 }
