@@ -58,7 +58,7 @@ struct HostileFrameFuzzTests {
         defer { writer.cancel() }
 
         var frames = HostileFrames(seed: seed, maxMessageBytes: Self.maxMessageBytes)
-        var socket = try await RawSocket(url: node.url)
+        var socket = try await TestSocket(url: node.url)
         defer { socket.close() }
         var reach: [String: Int] = [:]
         var failures: [String] = []
@@ -69,7 +69,7 @@ struct HostileFrameFuzzTests {
         /// belong (errors, results of refused ids). Heartbeats, and `changes` frames of the
         /// socket's other subscriptions (held's, and those unsubscribed, which may still
         /// arrive), are skipped; `stop` sees `changes` frames only when it `wantsResults`.
-        func read(_ socket: RawSocket, what: String, wantsResults: Bool = true,
+        func read(_ socket: TestSocket, what: String, wantsResults: Bool = true,
                   until stop: (ServerMessage) -> Bool) async throws -> [ServerMessage] {
             var others: [ServerMessage] = []
             while true {
@@ -106,8 +106,8 @@ struct HostileFrameFuzzTests {
         }
 
         /// Opens the hostile socket again (after a case that closes it) and says hello.
-        func reopen() async throws -> RawSocket {
-            let socket = try await RawSocket(url: node.url)
+        func reopen() async throws -> TestSocket {
+            let socket = try await TestSocket(url: node.url)
             try await socket.send(#"{"type":"hello","protocol":1,"token":\#(JSONBytes.quoted(try node.token("bob")))}"#)
             _ = try await read(socket, what: "the welcome") { if case .welcome = $0 { true } else { false } }
             try await socket.send(#"{"type":"subscribe","id":"held","query":{"table":"tags"}}"#)
@@ -139,7 +139,7 @@ struct HostileFrameFuzzTests {
                     let got = try await socket.closingCode(within: Self.answerWithin)
                     if got != code { failures.append("\(shown): expected \(item.expected), closed with \(String(describing: got))") }
                     socket.close()
-                    socket = number >= preHello ? try await reopen() : try await RawSocket(url: node.url)
+                    socket = number >= preHello ? try await reopen() : try await TestSocket(url: node.url)
                 case .result(let id):
                     let others = try await read(socket, what: "the answer to \(shown)") { message in
                         switch message {

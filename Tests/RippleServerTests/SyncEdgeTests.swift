@@ -99,7 +99,7 @@ struct SyncEdgeTests {
         var open = ClientRows()
         try await open.readFirstResult(from: honest, id: "open")
 
-        let socket = try await RawSocket(url: node.url)
+        let socket = try await TestSocket(url: node.url)
         defer { socket.close() }
         try await socket.send(String(decoding: try JSONEncoder().encode(ClientMessage.hello(protocol: 1, token: try node.token("alice"))),
                                      as: UTF8.self))
@@ -144,7 +144,7 @@ struct SyncEdgeTests {
         let directory = try TemporaryDirectory()
         let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
         defer { Task { await node.stop() } }
-        let socket = try await RawSocket(url: node.url)
+        let socket = try await TestSocket(url: node.url)
         defer { socket.close() }
         try await socket.send(binary: Array(#"{"type":"ping"}"#.utf8))
         guard case .error(.malformed, _, nil)? = try await socket.nextMessage(what: "the answer to a binary frame") else {
@@ -167,7 +167,7 @@ struct SyncEdgeTests {
             $0.maxMessageBytes = 65_536
         }
         defer { Task { await node.stop() } }
-        let socket = try await RawSocket(url: node.url)
+        let socket = try await TestSocket(url: node.url)
         defer { socket.close() }
         try await socket.send(#"{"type":"ping","x":""# + String(repeating: "x", count: 100_000) + #""}"#)
         guard case .error(.messageTooLarge, _, nil)? = try await socket.nextMessage(what: "the answer to a message too large") else {

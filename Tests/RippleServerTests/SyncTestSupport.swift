@@ -3,6 +3,8 @@ import Foundation
 import FoundationNetworking
 #endif
 import Logging
+import NIOCore
+import NIOWebSocket
 import PostgresNIO
 import Ripple
 import RippleServer
@@ -63,7 +65,9 @@ struct TestNode {
     }
 }
 
-/// A raw protocol client: sends JSON text, receives the server's frames in order.
+/// A raw protocol client: sends JSON text — or whatever it is given: binary frames, text frames
+/// whose bytes are not UTF-8, for the hostile side of the edge tests — and receives the server's
+/// frames in order, and the code it closes with.
 final class TestSocket: @unchecked Sendable {   // the mutable fields are guarded by `lock`
     private let lock = NSLock()
     private var writer: WebSocketOutboundWriter?
@@ -71,6 +75,8 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
     /// Frames received so far, and the last one (said when a wait fails).
     private var received = (count: 0, last: "")
     private var closed = false
+    /// The code of the node's close frame, once the socket closed (`nil`: none came).
+    private var closeCode: WebSocketErrorCode?
     private var waiter: CheckedContinuation<Void, Never>?
     private var task: Task<Void, any Error>?
 
@@ -84,8 +90,8 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
                 lock.withLock { closed = true }
                 wake()
             }
-            try await WebSocketClient.connect(url: url, configuration: configuration,
-                                              logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })) { inbound, outbound, _ in
+            let close = try await WebSocketClient.connect(url: url, configuration: configuration,
+                                                          logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })) { inbound, outbound, _ in
                 opened.continuation.yield(outbound)
                 for try await message in inbound.messages(maxSize: 1 << 28) {
                     if case .text(let text) = message {
@@ -97,6 +103,7 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
                     }
                 }
             }
+            lock.withLock { closeCode = close?.closeCode }
         }
         guard let writer = try await Wait.next(opened.stream, "the socket to \(url) to open") else {
             throw SyncClientTestError("the socket did not open")
@@ -116,6 +123,14 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
 
     func send(_ message: ClientMessage) async throws {
         try await send(String(decoding: try JSONEncoder().encode(message), as: UTF8.self))
+    }
+
+    func send(binary bytes: [UInt8]) async throws { try await lock.withLock { writer }?.write(.binary(ByteBuffer(bytes: bytes))) }
+
+    /// Sends `bytes` as one text frame, whether or not they are UTF-8.
+    func send(textBytes bytes: [UInt8]) async throws {
+        let frame = WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: bytes))
+        try await lock.withLock { writer }?.write(.custom(frame))
     }
 
     /// The next frame, or `nil` once the socket closed; fails after `seconds`.
@@ -171,6 +186,32 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
             if case .heartbeat = message { continue }
             return message
         }
+    }
+
+    /// The next message that is not a heartbeat, read with the client's own frame reader
+    /// (``ServerMessage/init(json:)``), within `seconds` in all; `nil` once the socket closed.
+    func nextMessage(within seconds: Double = Wait.limit.timeInterval, what: String) async throws -> ServerMessage? {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        do {
+            while let text = try await nextText(within: max(0, (deadline - ContinuousClock.now).timeInterval)) {
+                let message = try ServerMessage(json: text.utf8)
+                if case .heartbeat = message { continue }
+                return message
+            }
+            return nil
+        } catch let error as SyncClientTestError {
+            throw SyncClientTestError("waiting for \(what): \(error)")
+        }
+    }
+
+    /// The code the node closed the socket with, once it closed (frames before it are skipped).
+    func closingCode(within seconds: Double = Wait.limit.timeInterval) async throws -> WebSocketErrorCode? {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        while try await nextText(within: max(0, (deadline - ContinuousClock.now).timeInterval)) != nil {}
+        if let task = lock.withLock({ self.task }) {
+            _ = try await Wait.value("the socket's task to end") { () async -> Result<Void, any Error> in await task.result }
+        }
+        return lock.withLock { closeCode }
     }
 
     /// Sends `hello` (with the client id the device claims, if any) and returns the welcome.

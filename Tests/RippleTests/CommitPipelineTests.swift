@@ -15,14 +15,6 @@ import Testing
         var title: String
     }
 
-    /// Neither a file watch nor polling: only a direct word from another store can tell.
-    static var unwatched: Store.Configuration {
-        var configuration = Store.Configuration()
-        configuration.externalWritePollInterval = nil
-        configuration.watchesFile = false
-        return configuration
-    }
-
     init() throws {
         directory = try TemporaryDirectory()
         path = directory.path("pipeline.sqlite")
@@ -79,9 +71,9 @@ import Testing
 
     @Test(arguments: CommitOutsideAWrite.allCases)
     func anotherStoreOfTheProcessHearsACommitOutsideAWrite(_ call: CommitOutsideAWrite) throws {
-        let writer = try Store(path: path, configuration: Self.unwatched)
+        let writer = try Store(path: path, configuration: Store.Configuration.unwatched)
         try makeItems(writer)
-        let observer = try Store(path: path, configuration: Self.unwatched)
+        let observer = try Store(path: path, configuration: Store.Configuration.unwatched)
         let subscriber = ListViewSubscriber<Item>()
         let subscription = subscriber.subscribe(to: items(of: observer))
         defer { subscription.cancel() }
@@ -94,7 +86,7 @@ import Testing
     // MARK: What the log says
 
     @Test func aWriteWithoutTransactionIsLoggedRowByRow() throws {
-        let store = try Store(path: path, configuration: Self.unwatched)
+        let store = try Store(path: path, configuration: Store.Configuration.unwatched)
         try makeItems(store)
         let before = try store.currentVersion()
         try store.writeWithoutTransaction { db in
@@ -115,9 +107,9 @@ import Testing
     ///     writer:   INSERT (commits alone) ─► waits for the look (at most 0.5 s) ─► records v+1
     ///     observer:                  look: data_version moved, no version ─► adopt as "*"?
     @Test func anotherStoresLookDuringAWriteWithoutTransactionDoesNotAdoptIt() throws {
-        let writer = try Store(path: path, configuration: Self.unwatched)
+        let writer = try Store(path: path, configuration: Store.Configuration.unwatched)
         try makeItems(writer)
-        let observer = try Store(path: path, configuration: Self.unwatched)
+        let observer = try Store(path: path, configuration: Store.Configuration.unwatched)
         try observer.noticeExternalWrites()
         let before = try writer.currentVersion()
         try writer.writeWithoutTransaction { db in
@@ -142,10 +134,10 @@ import Testing
     /// made without Ripple.
     @Test(arguments: [false, true])
     func aWriteWithoutTransactionTellsItsOwnCommitsFromForeignOnes(whileTheShellWrites: Bool) throws {
-        let writer = try Store(path: path, configuration: Self.unwatched)
+        let writer = try Store(path: path, configuration: Store.Configuration.unwatched)
         try makeItems(writer)
         try writer.write { db in try db.execute("CREATE TABLE other(id INTEGER PRIMARY KEY)") }
-        let other = try Store(path: path, configuration: Self.unwatched)
+        let other = try Store(path: path, configuration: Store.Configuration.unwatched)
         let before = try writer.currentVersion()
         try writer.writeWithoutTransaction { db in
             try db.execute("INSERT INTO items(id, title) VALUES (1, 'a')")
@@ -165,7 +157,7 @@ import Testing
     /// Threads write at once, each into its own key; with `.immediate` delivery, when a write
     /// returns its row is in the list (the event was delivered inside it, or before).
     @Test func anImmediateWriteReturnsOnlyOnceItsEventWasDelivered() throws {
-        let store = try Store(path: path, configuration: Self.unwatched)
+        let store = try Store(path: path, configuration: Store.Configuration.unwatched)
         try makeItems(store)
         let subscriber = ListViewSubscriber<Item>()
         let subscription = subscriber.subscribe(to: items(of: store))
@@ -192,7 +184,7 @@ import Testing
     /// The second write must not return before the event showing its row was delivered (by the
     /// first thread): before, it returned at once, with its row in no list.
     @Test func anImmediateWriteWaitsForItsEventDeliveredByAnotherThread() throws {
-        let store = try Store(path: path, configuration: Self.unwatched)
+        let store = try Store(path: path, configuration: Store.Configuration.unwatched)
         try makeItems(store)
         let subscriber = ListViewSubscriber<Item>()
         let entered = DispatchSemaphore(value: 0)
@@ -227,8 +219,8 @@ import Testing
     /// A live query's event names the origin and tag of the commit it read at: one of its own
     /// store (known in memory) and one of another store on the file (read from the change log).
     @Test func eventsNameTheOriginAndTagOfTheCommitTheyReadAt() throws {
-        let store = try Store(path: path, configuration: Self.unwatched)
-        let other = try Store(path: path, configuration: Self.unwatched)
+        let store = try Store(path: path, configuration: Store.Configuration.unwatched)
+        let other = try Store(path: path, configuration: Store.Configuration.unwatched)
         try makeItems(store)
         let seen = Locked<[(CommitOrigin?, String?)]>([])
         let subscription = items(of: store).subscribe(on: .immediate, onError: { Issue.record($0) }) { event in
@@ -251,7 +243,7 @@ import Testing
     ///     watch thread:  look ─► adopt ─► handler(shell row) … blocked on the gate …
     ///     other thread:          noticeExternalWrites() (nothing new) ─► returns?
     @Test func noticeExternalWritesReturnsOnceTheWatchsEventsWereDelivered() throws {
-        var configuration = Self.unwatched
+        var configuration = Store.Configuration.unwatched
         configuration.watchesFile = true
         let store = try Store(path: path, configuration: configuration)
         try makeItems(store)
@@ -285,7 +277,7 @@ import Testing
     @Test(arguments: ["INSERT OR ROLLBACK INTO items(id, title) VALUES (1, 'again')",
                       "INSERT INTO items(id, title) VALUES (99, 'trigger')"], [false, true])
     func aTransactionThatSQLiteRolledBackCommitsNothing(failing statement: String, swallowingEverything: Bool) throws {
-        let store = try Store(path: path, configuration: Self.unwatched)
+        let store = try Store(path: path, configuration: Store.Configuration.unwatched)
         try makeItems(store)
         try store.write { db in
             try db.execute("""
@@ -333,11 +325,11 @@ import Testing
     /// next (it had not noticed the first's commit) or the third looks first.
     @Test(arguments: [true, false])
     func aShellWriteBetweenTwoOtherStoresCommitsIsNotMissed(secondCommitsFirst: Bool) throws {
-        let first = try Store(path: path, configuration: Self.unwatched)
+        let first = try Store(path: path, configuration: Store.Configuration.unwatched)
         try makeItems(first)
         try first.write { db in try db.execute("CREATE TABLE other(id INTEGER PRIMARY KEY)") }
-        let second = try Store(path: path, configuration: Self.unwatched)
-        let third = try Store(path: path, configuration: Self.unwatched)
+        let second = try Store(path: path, configuration: Store.Configuration.unwatched)
+        let third = try Store(path: path, configuration: Store.Configuration.unwatched)
         try second.noticeExternalWrites()
         let subscriber = ListViewSubscriber<Item>()
         let subscription = subscriber.subscribe(to: items(of: third))
@@ -370,7 +362,7 @@ import Testing
     /// take one version each, in turn (a store whose last version is not the newest does not
     /// take it again).
     @Test func interleavedCommitsOfSeveralStoresAreNotMistakenForWritesWithoutRipple() throws {
-        let stores = try (0..<3).map { _ in try Store(path: path, configuration: Self.unwatched) }
+        let stores = try (0..<3).map { _ in try Store(path: path, configuration: Store.Configuration.unwatched) }
         try makeItems(stores[0])
         let before = try stores[0].currentVersion()
         for round in 0..<30 {
@@ -391,7 +383,7 @@ import Testing
     /// triggers the live query's refresh does not wait out the busy timeout for it, the stream
     /// does not end, and once readers open again the list shows the right rows.
     @Test func aLiveQueryOutlivesAReaderThatCannotOpenForAWhile() throws {
-        let store = try Store(path: path, configuration: Self.unwatched)
+        let store = try Store(path: path, configuration: Store.Configuration.unwatched)
         try makeItems(store)
         let subscriber = ListViewSubscriber<Item>()
         let subscription = subscriber.subscribe(to: items(of: store))

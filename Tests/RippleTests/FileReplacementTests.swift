@@ -20,15 +20,6 @@ import Testing
         path = directory.path("restored.sqlite")
     }
 
-    /// A store that hears of other connections' commits only when told (no file watch, no poll):
-    /// when it looks is the test's choice.
-    static var unwatched: Store.Configuration {
-        var configuration = Store.Configuration()
-        configuration.externalWritePollInterval = nil
-        configuration.watchesFile = false
-        return configuration
-    }
-
     /// Runs `sql` (or a dot-command) in the sqlite3 shell, another process.
     func shell(_ sql: String) throws {
         let outcome = try SQLiteShell.run(sql, on: path)
@@ -76,7 +67,7 @@ import Testing
     /// store looked: the version did not go back, but names another commit. The store still
     /// finds out (by when that version committed) and stops, at its next look or write.
     @Test func aRestoredCopyWrittenUpToTheSameVersionIsStillFound() throws {
-        let store = try Store(path: path, configuration: Self.unwatched)
+        let store = try Store(path: path, configuration: Store.Configuration.unwatched)
         let items = try store.collection("items", of: Item.self)
         try items.insert(Item(id: 1, title: "a"))
         let backup = directory.path("backup.sqlite")
@@ -87,7 +78,7 @@ import Testing
         try shell(".restore '\(backup)'")
         // Another program brings the copy to the version the store saw again, with another state.
         do {
-            let other = try Store(path: path, configuration: Self.unwatched)
+            let other = try Store(path: path, configuration: Store.Configuration.unwatched)
             let others = try other.collection("items", of: Item.self)
             var id = 100
             while try other.currentVersion() < seen {
@@ -103,7 +94,7 @@ import Testing
     /// The store writes before it looked: the write is refused (nothing committed), never given a
     /// version the store already gave another state.
     @Test func aWriteAfterTheRestoreIsRefusedAndCommitsNothing() throws {
-        let store = try Store(path: path, configuration: Self.unwatched)
+        let store = try Store(path: path, configuration: Store.Configuration.unwatched)
         let items = try store.collection("items", of: Item.self)
         try items.insert(Item(id: 1, title: "a"))
         let backup = directory.path("backup.sqlite")

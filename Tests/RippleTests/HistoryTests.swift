@@ -204,6 +204,26 @@ import Testing
         #expect(error?.kind == .history)
     }
 
+    /// History rewinds a copy of the table in `temp`, which the query reads by the table's bare
+    /// name: SQL that names `main.notes` would read today's rows at every version, so it is
+    /// refused, saying why (found by the capture fuzzer); the bare name is rewound.
+    @Test func rawSQLNamingTheMainTableIsRefusedByHistory() throws {
+        let directory = try TemporaryDirectory()
+        let store = try Store(path: directory.path("qualified.sqlite"))
+        try store.write { db in try db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)") }
+        let empty = try store.currentVersion()
+        try store.write { db in try db.execute("INSERT INTO notes (body) VALUES ('a')") }
+        let error = #expect(throws: StoreError.self) {
+            try store.history(table: "notes", sql: "SELECT id, body FROM main.notes ORDER BY id", identity: "id",
+                              from: empty, to: empty + 1)
+        }
+        #expect(error?.kind == .history)
+        #expect(error?.message.contains("main.notes") == true, "\(String(describing: error))")
+        let steps = try store.history(table: "notes", sql: "SELECT id, body FROM notes ORDER BY id", identity: "id",
+                                      from: empty, to: empty + 1)
+        #expect(steps.map(\.snapshot.count) == [0, 1])
+    }
+
     @Test func aWriteMadeWithoutRippleIsNeverRewoundWrongly() throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("untracked.sqlite")

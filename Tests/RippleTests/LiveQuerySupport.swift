@@ -142,3 +142,15 @@ func whileAnotherThreadReads<T>(_ store: Store, _ body: () throws -> T) throws -
     }
     return try body()
 }
+
+extension Store.Configuration {
+    /// Neither a file watch nor polling: a store so configured hears of other connections'
+    /// commits only when told (`noticeExternalWrites()`, a direct word from another store), so
+    /// when it looks is the test's choice.
+    static var unwatched: Store.Configuration {
+        var configuration = Store.Configuration()
+        configuration.externalWritePollInterval = nil
+        configuration.watchesFile = false
+        return configuration
+    }
+}

@@ -20,14 +20,6 @@ import Testing
         path = directory.path("transient.sqlite")
     }
 
-    /// No file watch and no poll: only the store's own commits (and what the test does) wake it.
-    static var unwatched: Store.Configuration {
-        var configuration = Store.Configuration()
-        configuration.externalWritePollInterval = nil
-        configuration.watchesFile = false
-        return configuration
-    }
-
     /// A refresh fails for a moment after it read the version and took what the store told it
     /// of the commit (a reader's temporary file that cannot be opened with descriptors
     /// exhausted fails so, in the middle of the read): its retry still delivers the commit,
@@ -35,7 +27,7 @@ import Testing
     /// nothing until the next write.)
     @Test(arguments: [false, true])
     func aRefreshFailingForAMomentMidReadDeliversOnItsRetry(filtered: Bool) throws {
-        let store = try Store(path: path, configuration: Self.unwatched)
+        let store = try Store(path: path, configuration: Store.Configuration.unwatched)
         let items = try store.collection("items", of: Item.self)
         try items.insert(Item(id: 1, title: "a"))
         let query = filtered ? items.filter(Column("id") < 100).order(by: Column("id")) : items.order(by: Column("id"))
@@ -64,7 +56,7 @@ import Testing
     /// In a group, a member failing after another was read: the first member's snapshot is put
     /// back, so the changeset delivered on the retry is relative to what the subscriber holds.
     @Test func aGroupMemberFailingMidReadLeavesTheOthersAsDelivered() throws {
-        let store = try Store(path: path, configuration: Self.unwatched)
+        let store = try Store(path: path, configuration: Store.Configuration.unwatched)
         let items = try store.collection("items", of: Item.self)
         try items.insert(Item(id: 1, title: "a"))
         let group = try LiveQueryGroup([try items.order(by: Column("id")).live(), try items.filter(Column("id") > 1).live()])
@@ -98,7 +90,7 @@ import Testing
     /// version names. It must not be labelled with the version before the statements (which
     /// names the state without them): it is read again once their version is taken.
     @Test func aStateBetweenTheStatementsOfAWriteWithoutTransactionIsNeverLabelledWithAnOlderVersion() throws {
-        let writer = try Store(path: path, configuration: Self.unwatched)
+        let writer = try Store(path: path, configuration: Store.Configuration.unwatched)
         let items = try writer.collection("items", of: Item.self)
         try items.insert(Item(id: 1, title: "a"))
         let watcher = try Store(path: path)

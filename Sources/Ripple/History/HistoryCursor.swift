@@ -13,6 +13,9 @@ struct HistoryQuery<Element: Sendable> {
     let rows: RowPrecision?
     /// Reads the whole result.
     let fetch: (Database) throws -> Snapshot<Element>
+    /// The raw SQL of a query written by the app (`nil` for a collection's): history checks that
+    /// it reads the rewound copy, not `main`'s table.
+    var rawSQL: String? = nil
 
     /// How a single-table query with a filter, an order and a window is followed row by row.
     struct RowPrecision {

@@ -45,16 +45,18 @@ extension Store {
     ///
     /// - Throws: as ``history(of:from:to:_:)``; ``StoreError/Kind/history`` also when the columns
     ///   of `table` take every name of the rowid (`rowid`, `oid`, `_rowid_`) without an INTEGER
-    ///   PRIMARY KEY: the rows' table order, which the SQL may show, cannot be rebuilt.
+    ///   PRIMARY KEY: the rows' table order, which the SQL may show, cannot be rebuilt; and when
+    ///   `sql` names the table `main.table` (history rewinds a copy that the bare name reads).
     public func history(table: String, sql: String, arguments: [any SQLValueConvertible] = [], identity: String,
                         from: Int64, to: Int64, _ body: (HistoryStep<Row>) throws -> Void) throws {
         let arguments = arguments.map(\.sqlValue)
-        let query = HistoryQuery<Row>(table: table, unordered: "raw SQL", rows: nil) { db in
+        var query = HistoryQuery<Row>(table: table, unordered: "raw SQL", rows: nil) { db in
             let statement = try db.cachedStatement(sql)
             defer { statement.reset() }
             try statement.bind(arguments)
             return try SnapshotReader.rows(of: statement, identity: identity, sql: sql)
         }
+        query.rawSQL = sql
         try streamHistory(query, from: from, to: to, body)
     }
 
@@ -78,6 +80,12 @@ extension Store {
                 rewinder.close()
             }
             if let unordered = query.unordered { try rewinder.shape.requireRowOrder(for: unordered) }
+            // The copy is `temp`'s table of that name, which the table's bare name now finds; SQL
+            // that names `main.` would read today's rows at every version.
+            if let sql = query.rawSQL, try db.readsMainTable(query.table, sql: sql) {
+                throw StoreError(.history, "the query reads main.\(query.table): history rewinds a copy of \(query.table) "
+                                 + "in temp, which the query reads when it names the table without main.")
+            }
             // Newest first: back to `to`, then to `from`, recording what each version's undo does.
             try rewinder.rewind(after: to)
             let versions = rewinder.versions(in: from + 1...max(to, from + 1)).filter { $0 <= to }

@@ -323,15 +323,9 @@ struct RowCheck: Sendable {
 }
 
 extension Database {
-    /// The tables `sql` reads, as SQLite's authorizer reports them while preparing it, by their
-    /// names folded as SQLite folds them (see ``SQLIdentifier/folded(_:)``), views resolved to
-    /// the tables they read.
-    ///
-    /// Throws ``StoreError/Kind/invalidQuery`` when it reads a virtual table whose module keeps
-    /// its rows outside the store's tables (it has no shadow tables), or a table of another schema
-    /// than `main` (a `TEMP` table, a table of an attached database): no commit would tell when
-    /// they change, so a live query over it could go stale unseen.
-    func tablesRead(by sql: String) throws -> Set<String> {
+    /// What `sql` reads, as SQLite's authorizer reports it while preparing it: the tables of
+    /// `main`, and those of other schemas as `schema.table`.
+    private func tablesReportedReading(_ sql: String) throws -> (main: Set<String>, outside: Set<String>) {
         collectsTablesRead = true
         tablesReadByStatement = []
         tablesReadOutsideMain = []
@@ -341,6 +335,25 @@ extension Database {
             tablesReadOutsideMain = []
         }
         _ = try makeStatement(sql)
+        return (tablesReadByStatement, tablesReadOutsideMain)
+    }
+
+    /// Whether `sql` reads `table` of `main` (named `main.table`, or by its bare name when no
+    /// `TEMP` table of that name hides it).
+    func readsMainTable(_ table: String, sql: String) throws -> Bool {
+        try tablesReportedReading(sql).main.contains { SQLIdentifier.folded($0) == SQLIdentifier.folded(table) }
+    }
+
+    /// The tables `sql` reads, as SQLite's authorizer reports them while preparing it, by their
+    /// names folded as SQLite folds them (see ``SQLIdentifier/folded(_:)``), views resolved to
+    /// the tables they read.
+    ///
+    /// Throws ``StoreError/Kind/invalidQuery`` when it reads a virtual table whose module keeps
+    /// its rows outside the store's tables (it has no shadow tables), or a table of another schema
+    /// than `main` (a `TEMP` table, a table of an attached database): no commit would tell when
+    /// they change, so a live query over it could go stale unseen.
+    func tablesRead(by sql: String) throws -> Set<String> {
+        let (tablesReadByStatement, tablesReadOutsideMain) = try tablesReportedReading(sql)
         if let outside = tablesReadOutsideMain.sorted().first {
             throw StoreError(.invalidQuery, "a live query cannot observe \(outside): the change log records the commits of "
                              + "the store's main database only, so no commit tells when a TEMP table or a table of an "
