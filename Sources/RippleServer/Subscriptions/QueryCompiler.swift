@@ -226,7 +226,7 @@ public enum QueryCompiler {
 
     /// How many levels of parentheses `filter` compiles to: one per `and`, `or` and `not` on
     /// its deepest path, and for an `and` or `or` of more than 8 filters, one more for each
-    /// doubling (see ``joined(_:by:)``).
+    /// doubling (long lists compile as balanced groups of 8).
     public static func levels(of filter: FilterDescription) -> Int {
         switch filter {
         case .and(let terms), .or(let terms):
