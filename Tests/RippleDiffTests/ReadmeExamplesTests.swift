@@ -2,7 +2,7 @@ import RippleDiff
 import RippleDiffTesting
 import Testing
 
-/// The README's examples, kept compiling and true.
+/// The diff tour's examples (RippleDiff.docc/DiffTour.md), kept true when run.
 @Suite struct ReadmeExamplesTests {
     struct Todo: Identifiable, Equatable, Diffable {
         var id: Int

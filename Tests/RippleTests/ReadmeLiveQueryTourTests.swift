@@ -4,7 +4,7 @@ import RippleDiff
 import RippleTesting
 import Testing
 
-/// The README's tour of live queries, kept compiling and true (delivery on private queues or
+/// The tour of live queries (Ripple.docc/LiveQueryTour.md), kept true when run (delivery on private queues or
 /// immediate instead of `.main`, which a test process does not run).
 @Suite struct ReadmeLiveQueryTourTests {
     @Test func liveQueryTour() async throws {

@@ -3,7 +3,7 @@ import Ripple
 import Testing
 import RippleTesting
 
-/// The README's store tour, kept compiling and true.
+/// The store tour's code (Ripple.docc/StoreTour.md), kept true when run.
 @Suite struct ReadmeStoreTourTests {
     struct Todo: Codable, Sendable, Identifiable, Equatable {
         var id: UUID
