@@ -156,7 +156,8 @@ struct NodeLifecycleTests {
         #expect(failure.description.hasPrefix("the HTTP listener stopped: "), "\(failure)")
     }
 
-    /// A node whose Postgres refuses it stops with an error naming the feed.
+    /// A node whose Postgres refuses it stops with an error naming the feed (once PostgresNIO's
+    /// pool gives up connecting: its circuit breaker opens after 60 s of failed attempts).
     @Test func aNodeWhosePostgresIsGoneStopsWithAnErrorNamingTheFeed() async throws {
         let postgres = try await ThrowawayPostgres.started()
         try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY)")
