@@ -24,6 +24,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // Ripple Sync's Swift client: a WebSocket client that runs wherever SwiftNIO does.
         .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
     ],
@@ -77,9 +80,12 @@ let package = Package(
             .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOWebSocket", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
         ], resources: [
             // The live-list web page the node serves, compiled into the binary (no bundle to find).
-            .embedInCode("Web/live-list.html"), .embedInCode("Web/live-list.js"),
+            .embedInCode("HTTP/live-list.html"), .embedInCode("HTTP/live-list.js"),
         ]),
         // The sync stress checker: clients, writers and faults against a real Postgres and node.
         .target(name: "RippleSyncTesting", dependencies: [
@@ -94,6 +100,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], path: "Sources/ripple-server"),
         .testTarget(name: "RippleDiffTests", dependencies: ["RippleDiff", "RippleDiffTesting"]),
         .testTarget(name: "RippleTestingTests", dependencies: ["Ripple", "RippleDiff", "RippleTesting"]),
@@ -101,6 +108,7 @@ let package = Package(
                     resources: [.copy("Golden")]),
         .testTarget(name: "RippleServerTests", dependencies: [
             "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple", "RippleDiffTesting", "RippleSyncTesting",
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "WSClient", package: "swift-websocket"),
             .product(name: "PostgresNIO", package: "postgres-nio"),
             .product(name: "Logging", package: "swift-log"),

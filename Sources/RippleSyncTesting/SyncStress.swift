@@ -696,7 +696,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         request.timeoutInterval = 10
         guard let (data, _) = try? await URLSession.shared.data(for: request) else { return nil }
         let line = String(decoding: data, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("ripple_sockets ") }
-        return line.flatMap { Int($0.split(separator: " ")[1]) }
+        return line.flatMap { Double($0.split(separator: " ")[1]) }.map { Int($0) }   // (a gauge: "3.0")
     }
 
     /// How the device's rows differ from Postgres (`nil`: they do not).

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import RippleServer
 import RippleTesting
+import ServiceLifecycle
 
 /// `ripple-server demo`: a node on its own throwaway PostgreSQL with a seeded `todos` table,
 /// printing what to run next.
@@ -36,49 +37,49 @@ struct DemoCommand: AsyncParsableCommand {
                                                     replicaPath: directory + "/replica.sqlite")
         configuration.port = port
         SyncServer.raiseDescriptorLimit()
-        let server = try SyncServer(configuration: configuration, logger: serverLogger())
+        let logger = serverLogger()
+        let server = try SyncServer(configuration: configuration, logger: logger)
         let expires = Date().addingTimeInterval(24 * 3600)
         let alice = try SyncToken.sign(user: "alice", expires: expires, secret: secret)
         let bob = try SyncToken.sign(user: "bob", expires: expires, secret: secret)
         let psql = "psql -h 127.0.0.1 -p \(postgres.port) -U \(ThrowawayPostgres.user) postgres"
         let writeEvery = writeEvery
-        try await runUntilInterrupted {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await server.run() }
-                let port = try await server.port
-                say("""
-
-                    Ripple Sync demo: serving ws://127.0.0.1:\(port)/sync
-
-                    Open alice's live list in a browser (it follows every change, and reconnects by itself):
-                      http://127.0.0.1:\(port)/#token=\(alice)&table=todos&order=rank
-                      health   http://127.0.0.1:\(port)/health    metrics  http://127.0.0.1:\(port)/metrics
-                      table    todos(id, title, owner, done, rank); each user reads the rows they own
-
-                    Watch alice's open todos, live (another terminal):
-                      swift run ripple-server subscribe --url ws://127.0.0.1:\(port)/sync --token \(alice) \\
-                          --table todos --filter '{"column": "done", "op": "=", "value": false}' --order rank
-
-                    Change them as any Postgres client would:
-                      \(psql) -c "UPDATE todos SET title = 'milk' WHERE id = 2"
-                      \(psql) -c "INSERT INTO todos VALUES (100, 'new', 'alice', false, 0)"
-
-                    bob's token (he sees other rows): \(bob)
-                    More tokens: RIPPLE_SYNC_SECRET=\(String(decoding: secret, as: UTF8.self)) swift run ripple-server token --user carol
-                    \(writeEvery > 0 ? "A todo changes every \(writeEvery) s. " : "")Ctrl-C stops the node and PostgreSQL.
-
-                    """)
-                if writeEvery > 0 {
-                    group.addTask {
-                        while true {
-                            try await Task.sleep(for: .milliseconds(Int64(writeEvery * 1000)))
-                            let id = Int.random(in: 1...20)
-                            try await postgres.psql("UPDATE todos SET rank = (random() * 40)::int, done = random() < 0.3 WHERE id = \(id)")
-                        }
+        // A todo changes now and then, until the node is shut down.
+        let writer = ClosureService {
+            guard writeEvery > 0 else { return try await gracefulShutdown() }
+            do {
+                try await cancelWhenGracefulShutdown {
+                    while true {
+                        try await Task.sleep(for: .milliseconds(Int64(writeEvery * 1000)))
+                        let id = Int.random(in: 1...20)
+                        try await postgres.psql("UPDATE todos SET rank = (random() * 40)::int, done = random() < 0.3 WHERE id = \(id)")
                     }
                 }
-                try await group.waitForAll()
-            }
+            } catch where Task.isShuttingDownGracefully {}
+        }
+        try await runNode(server, with: [writer], logger: logger) { port in
+            say("""
+
+                Ripple Sync demo: serving ws://127.0.0.1:\(port)/sync
+
+                Open alice's live list in a browser (it follows every change, and reconnects by itself):
+                  http://127.0.0.1:\(port)/#token=\(alice)&table=todos&order=rank
+                  health   http://127.0.0.1:\(port)/health    metrics  http://127.0.0.1:\(port)/metrics
+                  table    todos(id, title, owner, done, rank); each user reads the rows they own
+
+                Watch alice's open todos, live (another terminal):
+                  swift run ripple-server subscribe --url ws://127.0.0.1:\(port)/sync --token \(alice) \\
+                      --table todos --filter '{"column": "done", "op": "=", "value": false}' --order rank
+
+                Change them as any Postgres client would:
+                  \(psql) -c "UPDATE todos SET title = 'milk' WHERE id = 2"
+                  \(psql) -c "INSERT INTO todos VALUES (100, 'new', 'alice', false, 0)"
+
+                bob's token (he sees other rows): \(bob)
+                More tokens: RIPPLE_SYNC_SECRET=\(String(decoding: secret, as: UTF8.self)) swift run ripple-server token --user carol
+                \(writeEvery > 0 ? "A todo changes every \(writeEvery) s. " : "")Ctrl-C stops the node and PostgreSQL.
+
+                """)
         }
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import RippleServer
+import ServiceLifecycle
 
 /// `ripple-server`: a Ripple Sync node, its demo, and tools to try it from a terminal.
 @main
@@ -28,7 +29,8 @@ struct ServeCommand: AsyncParsableCommand {
             Lists (--tables) are names separated by commas: todos,tags (spaces around a name
             are trimmed). The node listens on plain ws://; put a TLS proxy in front for wss://.
             Several nodes on one Postgres each need their own --slot and --replica.
-            SIGINT or SIGTERM stops the node: sockets are told retry_later and closed.
+            SIGINT or SIGTERM stops the node gracefully: sockets are told retry_later and
+            closed, then the node stops and exits with status 0.
             """)
 
     @Option(help: "The database: postgres://user[:password]@host[:port]/database (a superuser: the node makes a publication, a replication slot and event triggers).")
@@ -64,6 +66,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "What to log (to standard error): trace, debug, info, notice, warning, error or critical.")
     var logLevel = "warning"
 
+    @Option(help: ArgumentHelp("How to log: text (one readable line per message) or json (one JSON object per line: time, level, label, message, metadata).",
+                               valueName: "format"))
+    var logFormat = LogFormat.text
+
     @Option(help: "Seconds between heartbeats to idle sockets (each tells a socket where the replica stands).")
     var heartbeat: Double = 5
 
@@ -84,18 +90,24 @@ struct ServeCommand: AsyncParsableCommand {
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("--log-level is one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
         }
-        let server = try SyncServer(configuration: configuration, logger: serverLogger(level: level))
-        try await runUntilInterrupted {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await server.run() }
-                group.addTask {
-                    let port = try await server.port
-                    say("ripple-server: serving ws://\(host):\(port)/sync (health: http://\(host):\(port)/health, "
-                          + "metrics: /metrics)")
-                }
-                try await group.waitForAll()
-            }
+        let logger = serverLogger(level: level, format: logFormat)
+        let server = try SyncServer(configuration: configuration, logger: logger)
+        try await runNode(server, logger: logger) { port in
+            say("ripple-server: serving ws://\(host):\(port)/sync (health: http://\(host):\(port)/health, metrics: /metrics)")
         }
+    }
+}
+
+/// Runs `node` (and `others`) in a `ServiceGroup` until SIGTERM or SIGINT shuts it down
+/// gracefully, calling `listening` with its port once it listens.
+func runNode(_ node: SyncServer, with others: [any Service] = [], logger: Logger,
+             listening: @escaping @Sendable (Int) async throws -> Void) async throws {
+    let group = ServiceGroup(configuration: .init(services: [node] + others, gracefulShutdownSignals: [.sigterm, .sigint],
+                                                  logger: logger))
+    try await withThrowingTaskGroup(of: Void.self) { tasks in
+        tasks.addTask { try await group.run() }
+        tasks.addTask { try await listening(try await node.port) }
+        try await tasks.waitForAll()
     }
 }
 
@@ -114,28 +126,34 @@ func readSecret(_ file: String?) throws -> [UInt8] {
     return secret
 }
 
-/// Runs `body` until it ends or the process is interrupted (SIGINT, SIGTERM): then cancels it
-/// and waits for it to clean up.
-func runUntilInterrupted(_ body: @escaping @Sendable () async throws -> Void) async throws {
-    let task = Task { try await body() }
-    let sources = [SIGINT, SIGTERM].map { number -> any DispatchSourceSignal in
-        signal(number, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: number)
-        source.setEventHandler { task.cancel() }
-        source.resume()
-        return source
+/// Runs `body` until it ends or SIGTERM or SIGINT shuts its `ServiceGroup` down (then `body`
+/// is cancelled, and this returns normally).
+func untilSignalled(_ body: @escaping @Sendable () async throws -> Void) async throws {
+    let service = ClosureService {
+        do {
+            try await cancelWhenGracefulShutdown(body)
+        } catch where Task.isShuttingDownGracefully {}
     }
-    defer { sources.forEach { $0.cancel() } }
-    do {
-        try await task.value
-    } catch where task.isCancelled {
-        // Interrupted: a normal end, whatever the cancelled work threw on its way out.
-    }
+    let group = ServiceGroup(configuration: .init(
+        services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
+        gracefulShutdownSignals: [.sigterm, .sigint],
+        logger: Logger(label: "ripple-server", factory: { _ in SwiftLogNoOpLogHandler() })))
+    try await group.run()
 }
 
-/// The node's log: warnings and errors on standard error.
-func serverLogger(level: Logger.Level = .warning) -> Logger {
-    var logger = Logger(label: "ripple-server") { StreamLogHandler.standardError(label: $0) }
+/// How `ripple-server` logs (to standard error).
+enum LogFormat: String, ExpressibleByArgument, CaseIterable {
+    case text, json
+}
+
+/// The node's log on standard error: warnings and errors, as text or JSON lines.
+func serverLogger(level: Logger.Level = .warning, format: LogFormat = .text) -> Logger {
+    var logger = Logger(label: "ripple-server") { label -> any LogHandler in
+        switch format {
+        case .text: StreamLogHandler.standardError(label: label)
+        case .json: JSONLogHandler(label: label)
+        }
+    }
     logger.logLevel = level
     return logger
 }

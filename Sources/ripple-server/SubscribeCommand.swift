@@ -66,7 +66,7 @@ struct SubscribeCommand: AsyncParsableCommand {
             }
         }
         defer { watch.cancel() }
-        try await runUntilInterrupted {
+        try await untilSignalled {
             var count = 0
             var previous: [[WireValue]] = []
             for try await event in remote {

@@ -17,7 +17,7 @@ struct MultiNodeTests {
     static func replicaVersion(_ node: TestNode) async -> Int64? {
         let text = await node.server.metricsText()
         return text.split(separator: "\n").first { $0.hasPrefix("ripple_replica_version ") }
-            .flatMap { Int64($0.split(separator: " ")[1]) }
+            .flatMap { Double($0.split(separator: " ")[1]) }.map { Int64($0) }
     }
 
     /// Subscribes (or resumes) on `node` and reads until the rows equal Postgres's. Returns

@@ -132,7 +132,7 @@ struct SyncNodeTests {
         // The dropped socket is let go without its client reading anything more: its last
         // frame waits a second at most.
         try await Wait.until("the node to let the dropped socket go (ripple_sockets 1)") {
-            await node.server.metricsText().split(separator: "\n").contains("ripple_sockets 1")
+            await node.server.metricsText().split(separator: "\n").contains("ripple_sockets 1.0")
         }
     }
 

@@ -75,9 +75,9 @@ public struct SyncServerConfiguration: Sendable {
     /// slot gives it that many. 10,000.
     public var feedBatchSize = 10_000
 
-    /// How long a stopping node waits for its parts (sockets closing, a push finishing, the feed)
-    /// before ``SyncServer/run()`` returns anyway, with a warning naming what was still busy:
-    /// a node must stop when told to. 10 s.
+    /// How long a node that shuts down gracefully waits for its parts (sockets told to come
+    /// back later and closing, a push finishing, the feed) before it cancels what still runs,
+    /// with a warning naming the sockets still open: a node must stop when told to. 10 s.
     public var stopGrace: Duration = .seconds(10)
 
     public init(postgres: PostgresClient.Configuration, tables: [String], rules: SyncRules, secret: [UInt8],
@@ -98,10 +98,4 @@ public struct SyncServerConfiguration: Sendable {
                                             password: components.password, database: database.isEmpty ? nil : database,
                                             tls: .disable)
     }
-}
-
-/// The server could not start or go on, and why.
-public struct SyncServerError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }

@@ -4,7 +4,7 @@ import NIOWebSocket
 /// Writes a session's frames straight into its channel, on the channel's event loop.
 ///
 /// A change that reaches 10,000 sockets costs one write per socket and a few tasks per event
-/// loop (``SyncServer/wake(_:queue:)`` hands each loop its sockets in batches) — no task per
+/// loop (``SessionRegistry/wake(_:queue:)`` hands each loop its sockets in batches) — no task per
 /// socket, no hop through an async writer, no frame encoder: the handler sits on the socket's
 /// side of the WebSocket frame encoder and writes each frame as its header and payload in one
 /// buffer. The node negotiates no WebSocket extension, so a server's text frame is exactly
