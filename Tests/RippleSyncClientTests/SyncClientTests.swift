@@ -4,6 +4,7 @@ import RippleDiff
 import RippleServer
 import RippleSync
 import RippleSyncClient
+import RippleSyncTesting
 import RippleTesting
 import Testing
 
