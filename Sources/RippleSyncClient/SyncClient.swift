@@ -169,7 +169,8 @@ public actor SyncClient {
         connection = Task { await self.connectLoop() }
     }
 
-    /// The stores whose commits already seal mutations (one participant per store).
+    /// The stores whose commits already seal mutations (one participant per store; its lock is a
+    /// leaf: taken alone).
     private static let sealing = Locked<Set<ObjectIdentifier>>([])
 
     /// Disconnects and stops reconnecting; the local rows stay.
@@ -261,6 +262,7 @@ public actor SyncClient {
     /// One connection, until it ends, is given up on (no welcome within ``handshakeTimeout``,
     /// silent for ``silenceTimeout``) or the client stops; why it ended.
     private func connectOnce(_ number: Int, url: String) async -> String {
+        // Why the socket ended (its lock is a leaf: taken alone).
         let ended = Locked<String?>(nil)
         // The socket runs in a task of its own: the WebSocket client cannot be interrupted
         // before the server answers its upgrade, so a socket given up on is left to end by

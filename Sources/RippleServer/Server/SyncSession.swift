@@ -20,8 +20,8 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
     private typealias State = SessionState<SubscriptionToken, Task<Void, Never>, CheckedContinuation<Void, Never>>
 
     private let server: SyncServer
-    /// Guards `machine`. Taken inside the server's frame lock (``enqueue(_:subscription:generation:at:)``);
-    /// inside it only the replica timeline's lock is taken (a flush labels its frames).
+    /// Guards `machine`; taken inside the server's frame lock (``enqueue(_:subscription:generation:at:)``), and takes
+    /// only the replica timeline's lock inside it (a flush labels its frames). Metrics are counted after it is let go.
     private let lock = NSLock()
     private var machine: State
     /// Writes the queued frames into the channel (see ``SocketWriter``).
@@ -32,9 +32,9 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
         let configuration = server.configuration
         let heartbeat = configuration.heartbeatInterval.components
         machine = State(limits: .init(maxQueuedBytes: configuration.maxQueuedBytes, maxMessageBytes: configuration.maxMessageBytes,
-                                    maxSubscriptions: configuration.maxSubscriptionsPerSocket, helloTimeout: configuration.helloTimeout,
-                                    heartbeatMilliseconds: Int(heartbeat.seconds * 1000 + heartbeat.attoseconds / 1_000_000_000_000_000),
-                                    opened: .now))
+                                      maxSubscriptions: configuration.maxSubscriptionsPerSocket, helloTimeout: configuration.helloTimeout,
+                                      heartbeatMilliseconds: Int(heartbeat.seconds * 1000 + heartbeat.attoseconds / 1_000_000_000_000_000),
+                                      opened: .now))
         writer = SocketWriter(channel: channel)
         writer.serve(self)
     }
@@ -103,7 +103,8 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
         if let refused = inboundRefusal.withLock({ $0 }) { throw refused }
     }
 
-    /// What the WebSocket layer refused in the client's frames, if that ended the reading.
+    /// What the WebSocket layer refused in the client's frames, if that ended the reading (its
+    /// lock is a leaf: taken alone).
     private let inboundRefusal = Locked<(any Error)?>(nil)
 
     private enum Role { case writer, reader, clock }
@@ -139,7 +140,7 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
                 guard !Task.isCancelled else { return }
                 switch message {
                 case .text(let text): await receive(text)
-                case .binary: send(.error(code: .malformed, message: "frames are JSON text; a binary frame is not a message", id: nil))
+                case .binary: perform { $0.receivedBinary() }
                 }
                 if isClosing || Task.isCancelled { return }
             }
@@ -171,7 +172,8 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
 
     // MARK: Messages
 
-    /// The message the socket is handling, and since when (for a node that cannot stop).
+    /// The message the socket is handling, and since when (for a node that cannot stop; its lock
+    /// is a leaf: taken alone).
     private let activity = Locked<(String, ContinuousClock.Instant)?>(nil)
 
     /// What the socket is doing, in words: its phase and the message it handles.

@@ -198,6 +198,11 @@ struct SessionState<Token, Attachment, Waiter> {
         return received(message)
     }
 
+    /// The client sent a binary frame: not a message.
+    mutating func receivedBinary() -> Output {
+        send(.error(code: .malformed, message: "frames are JSON text; a binary frame is not a message", id: nil))
+    }
+
     /// The client sent `message` (read and within the size limit).
     mutating func received(_ message: ClientMessage) -> Received {
         defer { checkInvariantsInDebug() }
@@ -304,15 +309,15 @@ struct SessionState<Token, Attachment, Waiter> {
     /// (unless it unsubscribed meanwhile).
     mutating func resumeRefused(_ id: String, generation: Int) -> Output {
         defer { checkInvariantsInDebug() }
-        guard frames.holds(id, generation: generation), frames.remove(id) else { return .none }
+        guard frames.holds(id, generation: generation), tokens[id] == nil, frames.remove(id) else { return .none }
         return send(.error(code: .retryLater, message: "too many resumes at once; subscribe again later", id: id))
     }
 
     /// The hub attached subscription `id` of `generation` with `token`; `false` when the
-    /// subscription is gone meanwhile (the shell cancels the token).
+    /// subscription is gone meanwhile, or attached already (the shell cancels the token).
     mutating func attached(_ id: String, generation: Int, token: Token) -> Bool {
         defer { checkInvariantsInDebug() }
-        guard frames.holds(id, generation: generation) else { return false }
+        guard frames.holds(id, generation: generation), tokens[id] == nil else { return false }
         tokens[id] = token
         return true
     }
