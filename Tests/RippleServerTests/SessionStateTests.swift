@@ -52,7 +52,10 @@ import Testing
     static func subscribe(_ machine: inout Machine, _ id: String, token: Int? = nil) -> Int {
         guard case .subscribe(let subscribed, _, _, "alice") = machine.received(text(.subscribe(id: id, query: query, resume: nil))),
               subscribed == id, case .reserved(let generation) = machine.reserve(id) else { fatalError("not reserved") }
-        if let token { #expect(machine.attached(id, generation: generation, token: token)) }
+        if let token {
+            let kept = machine.attached(id, generation: generation, token: token)
+            #expect(kept)
+        }
         return generation
     }
 
@@ -202,7 +205,8 @@ import Testing
         #expect(output.wakeWriter)
         #expect(Self.codes(Self.written(&machine)) == [.unknownSubscription])
         // The attachment of the unsubscribed "a" ends: its token is not kept.
-        #expect(!machine.attached("a", generation: generation, token: 11))
+        let kept = machine.attached("a", generation: generation, token: 11)
+        #expect(!kept)
         #expect(machine.tokens.isEmpty && machine.frames.subscriptions.isEmpty)
     }
 
@@ -211,8 +215,8 @@ import Testing
         let old = Self.subscribe(&machine, "a")
         _ = machine.received(Self.text(.unsubscribe(id: "a")))
         let new = Self.subscribe(&machine, "a")
-        #expect(!machine.attached("a", generation: old, token: 1))
-        #expect(machine.attached("a", generation: new, token: 2))
+        let (oldKept, newKept) = (machine.attached("a", generation: old, token: 1), machine.attached("a", generation: new, token: 2))
+        #expect(!oldKept && newKept)
         #expect(machine.tokens == ["a": 2])
     }
 
@@ -251,10 +255,11 @@ import Testing
     @Test func anEndingEventReleasesTheTokenAndIsSentWithItsVersion() {
         var machine = Self.open()
         let generation = Self.subscribe(&machine, "a", token: 5)
-        #expect(!machine.file(SubscriptionEvent(version: 3, kind: .changes(WireChangeset()),
-                                                json: Array("{}".utf8)), subscription: "a", generation: generation, at: 3))
-        #expect(machine.file(SubscriptionEvent(version: 4, kind: .ended(reason: "dropped"), json: []), subscription: "a",
-                             generation: generation, at: 4))
+        let changed = machine.file(SubscriptionEvent(version: 3, kind: .changes(WireChangeset()), json: Array("{}".utf8)), subscription: "a",
+                                   generation: generation, at: 3)
+        let ended = machine.file(SubscriptionEvent(version: 4, kind: .ended(reason: "dropped"), json: []), subscription: "a",
+                                 generation: generation, at: 4)
+        #expect(!changed && ended)
         #expect(machine.tokens.isEmpty && machine.frames.subscriptions.isEmpty)
         // Nothing goes before its version finished; then one frame per version, in order.
         #expect(machine.flush(upTo: 2, position: { PGOutput.LSN(UInt64($0) * 100) }) == .none)
@@ -339,12 +344,15 @@ import Testing
 
     @Test func theWriterIsAwaitedOnceAndItsEndResumesTheWaiter() {
         var machine = Self.open()
-        #expect(machine.awaitWriter(1))
+        let waits = machine.awaitWriter(1)
+        #expect(waits)
         #expect(machine.writerFinished() == 1)
         #expect(machine.writerFinished() == nil)
-        #expect(!machine.awaitWriter(2))
+        let waitsAfterTheEnd = machine.awaitWriter(2)
+        #expect(!waitsAfterTheEnd)
         var closed = Self.open()
-        #expect(closed.awaitWriter(3))
+        let closedWaits = closed.awaitWriter(3)
+        #expect(closedWaits)
         #expect(closed.close() == 3)
         #expect(closed.isDrained)
     }
@@ -354,11 +362,13 @@ import Testing
         let attaching = Self.subscribe(&machine, "a")
         machine.attachStarted(attaching, 100)
         Self.subscribe(&machine, "b", token: 7)
-        #expect(machine.awaitWriter(9))
+        let waits = machine.awaitWriter(9)
+        #expect(waits)
         let released = machine.ended()
         #expect(released.tokens == [7] && released.attachments == [100] && released.waiter == 9)
         #expect(machine.hasEnded && machine.frames.subscriptions.isEmpty)
-        #expect(!machine.attached("a", generation: attaching, token: 1))
+        let kept = machine.attached("a", generation: attaching, token: 1)
+        #expect(!kept)
         #expect(machine.reserve("c") == .refused(.none))
         machine.attachStarted(99, 101)
         #expect(machine.attaching.isEmpty)

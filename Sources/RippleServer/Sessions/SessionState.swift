@@ -63,7 +63,7 @@ struct SessionState<Token, Attachment, Waiter> {
         /// This event dropped the socket for not reading (count it).
         var droppedSlowConsumer = false
 
-        static let none = Output()
+        static var none: Output { Output() }
 
         /// Both outputs' effects.
         func merged(_ other: Output) -> Output {
