@@ -376,13 +376,28 @@ import Testing
         machine.checkInvariants()
     }
 
-    @Test func theDescriptionSaysThePhaseAndTheAttachments() {
+    @Test func theDescriptionSaysThePhaseTheMessageHandledAndTheAttachments() {
         var machine = Self.machine()
-        #expect(machine.description == "before hello")
+        #expect(machine.description(at: Self.opened) == "before hello")
         machine = Self.open()
         let generation = Self.subscribe(&machine, "a")
         machine.attachStarted(generation, 1)
-        #expect(machine.description == "open for alice, 1 subscriptions attaching")
+        machine.handling("push of 3 mutations", since: Self.opened)
+        #expect(machine.description(at: Self.opened + .seconds(2))
+                    == "open for alice, handling its push of 3 mutations for 2.0 seconds, 1 subscriptions attaching")
+        machine.handling(nil, since: Self.opened)
+        #expect(machine.description(at: Self.opened) == "open for alice, 1 subscriptions attaching")
+    }
+
+    @Test func aReadingRefusalIsKeptUnlessTheSocketClosesForItsOwnReason() {
+        struct Refusal: Error {}
+        var refused = Self.open()
+        refused.readingFailed(Refusal())
+        #expect(refused.ended().refusal is Refusal)
+        var closing = Self.open()
+        _ = closing.shutDown()
+        closing.readingFailed(Refusal())
+        #expect(closing.ended().refusal == nil)
     }
 
     // MARK: At random

@@ -100,12 +100,8 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
         server.metrics.subscriptions.withLock { $0 -= released.tokens.count }
         for token in released.tokens { token.cancel() }
         server.unregister(self)
-        if let refused = inboundRefusal.withLock({ $0 }) { throw refused }
+        if let refused = released.refusal { throw refused }
     }
-
-    /// What the WebSocket layer refused in the client's frames, if that ended the reading (its
-    /// lock is a leaf: taken alone).
-    private let inboundRefusal = Locked<(any Error)?>(nil)
 
     private enum Role { case writer, reader, clock }
 
@@ -149,7 +145,7 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
         } catch {
             // The client went away, or sent what WebSocket itself refuses: the socket closes,
             // with the refusal's status code unless it closes for a reason of its own.
-            if !Task.isCancelled, !isClosing { inboundRefusal.withLock { $0 = error } }
+            if !Task.isCancelled { lock.withLock { machine.readingFailed(error) } }
         }
     }
 
@@ -172,16 +168,8 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
 
     // MARK: Messages
 
-    /// The message the socket is handling, and since when (for a node that cannot stop; its lock
-    /// is a leaf: taken alone).
-    private let activity = Locked<(String, ContinuousClock.Instant)?>(nil)
-
     /// What the socket is doing, in words: its phase and the message it handles.
-    var state: String {
-        let words = lock.withLock { machine.description }
-        let busy = activity.withLock { $0 }.map { what, since in ", handling its \(what) for \(ContinuousClock.now - since)" } ?? ""
-        return words + busy
-    }
+    var state: String { lock.withLock { machine.description(at: .now) } }
 
     private func receive(_ text: String) async {
         let received = lock.withLock { machine.received(text) }
@@ -207,8 +195,8 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
 
     /// Runs `work`, the handling of a message the socket waits for (`what`, in words).
     private func busy(_ what: String, _ work: () async -> Void) async {
-        activity.withLock { $0 = (what, .now) }
-        defer { activity.withLock { $0 = nil } }
+        lock.withLock { machine.handling(what, since: .now) }
+        defer { lock.withLock { machine.handling(nil, since: .now) } }
         await work()
     }
 

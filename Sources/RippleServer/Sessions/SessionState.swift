@@ -118,6 +118,9 @@ struct SessionState<Token, Attachment, Waiter> {
         var attachments: [Attachment]
         /// What waited for the writer (the writer is done once the socket ended).
         var waiter: Waiter?
+        /// What the WebSocket layer refused in the client's frames, when that ended the
+        /// reading: the socket closes with that refusal's status code (1007, 1009…).
+        var refusal: (any Error)?
     }
 
     let limits: Limits
@@ -133,6 +136,10 @@ struct SessionState<Token, Attachment, Waiter> {
     private(set) var writerWoken = false
     /// The socket ended: its subscriptions were released; nothing attaches any more.
     private(set) var hasEnded = false
+    /// What the WebSocket layer refused in the client's frames, if that ended the reading.
+    private(set) var refusal: (any Error)?
+    /// The message the socket is handling, and since when (for a node that cannot stop).
+    private(set) var activity: (what: String, since: ContinuousClock.Instant)?
 
     init(limits: Limits) {
         self.limits = limits
@@ -196,6 +203,20 @@ struct SessionState<Token, Attachment, Waiter> {
             return .answered(send(.error(code: error.code, message: error.message, id: error.id)))
         }
         return received(message)
+    }
+
+    /// Reading the client's frames failed with `error` (what WebSocket itself refuses: text that
+    /// is not UTF-8, a message beyond the frame bound…): unless the socket closes for a reason
+    /// of its own, it closes with that refusal's status code.
+    mutating func readingFailed(_ error: any Error) {
+        defer { checkInvariantsInDebug() }
+        guard !frames.isClosing else { return }
+        refusal = error
+    }
+
+    /// The shell handles a message that waits (`what`, in words) since `since`; `nil` once done.
+    mutating func handling(_ what: String?, since: ContinuousClock.Instant) {
+        activity = what.map { ($0, since) }
     }
 
     /// The client sent a binary frame: not a message.
@@ -432,18 +453,20 @@ struct SessionState<Token, Attachment, Waiter> {
         let waiter = close()
         for id in frames.subscriptions.keys { frames.remove(id) }
         defer { (tokens, attaching, hasEnded) = ([:], [:], true) }
-        return Released(tokens: Array(tokens.values), attachments: Array(attaching.values), waiter: waiter)
+        return Released(tokens: Array(tokens.values), attachments: Array(attaching.values), waiter: waiter, refusal: refusal)
     }
 
     // MARK: Invariants
 
-    /// What the socket is doing, in words.
-    var description: String {
+    /// What the socket is doing at `now`, in words: its phase, the message it handles, the
+    /// subscriptions attaching.
+    func description(at now: ContinuousClock.Instant) -> String {
         let words = switch phase {
         case .greeting: "before hello"
         case .open(let user, _, _): "open for \(user)"
         }
-        return words + (attaching.isEmpty ? "" : ", \(attaching.count) subscriptions attaching")
+        let busy = activity.map { ", handling its \($0.what) for \(now - $0.since)" } ?? ""
+        return words + busy + (attaching.isEmpty ? "" : ", \(attaching.count) subscriptions attaching")
     }
 
     /// Traps when the state contradicts itself.
