@@ -412,6 +412,7 @@ import Testing
         var nextToken = 0
         let ids = ["a", "b", "c", "d"]
         var now = Self.opened
+        var (opened, closed) = (false, false)
         for step in 0..<300 {
             var output = Machine.Output.none
             switch Int.random(in: 0..<15, using: &random) {
@@ -493,7 +494,11 @@ import Testing
             machine.checkInvariants()
             #expect(!machine.frames.hasNext || announced, "seed \(seed), step \(step): a frame waits unannounced")
             if machine.frames.wasDropped { #expect(machine.isClosing) }
+            if case .open = machine.phase { opened = true }
+            if machine.isClosing { closed = true }
         }
+        // The sequence reached the phases it is meant to exercise.
+        #expect(opened && closed, "seed \(seed): opened \(opened), closed \(closed)")
     }
 }
 

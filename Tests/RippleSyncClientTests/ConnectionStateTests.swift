@@ -216,8 +216,12 @@ import Testing
         var machine = Self.machine(addresses: Int.random(in: 1...3, using: &random), seed: seed)
         var now = Self.t0
         var (attempts, connections) = (0, 0)
+        var visited: Set<String> = []
+        func visit(_ machine: Machine) { visited.insert("\(machine.phase)".prefix { $0 != "(" }.description) }
         for step in 0..<400 {
+            // Now and then a long silence (a server that stopped answering, a suspended device).
             now += .milliseconds(Int64.random(in: 0...3000, using: &random))
+            if Int.random(in: 0..<20, using: &random) == 0 { now += .seconds(40) }
             let action: Machine.Action
             var ticked: [Machine.Action] = []
             switch Int.random(in: 0..<12, using: &random) {
@@ -255,6 +259,21 @@ import Testing
                 #expect(ticked.count == 1 && !machine.isCurrent(machine.attempt))
             }
             if ticked.contains(.ping) { #expect(machine.isWelcomed) }
+            // Most sockets open and are welcomed promptly: the awkward orders come from the
+            // events above, the common one from these.
+            if case .connect(let attempt, _) = action, Int.random(in: 0..<10, using: &random) < 7 {
+                _ = machine.socketOpened(attempt: attempt, now: now)
+                visit(machine)
+                if Int.random(in: 0..<10, using: &random) < 7 { machine.welcomed(now: now) }
+                machine.checkInvariants()
+            }
+            if case .greet = action, Bool.random(using: &random) {
+                machine.welcomed(now: now)
+                machine.checkInvariants()
+            }
+            visit(machine)
         }
+        // The sequence reached the phases it is meant to exercise.
+        #expect(visited.isSuperset(of: ["connecting", "greeting", "welcomed", "closing", "backingOff"]), "seed \(seed): \(visited)")
     }
 }

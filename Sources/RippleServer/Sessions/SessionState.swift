@@ -9,13 +9,15 @@ import RippleSync
 /// resume a waiter) outside the lock.
 ///
 /// ```
-///              hello (valid token)                 token expires / shutDown /
-///   greeting ──────────────────────► open ──────── a refusal's last frame ────► closing
-///      │                              │                                          │
-///      │ no hello in time, bad hello  │ the client does not read (slow_consumer) │ written,
-///      └──────────► closing ◄─────────┘                                          │ socket gone
-///                                                                                ▼
-///   any phase ── socket ended ──► ended (absorbing: subscriptions released)      ended
+///              hello (valid token)
+///   greeting ──────────────────────► open
+///      │                               │
+///      │ no hello in time, a refused   │ token expired, node stopping (retry_later),
+///      │ hello (protocol, token)       │ the client does not read (slow_consumer)
+///      └──────────────► closing ◄──────┘
+///                          │ its last frame written (or its grace passed), or the socket closed
+///                          ▼
+///                        ended (subscriptions released; absorbing)
 /// ```
 ///
 /// The outbound queue is ``SocketFrames``: bounded in bytes, a socket that does not read is
