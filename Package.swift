@@ -115,6 +115,11 @@ let package = Package(
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOWebSocket", package: "swift-nio"),
         ]),
+        // The client's tests: its connection machine without sockets, and the client against a real node.
+        .testTarget(name: "RippleSyncClientTests", dependencies: [
+            "RippleSyncClient", "RippleServer", "RippleSync", "RippleSyncTesting", "RippleTesting", "Ripple", "RippleDiff",
+            "RippleDiffTesting",
+        ]),
         // Fixtures: store files written by earlier versions, which today's code must open.
         .testTarget(name: "RippleTests", dependencies: ["Ripple", "RippleTesting"], resources: [.copy("Fixtures")]),
     ],

@@ -40,9 +40,15 @@ public actor SyncClient {
     /// The delay before reconnecting after a connection the server had welcomed; after each
     /// attempt it did not welcome, the delay doubles, up to ``maxBackoff``. Each wait is the
     /// delay times a random factor between 0.5 and 1.
-    public var minBackoff: Duration = .milliseconds(100)
+    public var minBackoff: Duration {
+        get { machine.timing.minBackoff }
+        set { machine.timing.minBackoff = newValue }
+    }
     /// The longest delay between two attempts to connect.
-    public var maxBackoff: Duration = .seconds(30)
+    public var maxBackoff: Duration {
+        get { machine.timing.maxBackoff }
+        set { machine.timing.maxBackoff = newValue }
+    }
 
     /// Sets the reconnect delays: `min` after a connection that was welcomed, doubling up to `max`.
     public func setBackoff(min: Duration, max: Duration) { (minBackoff, maxBackoff) = (min, max) }
@@ -50,39 +56,34 @@ public actor SyncClient {
     /// How long a connection may take to be welcomed before the client gives up on it and
     /// connects again: a server that accepted the socket but never answers (stopping at that
     /// moment, or wedged) must not hold the client. 10 s.
-    public var handshakeTimeout: Duration = .seconds(10)
+    public var handshakeTimeout: Duration {
+        get { machine.timing.handshakeTimeout }
+        set { machine.timing.handshakeTimeout = newValue }
+    }
     /// How long a welcomed connection may stay silent: after half of it the client pings (the
     /// server answers `pong`), after all of it the client gives up on the connection and
     /// connects again. 30 s.
-    public var silenceTimeout: Duration = .seconds(30)
+    public var silenceTimeout: Duration {
+        get { machine.timing.silenceTimeout }
+        set { machine.timing.silenceTimeout = newValue }
+    }
 
     /// Sets ``handshakeTimeout`` and ``silenceTimeout``.
     public func setTimeouts(handshake: Duration, silence: Duration) { (handshakeTimeout, silenceTimeout) = (handshake, silence) }
 
+    /// The connection's phase, attempts, timeouts and pushes: the actor performs its actions.
+    private var machine: ConnectionState<SystemRandomNumberGenerator>
     private var subscriptions: [String: ClientSubscription] = [:]
     private var outbound: WebSocketOutboundWriter?
     private var connection: Task<Void, Never>?
-    private var welcomed = false
-    /// Whether the current connection has a client id to push under.
-    private var canPush = false
-    /// The last mutation sent on the current connection.
-    private var pushedThrough: Int64 = 0
     /// Follows the store's commits, to push what the app wrote.
     private var follower: Task<Void, Never>?
     /// The newest position the server named (a frame, a heartbeat).
     private var serverPosition: SyncPosition?
     /// Whether results are kept that wait for the rows that contain them.
     private var awaitingRows = false
-    /// Counts connections, so that a subscription is sent once on each.
-    private var connectionNumber = 0
-    /// Numbers attempts to connect: a socket of an attempt given up on is closed, not used.
-    private var attempt = 0
-    /// When the current connection last heard from the server.
-    private var lastHeard = ContinuousClock.now
     /// The last answer the client pushes again after (for ``connectionState()``).
     private var lastAgain = ""
-    /// When a push was last sent or answered on the current connection.
-    private var lastPushProgress = ContinuousClock.now
     /// How long mutations may wait unanswered on a welcomed connection before the client sends
     /// them again from the first (a push or its answer lost in a reconnect or a node restart).
     /// Sending again is always safe: the node applies each mutation once and answers a repeat
@@ -129,6 +130,8 @@ public actor SyncClient {
         self.store = store
         self.token = token
         self.logger = logger ?? Logger(label: "ripple.sync.client", factory: { _ in SwiftLogNoOpLogHandler() })
+        machine = ConnectionState(timing: .init(pushRetryInterval: Self.pushRetryInterval), addresses: urls.count,
+                                  random: SystemRandomNumberGenerator(), now: .now)
         (events, eventSink) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(10_000))
     }
 
@@ -166,13 +169,15 @@ public actor SyncClient {
         connection = Task { await self.connectLoop() }
     }
 
-    /// The stores whose commits already seal mutations (one participant per store).
+    /// The stores whose commits already seal mutations (one participant per store; its lock is a
+    /// leaf: taken alone).
     private static let sealing = Locked<Set<ObjectIdentifier>>([])
 
     /// Disconnects and stops reconnecting; the local rows stay.
     public func stop() async {
         let task = connection
         connection = nil
+        _ = machine.stopRequested()
         follower?.cancel()
         follower = nil
         task?.cancel()
@@ -234,31 +239,34 @@ public actor SyncClient {
 
     // MARK: The connection
 
+    /// Performs the connection machine's actions until it stops.
     private func connectLoop() async {
-        var delay = minBackoff
-        while !Task.isCancelled {
-            welcomed = false
-            attempt += 1
-            let reason = await connectOnce(attempt)
-            eventSink.yield(.disconnected(reason: reason))
-            outbound = nil
-            canPush = false
-            if welcomed { delay = minBackoff } else { delay = min(delay * 2, maxBackoff) }
-            let jitter = Double.random(in: 0.5...1.0)
-            do { try await Task.sleep(for: delay * jitter) } catch { return }
+        var action = machine.start(now: .now)
+        while true {
+            switch action {
+            case .connect(let attempt, let address):
+                let reason = await connectOnce(attempt, url: urls[address])
+                eventSink.yield(.disconnected(reason: reason))
+                outbound = nil
+                action = machine.connectionEnded()
+            case .reconnect(let delay):
+                try? await Task.sleep(for: delay)
+                if Task.isCancelled { _ = machine.stopRequested() }
+                action = machine.backoffElapsed(now: .now)
+            case .none, .greet, .closeSocket, .giveUp, .ping, .pushPending, .pushAgainIfPending, .stop:
+                return
+            }
         }
     }
 
     /// One connection, until it ends, is given up on (no welcome within ``handshakeTimeout``,
     /// silent for ``silenceTimeout``) or the client stops; why it ended.
-    private func connectOnce(_ number: Int) async -> String {
-        let started = ContinuousClock.now
-        lastHeard = started
+    private func connectOnce(_ number: Int, url: String) async -> String {
+        // Why the socket ended (its lock is a leaf: taken alone).
         let ended = Locked<String?>(nil)
         // The socket runs in a task of its own: the WebSocket client cannot be interrupted
         // before the server answers its upgrade, so a socket given up on is left to end by
         // itself (its frames, if any come, are ignored and it is closed).
-        let url = urls[(number - 1) % urls.count]
         let socket = Task { [logger, token] in
             let reason: String
             do {
@@ -281,73 +289,57 @@ public actor SyncClient {
             }
             ended.withLock { $0 = reason }
         }
-        var pinged = false
         while true {
             if let reason = ended.withLock({ $0 }) { return reason }
-            let now = ContinuousClock.now
-            let givenUp: String? = if Task.isCancelled {
-                "the client stopped"
-            } else if !welcomed, now - started > handshakeTimeout {
-                "no welcome within \(handshakeTimeout)"
-            } else if welcomed, now - lastHeard > silenceTimeout {
-                "the server was silent for \(silenceTimeout)"
-            } else {
-                nil
-            }
-            if let givenUp {
-                attempt += 1
-                let writer = outbound
-                outbound = nil
-                // (Closing, like any write, can wait on a socket the server does not read: it
-                // is not waited for here, only the socket's end below, boundedly.)
-                Task { try? await writer?.close(.goingAway, reason: nil) }
-                socket.cancel()
-                // A socket that ends promptly is waited for, even by a client stopping (so that,
-                // stopped, it is disconnected); one that does not is left behind after 2 s.
-                let closed = FirstOutcome<Bool>()
-                Task.detached { _ = await socket.value; closed.finish(true) }
-                Task.detached {
-                    try? await Task.sleep(for: .seconds(2))
-                    closed.finish(false)
+            if Task.isCancelled { _ = machine.stopRequested() }
+            for action in machine.tick(now: .now) {
+                switch action {
+                case .giveUp(let givenUp):
+                    let writer = outbound
+                    outbound = nil
+                    // (Closing, like any write, can wait on a socket the server does not read: it
+                    // is not waited for here, only the socket's end below, boundedly.)
+                    Task { try? await writer?.close(.goingAway, reason: nil) }
+                    socket.cancel()
+                    // A socket that ends promptly is waited for, even by a client stopping (so that,
+                    // stopped, it is disconnected); one that does not is left behind after 2 s.
+                    let closed = FirstOutcome<Bool>()
+                    Task.detached { _ = await socket.value; closed.finish(true) }
+                    Task.detached {
+                        try? await Task.sleep(for: .seconds(2))
+                        closed.finish(false)
+                    }
+                    _ = await closed.value
+                    return givenUp
+                case .pushAgainIfPending:
+                    if let waiting = try? store.read({ db in try Outbox.pending(after: 0, limit: 1, in: db) }), !waiting.isEmpty,
+                       machine.pushFromFirst() == .pushPending {
+                        pushSoon()
+                    }
+                case .ping:
+                    // Not waited for: a write stuck on a socket the server no longer reads must not
+                    // stop this watch (the silence then ends the connection).
+                    Task { await self.send(.ping) }
+                case .none, .connect, .greet, .closeSocket, .pushPending, .reconnect, .stop:
+                    break
                 }
-                _ = await closed.value
-                return givenUp
-            }
-            if welcomed, canPush, now - lastPushProgress > Self.pushRetryInterval {
-                lastPushProgress = now
-                if let waiting = try? store.read({ db in try Outbox.pending(after: 0, limit: 1, in: db) }), !waiting.isEmpty {
-                    pushedThrough = 0
-                    pushSoon()
-                }
-            }
-            if welcomed, now - lastHeard > silenceTimeout / 2, !pinged {
-                pinged = true
-                // Not waited for: a write stuck on a socket the server no longer reads must not
-                // stop this watch (the silence then ends the connection).
-                Task { await self.send(.ping) }
-            } else if now - lastHeard <= silenceTimeout / 2 {
-                pinged = false
             }
             try? await Task.sleep(for: .milliseconds(100))
         }
     }
-
-    private func isCurrent(_ number: Int) -> Bool { attempt == number }
+    private func isCurrent(_ number: Int) -> Bool { machine.isCurrent(number) }
 
     /// The connection's state in words, for a stress run's findings.
     package func connectionState() -> String {
-        "attempt \(attempt), connection \(connectionNumber), welcomed \(welcomed), can push \(canPush), pushed through "
-            + "\(pushedThrough), socket \(outbound == nil ? "none" : "open"), last heard \(ContinuousClock.now - lastHeard) ago, "
+        "\(machine.description), socket \(outbound == nil ? "none" : "open"), last heard \(ContinuousClock.now - machine.lastHeard) ago, "
             + "connect loop \(connection == nil ? "stopped" : "running"), last pushed again after: \(lastAgain)"
     }
 
     /// The socket of attempt `number` is open: says hello and subscribes; `false` when that
     /// attempt was given up on.
     private func open(_ number: Int, _ writer: WebSocketOutboundWriter, token: String) async -> Bool {
-        guard attempt == number else { return false }
-        lastHeard = .now
+        guard case .greet = machine.socketOpened(attempt: number, now: .now) else { return false }
         outbound = writer
-        connectionNumber += 1
         for id in subscriptions.keys { subscriptions[id]?.live = false }
         let client = (try? store.read { db in try Outbox.clientID(db) }) ?? nil
         await send(.hello(protocol: SyncProtocol.version, token: token, client: client ?? ""))
@@ -357,8 +349,8 @@ public actor SyncClient {
 
     /// Subscribes `id` on the current connection, once, resuming from where its rows stand.
     private func sendSubscribe(_ id: String) async {
-        guard outbound != nil, let subscription = subscriptions[id], subscription.sentOn != connectionNumber else { return }
-        subscriptions[id]?.sentOn = connectionNumber
+        guard outbound != nil, let subscription = subscriptions[id], subscription.sentOn != machine.connection else { return }
+        subscriptions[id]?.sentOn = machine.connection
         subscriptions[id]?.live = false
         let resume = subscription.result.map { ResumePoint(basis: $0.basis, lsn: $0.lsn) }
         await send(.subscribe(id: id, query: subscription.query, resume: resume))
@@ -370,7 +362,7 @@ public actor SyncClient {
     }
 
     private func receive(_ text: String) async {
-        lastHeard = .now
+        machine.heard(now: .now)
         let message: ServerMessage
         do {
             message = try ServerMessage(json: text.utf8)
@@ -380,7 +372,7 @@ public actor SyncClient {
         }
         switch message {
         case .welcome(let welcome):
-            welcomed = true
+            machine.welcomed(now: .now)
             serverPosition = SyncPosition(welcome.lsn)
             eventSink.yield(.connected(user: welcome.user, lsn: welcome.lsn))
             if let id = welcome.client {
@@ -388,7 +380,7 @@ public actor SyncClient {
             } else {
                 // The node could not give this socket a client id (Postgres out of its reach at
                 // hello): with mutations waiting, connect again after a while.
-                let connection = connectionNumber
+                let connection = machine.connection
                 Task {
                     try? await Task.sleep(for: .seconds(1))
                     await self.reconnectToPush(from: connection)
@@ -398,7 +390,6 @@ public actor SyncClient {
             serverPosition = SyncPosition(lsn)
             await apply(lsn: lsn, snapshots: snapshots, changesets: changesets)
         case .pushed(let results):
-            lastPushProgress = .now
             // A rejection the node did not store (out of order, Postgres unavailable for now, or
             // its result could not be stored) is not the mutation's fate: it is pushed again,
             // from the first of them (a moment later when Postgres was unavailable).
@@ -407,8 +398,8 @@ public actor SyncClient {
                 result.status == .rejected && result.code == "out_of_order"
                     || result.status == .rejected && result.lsn == nil && Self.notStored.contains(result.code ?? "")
             }
-            if let first = again.map(\.id).min() {
-                pushedThrough = min(pushedThrough, first - 1)
+            machine.pushAnswered(now: .now, again: again.map(\.id).min())
+            if !again.isEmpty {
                 lastAgain = again.first.map { "\($0.id): \($0.code ?? "") \($0.message ?? "")" } ?? ""
             }
             await settle(recording: results.filter { result in !again.contains { $0.id == result.id } })
@@ -430,7 +421,7 @@ public actor SyncClient {
             if code == .unavailable && id == nil {
                 // A push the node could not take (it had no client id for this socket): the
                 // mutations go again on a new connection.
-                canPush = false
+                machine.pushUnavailable()
                 try? await outbound?.close(.normalClosure, reason: "reconnecting to push")
                 return
             }
@@ -580,9 +571,7 @@ public actor SyncClient {
             eventSink.yield(.localFailure(message: "the client id could not be kept: \(error)"))
             return
         }
-        canPush = true
-        pushedThrough = 0
-        pushSoon()
+        if machine.clientIDAdopted() == .pushPending { pushSoon() }
     }
 
     /// Pushes what is pending from a task of its own: a frame being handled never waits for a
@@ -598,23 +587,22 @@ public actor SyncClient {
     /// Closes connection `number` when it still cannot push and mutations wait (the next one
     /// asks for a client id again).
     private func reconnectToPush(from number: Int) async {
-        guard connectionNumber == number, !canPush, outbound != nil, (try? pendingMutations()).map({ $0 > 0 }) == true else { return }
+        guard machine.connection == number, !machine.canPush, outbound != nil, (try? pendingMutations()).map({ $0 > 0 }) == true else { return }
         try? await outbound?.close(.normalClosure, reason: "reconnecting to push")
     }
 
     /// Sends the mutations not sent on this connection, in order, in pushes of up to ``pushSize``.
     private func pushPending() async {
-        while canPush, outbound != nil {
+        while machine.canPush, outbound != nil {
             let batch: [Mutation]
             do {
-                batch = try store.read { db in try Outbox.pending(after: pushedThrough, limit: Self.pushSize, in: db) }
+                batch = try store.read { db in try Outbox.pending(after: machine.pushedThrough, limit: Self.pushSize, in: db) }
             } catch {
                 eventSink.yield(.localFailure(message: "the outbox could not be read: \(error)"))
                 return
             }
             guard let last = batch.last else { return }
-            pushedThrough = last.id
-            lastPushProgress = .now
+            machine.pushSent(through: last.id, now: .now)
             await send(.push(mutations: batch))
         }
     }

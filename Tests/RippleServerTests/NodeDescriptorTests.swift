@@ -8,6 +8,7 @@ import Glibc
 import Ripple
 import RippleServer
 import RippleSync
+import RippleSyncTesting
 import RippleTesting
 import Testing
 

@@ -3,6 +3,7 @@ import NIOWebSocket
 import Ripple
 import RippleServer
 import RippleSync
+import RippleSyncTesting
 import RippleTesting
 import Testing
 

@@ -2,28 +2,19 @@ import Foundation
 import Ripple
 import RippleServer
 import RippleSync
+import RippleSyncTesting
 import RippleTesting
 import Testing
 
 /// The `/sync` protocol end to end: a real cluster written by psql, a node, real WebSockets.
 @Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: sync protocol tests skipped"), .timeLimit(.minutes(15)))
 struct SyncProtocolTests {
-    static let rules = #"{"tables": {"todos": {"read": {"column": "owner", "op": "=", "value": {"user": true}}}, "tags": {"read": true}}}"#
+    static let rules = TodosFixture.rules
 
-    static func prepare(_ postgres: ThrowawayPostgres) async throws {
-        try await postgres.psql("""
-            CREATE TABLE todos(id int8 PRIMARY KEY, owner text NOT NULL, title text NOT NULL, rank int4 NOT NULL,
-                               done bool NOT NULL DEFAULT false);
-            CREATE TABLE tags(id int8 PRIMARY KEY, name text NOT NULL);
-            INSERT INTO todos SELECT n, CASE WHEN n % 2 = 0 THEN 'alice' ELSE 'bob' END, 'todo ' || n, n, false
-            FROM generate_series(1, 40) AS n;
-            INSERT INTO tags VALUES (1, 'home'), (2, 'work');
-            """)
-    }
+    static func prepare(_ postgres: ThrowawayPostgres) async throws { try await TodosFixture.prepare(postgres) }
 
-    static let aliceOpen = QueryDescription(table: "todos", filter: .compare(column: "done", op: .equal, value: .bool(false)),
-                                            order: [OrderDescription(column: "rank")], limit: 10)
-    static let aliceOpenSQL = "SELECT id, owner, title, rank, done FROM todos WHERE owner = 'alice' AND NOT done ORDER BY rank, id LIMIT 10"
+    static let aliceOpen = TodosFixture.aliceOpen
+    static let aliceOpenSQL = TodosFixture.aliceOpenSQL
 
     /// One Postgres transaction reaches a socket as one frame holding every subscription it
     /// changed, positions only grow, and the rows built from the frames equal Postgres's.

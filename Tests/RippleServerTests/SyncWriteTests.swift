@@ -1,6 +1,7 @@
 import Foundation
 import RippleServer
 import RippleSync
+import RippleSyncTesting
 import RippleTesting
 import Testing
 
@@ -9,46 +10,15 @@ import Testing
 /// rules before and after, rejections with their SQLSTATE and constraint and nothing applied,
 /// client ids per user, and a resolver that merges.
 @Suite(.serialized, .timeLimit(.minutes(15))) struct SyncWriteTests {
-    static let rules = #"""
-        {"tables": {
-            "notes": {"read": {"column": "owner", "op": "=", "value": {"user": true}},
-                      "write": {"column": "owner", "op": "=", "value": {"user": true}}},
-            "counters": {"read": true, "write": true},
-            "readonly": {"read": true}
-        }}
-        """#
+    static let rules = NotesFixture.rules
 
-    static func prepare(_ postgres: ThrowawayPostgres) async throws {
-        try await postgres.psql("""
-            CREATE TABLE notes(id int8 PRIMARY KEY, owner text NOT NULL, title text NOT NULL UNIQUE, body text, done bool NOT NULL DEFAULT false);
-            CREATE TABLE counters(id int8 PRIMARY KEY, tags text, total int8 NOT NULL CHECK (total >= 0), applied int8 NOT NULL DEFAULT 0);
-            CREATE TABLE readonly(id int8 PRIMARY KEY);
-            CREATE FUNCTION count_applications() RETURNS trigger LANGUAGE plpgsql AS $$
-                BEGIN NEW.applied := COALESCE(OLD.applied, 0) + 1; RETURN NEW; END $$;
-            CREATE TRIGGER counters_applied BEFORE UPDATE ON counters FOR EACH ROW EXECUTE FUNCTION count_applications();
-            INSERT INTO notes VALUES (1, 'alice', 'milk', 'two litres', false), (2, 'bob', 'bread', NULL, false);
-            INSERT INTO counters VALUES (1, 'a', 10, 0);
-            INSERT INTO readonly VALUES (1);
-            """)
-    }
+    static func prepare(_ postgres: ThrowawayPostgres) async throws { try await NotesFixture.prepare(postgres) }
 
     /// A throwaway Postgres with the tables above and a node following them, for `body`;
     /// both stopped after it.
     func withNode(adjust: (inout SyncServerConfiguration) -> Void = { _ in },
                   _ body: (ThrowawayPostgres, TestNode) async throws -> Void) async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await Self.prepare(postgres)
-        let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["notes", "counters", "readonly"], rules: Self.rules,
-                                            directory: directory, adjust: adjust)
-        do {
-            try await body(postgres, node)
-        } catch {
-            await node.stop()
-            throw error
-        }
-        await node.stop()
+        try await NotesFixture.withNode(adjust: adjust, body)
     }
 
     /// A socket that said hello as `user` meaning to write (claiming `client`; `""`: a new id),

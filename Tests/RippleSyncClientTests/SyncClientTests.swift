@@ -4,6 +4,7 @@ import RippleDiff
 import RippleServer
 import RippleSync
 import RippleSyncClient
+import RippleSyncTesting
 import RippleTesting
 import Testing
 
@@ -22,16 +23,16 @@ struct SyncClientTests {
     @Test func theLocalStoreHoldsEachSubscriptionsRowsAndLiveQueriesFire() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try await SyncProtocolTests.prepare(postgres)
+        try await TodosFixture.prepare(postgres)
         let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
+        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: TodosFixture.rules, directory: directory)
         defer { Task { await node.stop() } }
         let store = try Store(path: directory.path("client.sqlite"))
         let token = try node.token("alice")
         let client = SyncClient(url: node.url, store: store) { token }
         try await client.start()
         // Two overlapping subscriptions: a row stays while either holds it.
-        try await client.subscribe("open", SyncProtocolTests.aliceOpen)
+        try await client.subscribe("open", TodosFixture.aliceOpen)
         try await client.subscribe("first", QueryDescription(table: "todos", order: [OrderDescription(column: "id")], limit: 3))
         let expected = "SELECT id, owner, title, rank, done FROM todos WHERE owner = 'alice' AND "
             + "(id IN (SELECT id FROM todos WHERE owner = 'alice' AND NOT done ORDER BY rank, id LIMIT 10) "
@@ -64,7 +65,7 @@ struct SyncClientTests {
         try await Self.until(client) { try localRows() == (try await postgres.rows(expected)) }
         try await client.unsubscribe("first")
         let onlyOpen = "SELECT id, owner, title, rank, done FROM todos WHERE owner = 'alice' AND NOT done ORDER BY id LIMIT 100"
-        let window = try await postgres.rows(SyncProtocolTests.aliceOpenSQL).map { $0.split(separator: "|")[0] }
+        let window = try await postgres.rows(TodosFixture.aliceOpenSQL).map { $0.split(separator: "|")[0] }
         #expect(try localRows().map { $0.split(separator: "|")[0] } == (try await postgres.rows(onlyOpen)).map { $0.split(separator: "|")[0] }.filter(window.contains))
         await client.stop()
     }
@@ -82,9 +83,9 @@ struct SyncClientTests {
     @Test func aTypedQuerySubscribesAndItsCollectionReadsTheRows() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try await SyncProtocolTests.prepare(postgres)
+        try await TodosFixture.prepare(postgres)
         let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
+        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: TodosFixture.rules, directory: directory)
         defer { Task { await node.stop() } }
         let store = try Store(path: directory.path("client.sqlite"))
         let todos = try store.collection("todos", of: Todo.self)
@@ -109,15 +110,15 @@ struct SyncClientTests {
     @Test func aColumnAddedOnPostgresReachesTheLocalStore() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try await SyncProtocolTests.prepare(postgres)
+        try await TodosFixture.prepare(postgres)
         let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
+        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: TodosFixture.rules, directory: directory)
         defer { Task { await node.stop() } }
         let store = try Store(path: directory.path("client.sqlite"))
         let token = try node.token("alice")
         let client = SyncClient(url: node.url, store: store) { token }
         try await client.start()
-        try await client.subscribe("open", SyncProtocolTests.aliceOpen)
+        try await client.subscribe("open", TodosFixture.aliceOpen)
         @Sendable func notes() throws -> [String] {
             try store.read { db in
                 guard try db.fetchValue("SELECT count(*) FROM pragma_table_info('todos') WHERE name = 'note'", as: Int.self) == 1 else {
@@ -138,9 +139,9 @@ struct SyncClientTests {
     @Test func aRemoteLiveQueryFollowsAcrossANodeRestart() async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
-        try await SyncProtocolTests.prepare(postgres)
+        try await TodosFixture.prepare(postgres)
         let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
+        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: TodosFixture.rules, directory: directory)
         let port = node.port
         let store = try Store(path: directory.path("client.sqlite"))
         let token = try node.token("alice")
@@ -148,24 +149,24 @@ struct SyncClientTests {
         await client.setBackoff(min: .milliseconds(20), max: .milliseconds(200))
         try await client.start()
         var list: [[WireValue]] = []
-        var iterator = await client.remoteQuery(SyncProtocolTests.aliceOpen).makeAsyncIterator()
+        var iterator = await client.remoteQuery(TodosFixture.aliceOpen).makeAsyncIterator()
         func next() async throws {
             let event = try #require(try await iterator.next())
             list = event.changeset.apply(to: list, using: event.rows)
             #expect(list == event.rows)
         }
         try await next()
-        #expect(list.map(psqlText) == (try await postgres.rows(SyncProtocolTests.aliceOpenSQL)))
+        #expect(list.map(psqlText) == (try await postgres.rows(TodosFixture.aliceOpenSQL)))
         try await postgres.psql("UPDATE todos SET rank = 0 WHERE id = 20")
         try await next()
-        #expect(list.map(psqlText) == (try await postgres.rows(SyncProtocolTests.aliceOpenSQL)))
+        #expect(list.map(psqlText) == (try await postgres.rows(TodosFixture.aliceOpenSQL)))
         // The node goes away; writes go on; a node comes back on the same port and replica.
         await node.stop()
         try await postgres.psql("UPDATE todos SET done = true WHERE id = 2; INSERT INTO todos VALUES (200, 'alice', 'x', -1, false)")
-        let restarted = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules,
+        let restarted = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: TodosFixture.rules,
                                                  directory: directory) { $0.port = port }
         defer { Task { await restarted.stop() } }
-        while list.map(psqlText) != (try await postgres.rows(SyncProtocolTests.aliceOpenSQL)) { try await next() }
+        while list.map(psqlText) != (try await postgres.rows(TodosFixture.aliceOpenSQL)) { try await next() }
         await client.stop()
     }
 }

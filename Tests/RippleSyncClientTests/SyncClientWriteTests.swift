@@ -3,6 +3,7 @@ import Ripple
 import RippleServer
 import RippleSync
 import RippleSyncClient
+import RippleSyncTesting
 import RippleTesting
 import Testing
 
@@ -66,7 +67,7 @@ struct SyncClientWriteTests {
     }
 
     @Test func localWritesReachPostgresOnceWithoutFlicker() async throws {
-        try await SyncWriteTests().withNode { postgres, node in
+        try await NotesFixture.withNode { postgres, node in
             let directory = try TemporaryDirectory()
             let device = try await Device(node, user: "alice", path: directory.path("alice.sqlite"))
             try await device.settles(postgres)
@@ -102,7 +103,7 @@ struct SyncClientWriteTests {
     }
 
     @Test func aRejectedMutationLeavesTheLocalRowsWithItsReason() async throws {
-        try await SyncWriteTests().withNode { postgres, node in
+        try await NotesFixture.withNode { postgres, node in
             let directory = try TemporaryDirectory()
             let device = try await Device(node, user: "alice", path: directory.path("alice.sqlite"))
             try await device.settles(postgres)
@@ -124,7 +125,7 @@ struct SyncClientWriteTests {
     }
 
     @Test func offlineEditsOfOneRowMergeByColumnAndTheLaterArrivalWins() async throws {
-        try await SyncWriteTests().withNode { postgres, node in
+        try await NotesFixture.withNode { postgres, node in
             let directory = try TemporaryDirectory()
             let phone = try await Device(node, user: "alice", path: directory.path("phone.sqlite"))
             let laptop = try await Device(node, user: "alice", path: directory.path("laptop.sqlite"))
@@ -149,7 +150,7 @@ struct SyncClientWriteTests {
     }
 
     @Test func aWriteMadeWhileTheAppWasDownIsPushedOnceAfterARestart() async throws {
-        try await SyncWriteTests().withNode { postgres, node in
+        try await NotesFixture.withNode { postgres, node in
             let directory = try TemporaryDirectory()
             let path = directory.path("alice.sqlite")
             do {
@@ -174,7 +175,7 @@ struct SyncClientWriteTests {
     /// the stored result, or applies it if the first push never committed); the local rows end
     /// equal to Postgres.
     @Test func aWriteWhoseResultWasNeverHeardTakesEffectOnceAfterARestart() async throws {
-        try await SyncWriteTests().withNode { postgres, node in
+        try await NotesFixture.withNode { postgres, node in
             // An update of counters waits on Postgres until the test opens a gate (a table the
             // node does not follow; two minutes at most): the push stays in flight until the app
             // died in the middle of it, however slow the machine.
@@ -229,7 +230,7 @@ struct SyncClientWriteTests {
     /// A program that is not Ripple cannot write a synced table (its write could not become a
     /// mutation, and the next rebase would erase it): the `sqlite3` shell fails, changing nothing.
     @Test func aWriteAroundRippleIsRefused() async throws {
-        try await SyncWriteTests().withNode { postgres, node in
+        try await NotesFixture.withNode { postgres, node in
             let directory = try TemporaryDirectory()
             let path = directory.path("alice.sqlite")
             let device = try await Device(node, user: "alice", path: path)

@@ -1,0 +1,78 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import RippleServer
+import RippleSync
+import RippleTesting
+
+/// A node on a throwaway cluster, listening on a free port, for the protocol's tests.
+package struct TestNode {
+    package let postgres: ThrowawayPostgres
+    package let server: SyncServer
+    package let task: Task<Void, any Error>
+    package let port: Int
+    package let secret = Array("a test secret of at least thirty-two bytes".utf8)
+
+    package var url: String { "ws://127.0.0.1:\(port)/sync" }
+
+    /// Starts a node following `tables` of `postgres` under `rules` (JSON).
+    package static func start(_ postgres: ThrowawayPostgres, tables: [String], rules: String, directory: TemporaryDirectory,
+                      name: String = "node", adjust: (inout SyncServerConfiguration) -> Void = { _ in }) async throws -> TestNode {
+        let secret = Array("a test secret of at least thirty-two bytes".utf8)
+        var configuration = SyncServerConfiguration(
+            postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: tables,
+            rules: try SyncRules(json: Data(rules.utf8)), secret: secret, replicaPath: directory.path("\(name).sqlite"))
+        configuration.port = 0
+        configuration.slot = "ripple_\(name)"
+        configuration.heartbeatInterval = .milliseconds(200)
+        // Generous: a loaded machine must not close a test's socket before it says hello.
+        configuration.helloTimeout = .seconds(120)
+        adjust(&configuration)
+        let server = try SyncServer(configuration: configuration)
+        let task = Task { try await server.run() }
+        // A node that cannot start fails the test instead of holding it up.
+        let port = try await Wait.value("the node to listen") { try await server.port }
+        return TestNode(postgres: postgres, server: server, task: task, port: port)
+    }
+
+    /// Returns once the node's `/health` says `ok`: its feed has copied Postgres (or caught up
+    /// from its slot). A node listens before that.
+    package func untilReady(within limit: Duration = Wait.limit) async throws {
+        try await Wait.until("the node's /health to say ok", within: limit) {
+            guard let (body, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/health")!)
+            else { return false }
+            return String(decoding: body, as: UTF8.self) == "ok\n"
+        }
+    }
+
+    package func token(_ user: String, expires: Date = Date().addingTimeInterval(3600)) throws -> String {
+        try SyncToken.sign(user: user, expires: expires, secret: secret)
+    }
+
+    /// Stops the node and waits (boundedly) for it to end.
+    package func shutDown() async throws {
+        task.cancel()
+        let task = task
+        _ = try await Wait.value("the node to stop") { await task.result }
+    }
+}
+
+/// A test's failure, in words.
+package struct SyncClientTestError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
+}
+
+extension ThrowawayPostgres {
+    /// The rows `sql` reads, as psql prints them (`|` between columns); psql runs on a thread of
+    /// its own (a cooperative thread waiting for it would be one fewer for the node).
+    package func rows(_ sql: String) async throws -> [String] {
+        try await psql(sql).split(separator: "\n").map(String.init)
+    }
+}
+
+/// A client's row as psql would print it (`t`/`f` for booleans).
+package func psqlText(_ row: [WireValue]) -> String {
+    row.map(\.psqlText).joined(separator: "|")
+}
