@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import RippleServer
+import RippleSyncTesting
 import RippleTesting
 
 /// `ripple-server demo`: a node on its own throwaway PostgreSQL with a seeded `todos` table,

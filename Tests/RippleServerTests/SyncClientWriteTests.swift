@@ -3,6 +3,7 @@ import Ripple
 import RippleServer
 import RippleSync
 import RippleSyncClient
+import RippleSyncTesting
 import RippleTesting
 import Testing
 

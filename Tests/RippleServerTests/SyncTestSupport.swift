@@ -9,6 +9,7 @@ import PostgresNIO
 import Ripple
 import RippleServer
 import RippleSync
+import RippleSyncClient
 import RippleSyncTesting
 import RippleTesting
 import Testing
@@ -24,7 +25,31 @@ struct TestNode {
 
     var url: String { "ws://127.0.0.1:\(port)/sync" }
 
-    /// Starts a node following `tables` of `postgres` under `rules` (JSON).
+    /// Starts a node following `tables` of `postgres` under `rules` (JSON), runs `body` with it,
+    /// and stops it before returning — when `body` returns and when it throws (its error is the
+    /// one thrown; a node that does not stop is recorded as an issue). A node `body` stopped
+    /// itself (to start another in its place) is not stopped twice.
+    ///
+    /// With ``start(_:tables:rules:directory:name:adjust:)`` and ``stop()``, the one place the
+    /// tests start and stop a node.
+    static func with<Result>(_ postgres: ThrowawayPostgres, tables: [String], rules: String, directory: TemporaryDirectory,
+                             name: String = "node", adjust: (inout SyncServerConfiguration) -> Void = { _ in },
+                             isolation: isolated (any Actor)? = #isolation,
+                             _ body: (TestNode) async throws -> Result) async throws -> Result {
+        let node = try await start(postgres, tables: tables, rules: rules, directory: directory, name: name, adjust: adjust)
+        do {
+            let result = try await body(node)
+            await node.stop()
+            return result
+        } catch {
+            await node.stop()
+            throw error
+        }
+    }
+
+    /// Starts a node following `tables` of `postgres` under `rules` (JSON). Its caller stops it
+    /// (``stop()``) on every path: ``with(_:tables:rules:directory:name:adjust:isolation:_:)``
+    /// does.
     static func start(_ postgres: ThrowawayPostgres, tables: [String], rules: String, directory: TemporaryDirectory,
                       name: String = "node", adjust: (inout SyncServerConfiguration) -> Void = { _ in }) async throws -> TestNode {
         let secret = Array("a test secret of at least thirty-two bytes".utf8)
@@ -58,6 +83,7 @@ struct TestNode {
         try SyncToken.sign(user: user, expires: expires, secret: secret)
     }
 
+    /// Stops the node and returns once it ended (at once if it had ended).
     func stop() async {
         task.cancel()
         let task = task
@@ -105,10 +131,15 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
             }
             lock.withLock { closeCode = close?.closeCode }
         }
-        guard let writer = try await Wait.next(opened.stream, "the socket to \(url) to open") else {
-            throw SyncClientTestError("the socket did not open")
+        do {
+            guard let writer = try await Wait.next(opened.stream, "the socket to \(url) to open") else {
+                throw SyncClientTestError("the socket did not open")
+            }
+            lock.withLock { self.writer = writer }
+        } catch {
+            await end()
+            throw error
         }
-        lock.withLock { self.writer = writer }
     }
 
     private func wake() {
@@ -233,8 +264,84 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
         throw SyncClientTestError("no pushed")
     }
 
+    /// Starts closing the socket (its task is cancelled); ``end()`` waits for it.
     func close() {
         lock.withLock { task }?.cancel()
+    }
+
+    /// Closes the socket and returns once its task ended (bounded: a task that does not end is
+    /// recorded as an issue).
+    func end() async {
+        guard let task = lock.withLock({ self.task }) else { return }
+        task.cancel()
+        do {
+            _ = try await Wait.value("the socket's task to end") { () async -> Result<Void, any Error> in await task.result }
+        } catch {
+            Issue.record(error)
+        }
+    }
+}
+
+/// Opens a socket to `url`, runs `body` with it, and closes it before returning — when `body`
+/// returns and when it throws — once its task ended.
+func withSocket<Result>(_ url: String, isolation: isolated (any Actor)? = #isolation,
+                        _ body: (TestSocket) async throws -> Result) async throws -> Result {
+    let socket = try await TestSocket(url: url)
+    do {
+        let result = try await body(socket)
+        await socket.end()
+        return result
+    } catch {
+        await socket.end()
+        throw error
+    }
+}
+
+/// The sockets a test opens one after another (reopening after a close, moving between nodes):
+/// ``withSockets(_:_:)`` closes every one of them when its scope ends.
+final class TestSockets: @unchecked Sendable {   // `opened` is guarded by `lock`
+    private let lock = NSLock()
+    private var opened: [TestSocket] = []
+
+    /// Opens a socket to `url`, closed when the scope ends (or before, by its `end()`).
+    func open(_ url: String) async throws -> TestSocket {
+        let socket = try await TestSocket(url: url)
+        lock.withLock { opened.append(socket) }
+        return socket
+    }
+
+    fileprivate func endAll() async {
+        for socket in lock.withLock({ opened }) { await socket.end() }
+    }
+}
+
+/// Runs `body` with a ``TestSockets`` and closes every socket it opened before returning — when
+/// `body` returns and when it throws — once their tasks ended.
+func withSockets<Result>(isolation: isolated (any Actor)? = #isolation,
+                         _ body: (TestSockets) async throws -> Result) async throws -> Result {
+    let sockets = TestSockets()
+    do {
+        let result = try await body(sockets)
+        await sockets.endAll()
+        return result
+    } catch {
+        await sockets.endAll()
+        throw error
+    }
+}
+
+/// Starts `client`, runs `body`, and stops the client before returning — when `body` returns
+/// and when it throws. The one place the tests start and stop a ``SyncClient``.
+func withStarted<Result>(_ client: SyncClient, isolation: isolated (any Actor)? = #isolation,
+                         _ body: () async throws -> Result) async throws -> Result {
+    try await client.start()
+    do {
+        let result = try await body()
+        await client.stop()
+        return result
+    } catch {
+        await client.stop()
+        throw error
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import RippleServer
 import RippleSync
+import RippleSyncTesting
 import RippleTesting
 import Testing
 
