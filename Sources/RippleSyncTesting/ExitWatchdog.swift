@@ -26,7 +26,11 @@ final class ExitWatchdog: Sendable {
     init(removing directory: String, after command: [String]) throws {
         var ends: [Int32] = [0, 0]
         #if canImport(Glibc)
-        guard pipe2(&ends, O_CLOEXEC) == 0 else { throw ThrowawayPostgresError("cannot make the watchdog's pipe: errno \(errno)") }
+        // A socket pair rather than a pipe: it is made close-on-exec at once (no child spawned
+        // meanwhile by another thread can inherit it), and reads the same end of file.
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
+            throw ThrowawayPostgresError("cannot make the watchdog's pipe: errno \(errno)")
+        }
         #else
         guard pipe(&ends) == 0 else { throw ThrowawayPostgresError("cannot make the watchdog's pipe: errno \(errno)") }
         _ = fcntl(ends[0], F_SETFD, FD_CLOEXEC)
@@ -63,7 +67,7 @@ final class ExitWatchdog: Sendable {
             throw ThrowawayPostgresError("cannot start the watchdog: error \(spawned)")
         }
         self.pid = pid
-        writeEnd = Locked(ends[1])
+        writeEnd = Locked<Int32?>(ends[1])
     }
 
     /// Lets the watchdog act now (as if this process had ended) and returns once it has: its

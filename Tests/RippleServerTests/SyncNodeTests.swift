@@ -26,7 +26,7 @@ struct SyncNodeTests {
             let directory = try TemporaryDirectory()
             let rules = #"{"tables": {"pgbench_tellers": {"read": true}, "pgbench_branches": {"read": true}, "pgbench_accounts": {"read": true}}}"#
             try await TestNode.with(postgres, tables: ["pgbench_accounts", "pgbench_tellers", "pgbench_branches"],
-                                                rules: rules, directory: directory) { node in
+                                    rules: rules, directory: directory) { node in
                 try await withSocket(node.url) { balances in
                     _ = try await balances.hello(try node.token("u"))
                     try await balances.send(.subscribe(id: "tellers", query: QueryDescription(table: "pgbench_tellers", order: [OrderDescription(column: "tid")],
@@ -151,7 +151,7 @@ struct SyncNodeTests {
                 """)
             let directory = try TemporaryDirectory()
             try await TestNode.with(postgres, tables: ["notes", "scratch"],
-                                                rules: #"{"tables": {"notes": {"read": true}, "scratch": {"read": true}}}"#,
+                                    rules: #"{"tables": {"notes": {"read": true}, "scratch": {"read": true}}}"#,
                                     directory: directory, adjust: { $0.maxSockets = 2 }) { node in
                 try await withSocket(node.url) { first in
                     _ = try await first.hello(try node.token("u"))
@@ -479,7 +479,7 @@ extension SyncNodeTests {
             let directory = try TemporaryDirectory()
             let rules = #"{"tables": {"pgbench_tellers": {"read": true}, "pgbench_branches": {"read": true}}}"#
             try await TestNode.with(postgres, tables: ["pgbench_tellers", "pgbench_branches"], rules: rules,
-                                                directory: directory) { configuration in
+                                    directory: directory, adjust: { configuration in
                 // Well above what one peek and its transactions take, even on a machine as loaded
                 // as the test suite with two CPU hogs beside it makes it (10 s was passed there once),
                 // and below the whole catch-up (a peek re-decodes from the slot's restart point, which
@@ -488,7 +488,7 @@ extension SyncNodeTests {
                 // About a transaction per peek: the feed drains a backlog slower than pgbench makes
                 // it, and then catches up for seconds on end, well past the limit.
                 configuration.feedBatchSize = 4
-            } { node in
+            }) { node in
                 try await node.untilReady()
                 // pgbench keeps the feed catching up for seconds, well past the limit. (A count of
                 // transactions, not `-T`: pgbench times `-T` with SIGALRM, which a child of this test

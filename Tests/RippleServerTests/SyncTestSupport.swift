@@ -20,6 +20,8 @@ struct TestNode {
     let postgres: ThrowawayPostgres
     let server: SyncServer
     let task: Task<Void, any Error>
+    /// Set once the node's `run()` returned.
+    let ended: Locked<Bool>
     let port: Int
     let secret = Array("a test secret of at least thirty-two bytes".utf8)
 
@@ -30,8 +32,8 @@ struct TestNode {
     /// one thrown; a node that does not stop is recorded as an issue). A node `body` stopped
     /// itself (to start another in its place) is not stopped twice.
     ///
-    /// With ``start(_:tables:rules:directory:name:adjust:)`` and ``stop()``, the one place the
-    /// tests start and stop a node.
+    /// With ``start(_:tables:rules:directory:name:adjust:isolation:)`` and ``stop()``, the one
+    /// place the tests start and stop a node.
     static func with<Result>(_ postgres: ThrowawayPostgres, tables: [String], rules: String, directory: TemporaryDirectory,
                              name: String = "node", adjust: (inout SyncServerConfiguration) -> Void = { _ in },
                              isolation: isolated (any Actor)? = #isolation,
@@ -51,7 +53,8 @@ struct TestNode {
     /// (``stop()``) on every path: ``with(_:tables:rules:directory:name:adjust:isolation:_:)``
     /// does.
     static func start(_ postgres: ThrowawayPostgres, tables: [String], rules: String, directory: TemporaryDirectory,
-                      name: String = "node", adjust: (inout SyncServerConfiguration) -> Void = { _ in }) async throws -> TestNode {
+                      name: String = "node", adjust: (inout SyncServerConfiguration) -> Void = { _ in },
+                      isolation: isolated (any Actor)? = #isolation) async throws -> TestNode {
         let secret = Array("a test secret of at least thirty-two bytes".utf8)
         var configuration = SyncServerConfiguration(
             postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: tables,
@@ -63,10 +66,20 @@ struct TestNode {
         configuration.helloTimeout = .seconds(120)
         adjust(&configuration)
         let server = try SyncServer(configuration: configuration)
-        let task = Task { try await server.run() }
-        // A node that cannot start fails the test instead of holding it up.
-        let port = try await Wait.value("the node to listen") { try await server.port }
-        return TestNode(postgres: postgres, server: server, task: task, port: port)
+        let ended = Locked(false)
+        let task = Task {
+            defer { ended.withLock { $0 = true } }
+            try await server.run()
+        }
+        // A node that cannot start fails the test instead of holding it up, and is stopped.
+        do {
+            let port = try await Wait.value("the node to listen") { try await server.port }
+            return TestNode(postgres: postgres, server: server, task: task, ended: ended, port: port)
+        } catch {
+            task.cancel()
+            _ = try? await Wait.value("the node that did not listen to stop") { await task.result }
+            throw error
+        }
     }
 
     /// Returns once the node's `/health` says `ok`: its feed has copied Postgres (or caught up
@@ -82,6 +95,9 @@ struct TestNode {
     func token(_ user: String, expires: Date = Date().addingTimeInterval(3600)) throws -> String {
         try SyncToken.sign(user: user, expires: expires, secret: secret)
     }
+
+    /// Whether the node's `run()` returned.
+    var hasEnded: Bool { ended.withLock { $0 } }
 
     /// Stops the node and returns once it ended (at once if it had ended).
     func stop() async {

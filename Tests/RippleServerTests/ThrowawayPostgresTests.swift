@@ -89,7 +89,7 @@ struct ThrowawayPostgresTests {
             said = try await Wait.value("the demo to say its cluster's port") {
                 try await onOwnThread("demo output") { () -> String in
                     var text = ""
-                    while text.firstMatch(of: /psql -h 127\.0\.0\.1 -p \d+ /) == nil {
+                    while text.firstMatch(of: /psql -h 127\.0\.0\.1 -p \d+ -U/) == nil {
                         let data = reader.availableData
                         if data.isEmpty { break }
                         text += String(decoding: data, as: UTF8.self)
@@ -104,7 +104,7 @@ struct ThrowawayPostgresTests {
         }
         kill(process.processIdentifier, SIGKILL)
         try await onOwnThread("demo exit") { try Wait.exit(of: process, "the killed demo") }
-        let port = try #require(said.firstMatch(of: /psql -h 127\.0\.0\.1 -p (\d+) /).flatMap { Int($0.1) }, "\(said)")
+        let port = try #require(said.firstMatch(of: /psql -h 127\.0\.0\.1 -p (\d+) -U/).flatMap { Int($0.1) }, "\(said)")
         try await Wait.until("the killed demo's cluster (port \(port)) to stop") { !Self.acceptsConnections(port: port) }
     }
 
