@@ -11,14 +11,14 @@ import Darwin
 /// is called, whichever comes first. A throwaway PostgreSQL cluster uses one to stop its server,
 /// which would otherwise outlive the process that started it.
 ///
-/// The watchdog reads a pipe whose only write end this process holds (close-on-exec: no child
-/// inherits it). The kernel closes that end when this process ends, the read returns, and the
-/// watchdog runs its command. It runs in a process group of its own, so that the Ctrl-C that
+/// The watchdog reads a pipe (on Linux, a socket pair) whose other end only this process holds
+/// (close-on-exec: no child inherits it). The kernel closes that end when this process ends, the
+/// read returns, and the watchdog runs its command. It runs in a process group of its own, so that the Ctrl-C that
 /// ends this process's group leaves it to do its work.
 final class ExitWatchdog: Sendable {
     /// The watchdog's process id.
     let pid: pid_t
-    /// The pipe's write end (`nil` once dismissed).
+    /// This process's end of the pipe (`nil` once dismissed).
     private let writeEnd: Locked<Int32?>
 
     /// Starts a watchdog that, once this process ends, runs `command` (its output discarded,

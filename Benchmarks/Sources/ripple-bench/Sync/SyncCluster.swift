@@ -22,12 +22,12 @@ final class SyncCluster: Sendable {
     /// Starts a cluster, runs `body` with it, and stops it and removes its files before
     /// returning — after `body` returned and after it threw. With ``start()`` and ``stop()``,
     /// the one place the benchmarks start and stop a cluster.
-    static func with<T>(isolation: isolated (any Actor)? = #isolation, _ body: (SyncCluster) async throws -> T) async throws -> T {
+    static func with<T>(_ body: (SyncCluster) async throws -> T) async throws -> T {
         try await using(try await start(), close: { await $0.stop() }, body)
     }
 
     /// Starts a cluster (initdb and start run off the concurrency pool: they block). Its caller
-    /// stops it on every path: ``with(isolation:_:)`` does.
+    /// stops it on every path: ``with(_:)`` does.
     static func start() async throws -> SyncCluster {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ripple-bench-sync-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -104,13 +104,13 @@ final class SyncNode: Sendable {
     /// the one place the benchmarks start and stop a node.
     static func with<T>(_ cluster: SyncCluster, tables: [String], name: String = "node",
                         adjust: (inout SyncServerConfiguration) -> Void = { _ in },
-                        isolation: isolated (any Actor)? = #isolation, _ body: (SyncNode) async throws -> T) async throws -> T {
+                        _ body: (SyncNode) async throws -> T) async throws -> T {
         try await using(try await start(cluster, tables: tables, name: name, adjust: adjust), close: { await $0.stop() }, body)
     }
 
     /// Starts a node following `tables` of `cluster` (everyone reads every row), with its
     /// replica in the cluster's directory; returns once it listens (its initial copy done).
-    /// Its caller stops it on every path: ``with(_:tables:name:adjust:isolation:_:)`` does.
+    /// Its caller stops it on every path: ``with(_:tables:name:adjust:_:)`` does.
     static func start(_ cluster: SyncCluster, tables: [String], name: String = "node",
                       adjust: (inout SyncServerConfiguration) -> Void = { _ in }) async throws -> SyncNode {
         let rules = "{\"tables\": {" + tables.map { "\"\($0)\": {\"read\": true}" }.joined(separator: ", ") + "}}"
@@ -150,7 +150,7 @@ final class SyncNode: Sendable {
 
 /// Runs `body` with `resource`, then `close`s it — after `body` returned and after it threw —
 /// and returns what `body` returned, or throws what it threw.
-func using<Resource, T>(_ resource: Resource, close: (Resource) async -> Void, isolation: isolated (any Actor)? = #isolation,
+func using<Resource, T>(_ resource: Resource, close: (Resource) async -> Void,
                         _ body: (Resource) async throws -> T) async throws -> T {
     let result: T
     do {
