@@ -11,6 +11,9 @@ let package = Package(
         .library(name: "RippleSync", targets: ["RippleSync"]),
         .library(name: "RippleSyncClient", targets: ["RippleSyncClient"]),
         .library(name: "RippleServer", targets: ["RippleServer"]),
+        // The sync side's testing kit: the throwaway PostgreSQL cluster and the sync stress checker
+        // (for the benchmarks package, and for users' tests of their own nodes).
+        .library(name: "RippleSyncTesting", targets: ["RippleSyncTesting"]),
         .executable(name: "ripple", targets: ["RippleCLI"]),
         .executable(name: "ripple-server", targets: ["RippleServerCLI"]),
     ],
@@ -87,7 +90,9 @@ let package = Package(
             // The live-list web page the node serves, compiled into the binary (no bundle to find).
             .embedInCode("HTTP/live-list.html"), .embedInCode("HTTP/live-list.js"),
         ]),
-        // The sync stress checker: clients, writers and faults against a real Postgres and node.
+        // The sync side's testing kit: the throwaway PostgreSQL cluster (which ends with the process
+        // that started it), and the sync stress checker (clients, writers and faults against a
+        // real Postgres and node).
         .target(name: "RippleSyncTesting", dependencies: [
             "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple", "RippleDiffTesting",
             .product(name: "PostgresNIO", package: "postgres-nio"),

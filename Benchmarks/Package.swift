@@ -33,6 +33,8 @@ let package = Package(
                 .product(name: "RippleSync", package: "Ripple"),
                 .product(name: "RippleSyncClient", package: "Ripple"),
                 .product(name: "RippleServer", package: "Ripple"),
+                // The throwaway PostgreSQL cluster of `ripple-bench sync`.
+                .product(name: "RippleSyncTesting", package: "Ripple"),
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),

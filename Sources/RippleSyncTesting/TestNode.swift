@@ -2,8 +2,10 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Ripple
 import RippleServer
 import RippleSync
+import RippleSyncClient
 import RippleTesting
 
 /// A node on a throwaway cluster, listening on a free port, for the protocol's tests.
@@ -11,14 +13,45 @@ package struct TestNode {
     package let postgres: ThrowawayPostgres
     package let server: SyncServer
     package let task: Task<Void, any Error>
+    /// Set once the node's `run()` returned.
+    package let ended: Locked<Bool>
     package let port: Int
     package let secret = Array("a test secret of at least thirty-two bytes".utf8)
 
     package var url: String { "ws://127.0.0.1:\(port)/sync" }
 
-    /// Starts a node following `tables` of `postgres` under `rules` (JSON).
+    /// Starts a node following `tables` of `postgres` under `rules` (JSON), runs `body` with it,
+    /// and stops it before returning — when `body` returns and when it throws (its error is the
+    /// one thrown; a node that does not stop then is reported on standard error, and after a
+    /// body that returned, its error is thrown). A node `body` stopped itself (to start another
+    /// in its place) is not stopped twice.
+    ///
+    /// With ``start(_:tables:rules:directory:name:adjust:isolation:)`` and ``shutDown()``, the
+    /// one place the tests start and stop a node.
+    package static func with<Result>(_ postgres: ThrowawayPostgres, tables: [String], rules: String, directory: TemporaryDirectory,
+                             name: String = "node", adjust: (inout SyncServerConfiguration) -> Void = { _ in },
+                             isolation: isolated (any Actor)? = #isolation,
+                             _ body: (TestNode) async throws -> Result) async throws -> Result {
+        let node = try await start(postgres, tables: tables, rules: rules, directory: directory, name: name, adjust: adjust)
+        let result: Result
+        do {
+            result = try await body(node)
+        } catch {
+            do { try await node.shutDown() } catch let stopping {
+                FileHandle.standardError.write(Data("a node did not stop after its test failed: \(stopping)\n".utf8))
+            }
+            throw error
+        }
+        try await node.shutDown()
+        return result
+    }
+
+    /// Starts a node following `tables` of `postgres` under `rules` (JSON). Its caller stops it
+    /// (``shutDown()``) on every path: ``with(_:tables:rules:directory:name:adjust:isolation:_:)``
+    /// does.
     package static func start(_ postgres: ThrowawayPostgres, tables: [String], rules: String, directory: TemporaryDirectory,
-                      name: String = "node", adjust: (inout SyncServerConfiguration) -> Void = { _ in }) async throws -> TestNode {
+                      name: String = "node", adjust: (inout SyncServerConfiguration) -> Void = { _ in },
+                      isolation: isolated (any Actor)? = #isolation) async throws -> TestNode {
         let secret = Array("a test secret of at least thirty-two bytes".utf8)
         var configuration = SyncServerConfiguration(
             postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: tables,
@@ -30,10 +63,20 @@ package struct TestNode {
         configuration.helloTimeout = .seconds(120)
         adjust(&configuration)
         let server = try SyncServer(configuration: configuration)
-        let task = Task { try await server.run() }
-        // A node that cannot start fails the test instead of holding it up.
-        let port = try await Wait.value("the node to listen") { try await server.port }
-        return TestNode(postgres: postgres, server: server, task: task, port: port)
+        let ended = Locked(false)
+        let task = Task {
+            defer { ended.withLock { $0 = true } }
+            try await server.run()
+        }
+        // A node that cannot start fails the test instead of holding it up, and is stopped.
+        do {
+            let port = try await Wait.value("the node to listen") { try await server.port }
+            return TestNode(postgres: postgres, server: server, task: task, ended: ended, port: port)
+        } catch {
+            task.cancel()
+            _ = try? await Wait.value("the node that did not listen to stop") { await task.result }
+            throw error
+        }
     }
 
     /// Returns once the node's `/health` says `ok`: its feed has copied Postgres (or caught up
@@ -50,7 +93,11 @@ package struct TestNode {
         try SyncToken.sign(user: user, expires: expires, secret: secret)
     }
 
-    /// Stops the node and waits (boundedly) for it to end.
+    /// Whether the node's `run()` returned.
+    package var hasEnded: Bool { ended.withLock { $0 } }
+
+    /// Stops the node and returns once it ended (at once if it had ended); throws when it does
+    /// not end in time. (Each test target's `stop()` records that as the test's issue.)
     package func shutDown() async throws {
         task.cancel()
         let task = task
@@ -75,4 +122,19 @@ extension ThrowawayPostgres {
 /// A client's row as psql would print it (`t`/`f` for booleans).
 package func psqlText(_ row: [WireValue]) -> String {
     row.map(\.psqlText).joined(separator: "|")
+}
+
+/// Starts `client`, runs `body`, and stops the client before returning — when `body` returns
+/// and when it throws. The one place the tests start and stop a ``SyncClient``.
+package func withStarted<Result>(_ client: SyncClient, isolation: isolated (any Actor)? = #isolation,
+                         _ body: () async throws -> Result) async throws -> Result {
+    try await client.start()
+    do {
+        let result = try await body()
+        await client.stop()
+        return result
+    } catch {
+        await client.stop()
+        throw error
+    }
 }

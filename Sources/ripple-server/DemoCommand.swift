@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import RippleServer
+import RippleSyncTesting
 import RippleTesting
 import ServiceLifecycle
 

@@ -4,6 +4,7 @@ import PostgresNIO
 import Ripple
 import RippleServer
 import RippleSync
+import RippleSyncTesting
 import RippleTesting
 import Testing
 
@@ -80,50 +81,50 @@ struct ReadRuleTests {
     }
 
     @Test func aRowOutsideAUsersRuleNeverReachesThatUser() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        let directory = try TemporaryDirectory()
-        try await postgres.psql("""
-            CREATE TABLE todos(id int8 PRIMARY KEY, owner text NOT NULL, shared bool NOT NULL DEFAULT false, title text);
-            INSERT INTO todos VALUES (1, 'alice', false, 'a1'), (2, 'bob', false, 'b1'), (3, 'bob', true, 'b2 shared');
-            """)
-        let rules = try SyncRules(json: Data(SyncRulesTests.json.utf8))
-        let store = try Store(path: directory.path("replica.sqlite"))
-        let client = postgres.makeClient()
-        let seen = ["alice": Events(), "bob": Events()]
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            let feed = ReplicaFeed(store: store, client: client, configuration: FeedConfiguration(tables: ["todos"]))
-            try await feed.prepare()
-            let schema = try #require(await feed.schema(of: "todos"))
-            var subscriptions: [Subscription] = []
-            defer { subscriptions.forEach { $0.cancel() } }
+        try await withThrowawayPostgres { postgres in
+            let directory = try TemporaryDirectory()
+            try await postgres.psql("""
+                CREATE TABLE todos(id int8 PRIMARY KEY, owner text NOT NULL, shared bool NOT NULL DEFAULT false, title text);
+                INSERT INTO todos VALUES (1, 'alice', false, 'a1'), (2, 'bob', false, 'b1'), (3, 'bob', true, 'b2 shared');
+                """)
+            let rules = try SyncRules(json: Data(SyncRulesTests.json.utf8))
+            let store = try Store(path: directory.path("replica.sqlite"))
+            let client = postgres.makeClient()
+            let seen = ["alice": Events(), "bob": Events()]
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+                let feed = ReplicaFeed(store: store, client: client, configuration: FeedConfiguration(tables: ["todos"]))
+                try await feed.prepare()
+                let schema = try #require(await feed.schema(of: "todos"))
+                var subscriptions: [Subscription] = []
+                defer { subscriptions.forEach { $0.cancel() } }
+                for (user, events) in seen {
+                    let query = try rules.restrict(QueryDescription(table: "todos", order: [OrderDescription(column: "title")]), to: user)
+                    let compiled = try QueryCompiler.compile(query, for: schema)
+                    subscriptions.append(store.liveQuery(sql: compiled.sql, arguments: compiled.arguments, identity: compiled.identity)
+                        .subscribe(on: .immediate) { events.append($0.snapshot) })
+                }
+                for change in [
+                    "UPDATE todos SET owner = 'alice' WHERE id = 2",              // into alice's, out of bob's
+                    "UPDATE todos SET shared = false WHERE id = 3",               // out of alice's
+                    "INSERT INTO todos VALUES (4, 'bob', false, 'b3'), (5, 'alice', true, 'a2 shared')",
+                    "UPDATE todos SET owner = 'bob', title = 'moved' WHERE id = 1",  // out of alice's with a change
+                    "DELETE FROM todos WHERE id = 5",
+                ] {
+                    try await postgres.psql(change)
+                    try await feed.catchUp()
+                }
+            }
             for (user, events) in seen {
-                let query = try rules.restrict(QueryDescription(table: "todos", order: [OrderDescription(column: "title")]), to: user)
-                let compiled = try QueryCompiler.compile(query, for: schema)
-                subscriptions.append(store.liveQuery(sql: compiled.sql, arguments: compiled.arguments, identity: compiled.identity)
-                    .subscribe(on: .immediate) { events.append($0.snapshot) })
+                let allowed = { (row: Row) in row["owner"] == .text(user) || row["shared"] == .integer(1) }
+                #expect(events.all.count >= 4, "\(user): \(events.all.count) events")
+                #expect(events.all.allSatisfy { $0.allSatisfy(allowed) }, "\(user) received a row outside the rule")
+                let expected = try await postgres.psql("""
+                    SELECT id FROM todos WHERE owner = '\(user)' OR shared ORDER BY title COLLATE "C", id
+                    """).split(separator: "\n").map { Int64($0)! }
+                #expect(events.all.last?.map { $0["id"] } == expected.map { SQLValue.integer($0) })
             }
-            for change in [
-                "UPDATE todos SET owner = 'alice' WHERE id = 2",              // into alice's, out of bob's
-                "UPDATE todos SET shared = false WHERE id = 3",               // out of alice's
-                "INSERT INTO todos VALUES (4, 'bob', false, 'b3'), (5, 'alice', true, 'a2 shared')",
-                "UPDATE todos SET owner = 'bob', title = 'moved' WHERE id = 1",  // out of alice's with a change
-                "DELETE FROM todos WHERE id = 5",
-            ] {
-                try await postgres.psql(change)
-                try await feed.catchUp()
-            }
-        }
-        for (user, events) in seen {
-            let allowed = { (row: Row) in row["owner"] == .text(user) || row["shared"] == .integer(1) }
-            #expect(events.all.count >= 4, "\(user): \(events.all.count) events")
-            #expect(events.all.allSatisfy { $0.allSatisfy(allowed) }, "\(user) received a row outside the rule")
-            let expected = try await postgres.psql("""
-                SELECT id FROM todos WHERE owner = '\(user)' OR shared ORDER BY title COLLATE "C", id
-                """).split(separator: "\n").map { Int64($0)! }
-            #expect(events.all.last?.map { $0["id"] } == expected.map { SQLValue.integer($0) })
         }
     }
 }

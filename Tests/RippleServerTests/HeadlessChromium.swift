@@ -96,6 +96,21 @@ final class HeadlessChromium: Sendable {
     }
 
     /// Closes the browser.
+    /// Starts a browser, runs `body` with it, and stops it (its process ended and reaped) before
+    /// returning — when `body` returns and when it throws.
+    static func with<Result>(width: Int = 1000, height: Int = 760, isolation: isolated (any Actor)? = #isolation,
+                             _ body: (HeadlessChromium) async throws -> Result) async throws -> Result {
+        let browser = try await start(width: width, height: height)
+        do {
+            let result = try await body(browser)
+            await browser.stop()
+            return result
+        } catch {
+            await browser.stop()
+            throw error
+        }
+    }
+
     func stop() async {
         _ = try? await devTools.call("Browser.close")
         devTools.close()

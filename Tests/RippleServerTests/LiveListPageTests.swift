@@ -26,140 +26,134 @@ struct LiveListPageTests {
     }
 
     @Test func thePageFollowsPostgresChangingTheDOMOnlyWhereAChangesetSays() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await postgres.psql("""
-            CREATE TABLE todos (id bigint PRIMARY KEY, title text NOT NULL, owner text NOT NULL,
-                                done boolean NOT NULL DEFAULT false, rank integer NOT NULL);
-            INSERT INTO todos SELECT n, 'todo ' || n, 'alice', false, n FROM generate_series(1, 10) AS n;
-            INSERT INTO todos SELECT n, 'bob''s ' || n, 'bob', false, n - 20 FROM generate_series(21, 25) AS n;
-            """)
-        let directory = try TemporaryDirectory()
-        var node = try await TestNode.start(postgres, tables: ["todos"], rules: Self.rules, directory: directory)
-        let port = node.port
-        let browser = try await HeadlessChromium.start()
-        var stopped = false
-        defer {
-            Task { [node, stopped] in
-                await browser.stop()
-                if !stopped { await node.stop() }
-            }
-        }
-        let fragment = "token=\(try node.token("alice"))&table=todos&order=rank&limit=8&filter="
-            + Self.filter.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-        let page = try await browser.open("http://127.0.0.1:\(port)/#\(fragment)")
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql("""
+                CREATE TABLE todos (id bigint PRIMARY KEY, title text NOT NULL, owner text NOT NULL,
+                                    done boolean NOT NULL DEFAULT false, rank integer NOT NULL);
+                INSERT INTO todos SELECT n, 'todo ' || n, 'alice', false, n FROM generate_series(1, 10) AS n;
+                INSERT INTO todos SELECT n, 'bob''s ' || n, 'bob', false, n - 20 FROM generate_series(21, 25) AS n;
+                """)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["todos"], rules: Self.rules, directory: directory) { node in
+                let port = node.port
+                try await HeadlessChromium.with { browser in
+                    let fragment = "token=\(try node.token("alice"))&table=todos&order=rank&limit=8&filter="
+                        + Self.filter.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                    let page = try await browser.open("http://127.0.0.1:\(port)/#\(fragment)")
 
-        /// Waits until the page shows what Postgres returns now; returns those rows.
-        @discardableResult
-        func pageEqualsPostgres(_ step: String) async throws -> [[String?]] {
-            let expected = try await postgres.psql(Self.expectedSQL).trimmingCharacters(in: .whitespacesAndNewlines)
-            do {
-                try await page.evaluate("""
-                    rippleList.until(() => rippleList.status() === "live"
-                        && JSON.stringify(rippleList.rows()) === JSON.stringify(\(expected)), 60000)
-                    """)
-            } catch {
-                Issue.record("\(step): the page never showed Postgres's rows \(expected): \(error)")
-                throw error
-            }
-            let rows = try await page.evaluate("rippleList.rows()") as? [[Any]] ?? []
-            return rows.map { $0.map { $0 as? String } }
-        }
+                    /// Waits until the page shows what Postgres returns now; returns those rows.
+                    @discardableResult
+                    func pageEqualsPostgres(_ step: String) async throws -> [[String?]] {
+                        let expected = try await postgres.psql(Self.expectedSQL).trimmingCharacters(in: .whitespacesAndNewlines)
+                        do {
+                            try await page.evaluate("""
+                                rippleList.until(() => rippleList.status() === "live"
+                                    && JSON.stringify(rippleList.rows()) === JSON.stringify(\(expected)), 60000)
+                                """)
+                        } catch {
+                            Issue.record("\(step): the page never showed Postgres's rows \(expected): \(error)")
+                            throw error
+                        }
+                        let rows = try await page.evaluate("rippleList.rows()") as? [[Any]] ?? []
+                        return rows.map { $0.map { $0 as? String } }
+                    }
 
-        // The first result: the columns, and alice's open todos by rank (none of bob's).
-        let first = try await pageEqualsPostgres("the snapshot")
-        #expect(first.count == 8)
-        #expect(try await page.evaluate("rippleList.columns()") as? [String] == ["id", "title", "owner", "done", "rank"])
+                    // The first result: the columns, and alice's open todos by rank (none of bob's).
+                    let first = try await pageEqualsPostgres("the snapshot")
+                    #expect(first.count == 8)
+                    #expect(try await page.evaluate("rippleList.columns()") as? [String] == ["id", "title", "owner", "done", "rank"])
 
-        // Every later frame is watched at the DOM: which row nodes leave and arrive.
-        try await page.evaluate("""
-            (() => {
-              const body = document.querySelector("#list tbody");
-              window.seen = { added: [], removed: [], original: Array.from(body.rows) };
-              window.watcher = new MutationObserver((records) => window.noteMutations(records));
-              window.noteMutations = (records) => {
-                for (const r of records) {
-                  for (const node of r.addedNodes) if (node.nodeName === "TR") seen.added.push(node);
-                  for (const node of r.removedNodes) if (node.nodeName === "TR") seen.removed.push(node);
+                    // Every later frame is watched at the DOM: which row nodes leave and arrive.
+                    try await page.evaluate("""
+                        (() => {
+                          const body = document.querySelector("#list tbody");
+                          window.seen = { added: [], removed: [], original: Array.from(body.rows) };
+                          window.watcher = new MutationObserver((records) => window.noteMutations(records));
+                          window.noteMutations = (records) => {
+                            for (const r of records) {
+                              for (const node of r.addedNodes) if (node.nodeName === "TR") seen.added.push(node);
+                              for (const node of r.removedNodes) if (node.nodeName === "TR") seen.removed.push(node);
+                            }
+                          };
+                          watcher.observe(body, { childList: true });
+                          window.takeMutations = () => {
+                            noteMutations(watcher.takeRecords());
+                            const ids = (nodes) => nodes.map((tr) => tr.cells[0].textContent);
+                            const result = { added: ids(seen.added), removed: ids(seen.removed),
+                                             sameAdded: seen.added.filter((tr) => seen.original.includes(tr)).length,
+                                             kept: seen.original.filter((tr) => body.contains(tr)).length };
+                            seen.added = []; seen.removed = []; seen.original = Array.from(body.rows);
+                            return result;
+                          };
+                          return true;
+                        })()
+                        """)
+                    func mutations() async throws -> [String: Any] { try await page.evaluate("takeMutations()") as? [String: Any] ?? [:] }
+
+                    // A move: todo 1 goes after todo 5 (rank 6 ties with todo 6; the key breaks it). One
+                    // node moves, the same node, and its rank cell is rewritten and highlighted.
+                    try await postgres.psql("UPDATE todos SET rank = 6 WHERE id = 1")
+                    let moved = try await pageEqualsPostgres("a move")
+                    #expect(moved.map { $0[0] } == ["2", "3", "4", "5", "1", "6", "7", "8"])
+                    let move = try await mutations()
+                    #expect(move["removed"] as? [String] == ["1"] && move["added"] as? [String] == ["1"], "\(move)")
+                    #expect(move["sameAdded"] as? Int == 1 && move["kept"] as? Int == 8, "a move re-used the row's node: \(move)")
+                    #expect(try await page.evaluate("""
+                        document.querySelector("#list tbody").rows[4].cells[4].classList.contains("changed")
+                        """) as? Bool == true)
+
+                    // An update of a title: no node leaves or arrives; one cell is rewritten.
+                    try await postgres.psql("UPDATE todos SET title = 'milk' WHERE id = 3")
+                    try await pageEqualsPostgres("an update")
+                    let update = try await mutations()
+                    #expect((update["added"] as? [String])?.isEmpty == true && (update["removed"] as? [String])?.isEmpty == true, "\(update)")
+                    #expect(try await page.evaluate("""
+                        Array.from(document.querySelectorAll("#list td.changed"), (td) => td.textContent).includes("milk")
+                        """) as? Bool == true)
+
+                    // One transaction inserts at the top (pushing the last row out of the window), deletes a
+                    // row (pulling the next one in), closes another and writes bob's rows the page never sees.
+                    try await postgres.psql("""
+                        BEGIN;
+                        INSERT INTO todos VALUES (100, 'new', 'alice', false, 0);
+                        DELETE FROM todos WHERE id = 4;
+                        UPDATE todos SET done = true WHERE id = 5;
+                        INSERT INTO todos VALUES (101, 'bob''s new', 'bob', false, -5);
+                        UPDATE todos SET title = 'bob''s secret' WHERE owner = 'bob';
+                        COMMIT;
+                        """)
+                    let mixed = try await pageEqualsPostgres("inserts and deletes")
+                    #expect(!mixed.contains { $0[2] != "alice" })
+                    let change = try await mutations()
+                    #expect(mixed.map { $0[0] } == ["100", "2", "3", "1", "6", "7", "8", "9"])
+                    #expect(Set(change["removed"] as? [String] ?? []) == ["4", "5"] && Set(change["added"] as? [String] ?? []) == ["100", "9"],
+                            "only the rows that left or entered the window left or entered the DOM: \(change)")
+                    #expect(change["kept"] as? Int == 6, "rows the transaction did not touch keep their nodes: \(change)")
+
+                    // The screenshot shows the live list.
+                    let png = try await page.screenshot()
+                    #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && png.count > 10_000)
+                    try FileManager.default.createDirectory(atPath: (Self.screenshotPath as NSString).deletingLastPathComponent,
+                                                            withIntermediateDirectories: true)
+                    try png.write(to: URL(fileURLWithPath: Self.screenshotPath))
+                    print("live-list page screenshot: \(Self.screenshotPath)")
+
+                    // The node stops; Postgres changes while it is away; a node on the same replica comes
+                    // back on the same port. The page reconnects by itself and resumes with a changeset:
+                    // rows the change did not touch keep their nodes (a snapshot would replace them all).
+                    _ = try await mutations()
+                    await node.stop()   // (the scope's stop then finds it stopped)
+                    try await page.evaluate(#"rippleList.until(() => rippleList.status() !== "live", 60000)"#)
+                    try await postgres.psql("UPDATE todos SET title = 'written while away' WHERE id = 2")
+                    try await TestNode.with(postgres, tables: ["todos"], rules: Self.rules, directory: directory, adjust: { $0.port = port }) { _ in
+                        let resumed = try await pageEqualsPostgres("after the node's restart")
+                        #expect(resumed.contains { $0[1] == "written while away" })
+                        let resume = try await mutations()
+                        #expect((resume["kept"] as? Int) == 8 && (resume["added"] as? [String])?.isEmpty == true,
+                                "the page resumed with a changeset, keeping its rows: \(resume)")
+                    }
                 }
-              };
-              watcher.observe(body, { childList: true });
-              window.takeMutations = () => {
-                noteMutations(watcher.takeRecords());
-                const ids = (nodes) => nodes.map((tr) => tr.cells[0].textContent);
-                const result = { added: ids(seen.added), removed: ids(seen.removed),
-                                 sameAdded: seen.added.filter((tr) => seen.original.includes(tr)).length,
-                                 kept: seen.original.filter((tr) => body.contains(tr)).length };
-                seen.added = []; seen.removed = []; seen.original = Array.from(body.rows);
-                return result;
-              };
-              return true;
-            })()
-            """)
-        func mutations() async throws -> [String: Any] { try await page.evaluate("takeMutations()") as? [String: Any] ?? [:] }
-
-        // A move: todo 1 goes after todo 5 (rank 6 ties with todo 6; the key breaks it). One
-        // node moves, the same node, and its rank cell is rewritten and highlighted.
-        try await postgres.psql("UPDATE todos SET rank = 6 WHERE id = 1")
-        let moved = try await pageEqualsPostgres("a move")
-        #expect(moved.map { $0[0] } == ["2", "3", "4", "5", "1", "6", "7", "8"])
-        let move = try await mutations()
-        #expect(move["removed"] as? [String] == ["1"] && move["added"] as? [String] == ["1"], "\(move)")
-        #expect(move["sameAdded"] as? Int == 1 && move["kept"] as? Int == 8, "a move re-used the row's node: \(move)")
-        #expect(try await page.evaluate("""
-            document.querySelector("#list tbody").rows[4].cells[4].classList.contains("changed")
-            """) as? Bool == true)
-
-        // An update of a title: no node leaves or arrives; one cell is rewritten.
-        try await postgres.psql("UPDATE todos SET title = 'milk' WHERE id = 3")
-        try await pageEqualsPostgres("an update")
-        let update = try await mutations()
-        #expect((update["added"] as? [String])?.isEmpty == true && (update["removed"] as? [String])?.isEmpty == true, "\(update)")
-        #expect(try await page.evaluate("""
-            Array.from(document.querySelectorAll("#list td.changed"), (td) => td.textContent).includes("milk")
-            """) as? Bool == true)
-
-        // One transaction inserts at the top (pushing the last row out of the window), deletes a
-        // row (pulling the next one in), closes another and writes bob's rows the page never sees.
-        try await postgres.psql("""
-            BEGIN;
-            INSERT INTO todos VALUES (100, 'new', 'alice', false, 0);
-            DELETE FROM todos WHERE id = 4;
-            UPDATE todos SET done = true WHERE id = 5;
-            INSERT INTO todos VALUES (101, 'bob''s new', 'bob', false, -5);
-            UPDATE todos SET title = 'bob''s secret' WHERE owner = 'bob';
-            COMMIT;
-            """)
-        let mixed = try await pageEqualsPostgres("inserts and deletes")
-        #expect(!mixed.contains { $0[2] != "alice" })
-        let change = try await mutations()
-        #expect(mixed.map { $0[0] } == ["100", "2", "3", "1", "6", "7", "8", "9"])
-        #expect(Set(change["removed"] as? [String] ?? []) == ["4", "5"] && Set(change["added"] as? [String] ?? []) == ["100", "9"],
-                "only the rows that left or entered the window left or entered the DOM: \(change)")
-        #expect(change["kept"] as? Int == 6, "rows the transaction did not touch keep their nodes: \(change)")
-
-        // The screenshot shows the live list.
-        let png = try await page.screenshot()
-        #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && png.count > 10_000)
-        try FileManager.default.createDirectory(atPath: (Self.screenshotPath as NSString).deletingLastPathComponent,
-                                                withIntermediateDirectories: true)
-        try png.write(to: URL(fileURLWithPath: Self.screenshotPath))
-        print("live-list page screenshot: \(Self.screenshotPath)")
-
-        // The node stops; Postgres changes while it is away; a node on the same replica comes
-        // back on the same port. The page reconnects by itself and resumes with a changeset:
-        // rows the change did not touch keep their nodes (a snapshot would replace them all).
-        _ = try await mutations()
-        await node.stop()
-        stopped = true
-        try await page.evaluate(#"rippleList.until(() => rippleList.status() !== "live", 60000)"#)
-        try await postgres.psql("UPDATE todos SET title = 'written while away' WHERE id = 2")
-        node = try await TestNode.start(postgres, tables: ["todos"], rules: Self.rules, directory: directory) { $0.port = port }
-        stopped = false
-        let resumed = try await pageEqualsPostgres("after the node's restart")
-        #expect(resumed.contains { $0[1] == "written while away" })
-        let resume = try await mutations()
-        #expect((resume["kept"] as? Int) == 8 && (resume["added"] as? [String])?.isEmpty == true,
-                "the page resumed with a changeset, keeping its rows: \(resume)")
+            }
+        }
     }
 }

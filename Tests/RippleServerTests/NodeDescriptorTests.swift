@@ -53,109 +53,109 @@ struct NodeDescriptorTests {
 
     @Test func aFloodedNodeKeepsDescriptorsInReserveServesItsSocketAndAcceptsAgain() async throws {
         let executable = try #require(Self.serverExecutable, "ripple-server is not built beside the tests")
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await postgres.psql("""
-            CREATE TABLE todos(id int8 PRIMARY KEY, title text NOT NULL);
-            INSERT INTO todos SELECT n, 'todo ' || n FROM generate_series(1, 5) AS n;
-            """)
-        let directory = try TemporaryDirectory()
-        let secret = "a descriptor test secret of at least thirty-two bytes"
-        try #"{"tables": {"todos": {"read": true}}}"#.write(toFile: directory.path("rules.json"), atomically: true, encoding: .utf8)
-        try secret.write(toFile: directory.path("secret"), atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
-        process.arguments = ["--nofile=\(Self.limit):\(Self.limit)", executable, "serve", "--postgres", postgres.url,
-                             "--tables", "todos", "--rules", directory.path("rules.json"), "--secret-file", directory.path("secret"),
-                             "--replica", directory.path("replica.sqlite"), "--slot", "ripple_descriptors", "--port", "0",
-                             "--heartbeat", "0.2", "--log-level", "warning"]
-        let output = Pipe()
-        process.standardOutput = output
-        // Its errors go to a file, told when the test fails.
-        _ = FileManager.default.createFile(atPath: directory.path("node.err"), contents: nil)
-        process.standardError = FileHandle(forWritingAtPath: directory.path("node.err"))
-        try process.run()
-        defer {
-            // A node that ended, at whatever step the test stopped: how, and what it said.
-            if !process.isRunning {
-                let how = process.terminationReason == .uncaughtSignal ? "signal" : "status"
-                Issue.record("""
-                    the node ended (\(how) \(process.terminationStatus)): \
-                    \((try? String(contentsOfFile: directory.path("node.err"), encoding: .utf8)) ?? "")
-                    """)
-            }
-            process.terminate()
-            do { try Wait.exit(of: process, "the node to stop") } catch { Issue.record(error) }
-        }
-        // It says where it serves once it listens.
-        let reader = output.fileHandleForReading
-        let served = try await Wait.value("the node to say where it serves") {
-            try await onOwnThread("node output") { () -> String in
-                var text = ""
-                while !text.contains("/sync") {
-                    let data = reader.availableData
-                    if data.isEmpty { break }
-                    text += String(decoding: data, as: UTF8.self)
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql("""
+                CREATE TABLE todos(id int8 PRIMARY KEY, title text NOT NULL);
+                INSERT INTO todos SELECT n, 'todo ' || n FROM generate_series(1, 5) AS n;
+                """)
+            let directory = try TemporaryDirectory()
+            let secret = "a descriptor test secret of at least thirty-two bytes"
+            try #"{"tables": {"todos": {"read": true}}}"#.write(toFile: directory.path("rules.json"), atomically: true, encoding: .utf8)
+            try secret.write(toFile: directory.path("secret"), atomically: true, encoding: .utf8)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+            process.arguments = ["--nofile=\(Self.limit):\(Self.limit)", executable, "serve", "--postgres", postgres.url,
+                                 "--tables", "todos", "--rules", directory.path("rules.json"), "--secret-file", directory.path("secret"),
+                                 "--replica", directory.path("replica.sqlite"), "--slot", "ripple_descriptors", "--port", "0",
+                                 "--heartbeat", "0.2", "--log-level", "warning"]
+            let output = Pipe()
+            process.standardOutput = output
+            // Its errors go to a file, told when the test fails.
+            _ = FileManager.default.createFile(atPath: directory.path("node.err"), contents: nil)
+            process.standardError = FileHandle(forWritingAtPath: directory.path("node.err"))
+            try process.run()
+            defer {
+                // A node that ended, at whatever step the test stopped: how, and what it said.
+                if !process.isRunning {
+                    let how = process.terminationReason == .uncaughtSignal ? "signal" : "status"
+                    Issue.record("""
+                        the node ended (\(how) \(process.terminationStatus)): \
+                        \((try? String(contentsOfFile: directory.path("node.err"), encoding: .utf8)) ?? "")
+                        """)
                 }
-                return text
+                process.terminate()
+                do { try Wait.exit(of: process, "the node to stop") } catch { Issue.record(error) }
+            }
+            // It says where it serves once it listens.
+            let reader = output.fileHandleForReading
+            let served = try await Wait.value("the node to say where it serves") {
+                try await onOwnThread("node output") { () -> String in
+                    var text = ""
+                    while !text.contains("/sync") {
+                        let data = reader.availableData
+                        if data.isEmpty { break }
+                        text += String(decoding: data, as: UTF8.self)
+                    }
+                    return text
+                }
+            }
+            let port = try #require(served.firstMatch(of: /127\.0\.0\.1:(\d+)\/sync/).flatMap { Int($0.1) }, "\(served)")
+            let token = try SyncToken.sign(user: "u", expires: Date().addingTimeInterval(3600), secret: Array(secret.utf8))
+
+            // A socket subscribed before the flood.
+            try await withSocket("ws://127.0.0.1:\(port)/sync") { socket in
+                _ = try await socket.hello(token)
+                try await socket.send(.subscribe(id: "all", query: QueryDescription(table: "todos", order: [OrderDescription(column: "id")]),
+                                                 resume: nil))
+                var rows = ClientRows()
+                try await rows.readFirstResult(from: socket, id: "all")
+
+                // The flood: more connections than the node may hold. It takes them up to its cap (its
+                // limit less a reserve), the rest wait in the listen backlog, and it keeps the reserve:
+                // a node that ran out of descriptors crashed (libdispatch could not open the
+                // `/proc/<thread>/stat` it watches its workers by, and raised SIGILL).
+                var flood: [Int32] = []
+                defer { for descriptor in flood { close(descriptor) } }
+                let pid = process.processIdentifier
+                for _ in 0..<(Self.limit + 60) {
+                    guard let descriptor = Self.connectTCP(port) else { break }
+                    flood.append(descriptor)
+                }
+                // Until the node took connections up to its cap (however slowly a loaded machine lets
+                // it), then until it stops taking them (its count unchanged for a second).
+                let cap = Self.limit - max(64, Self.limit / 8)
+                try await Wait.until("the node to take connections up to its cap (\(cap) descriptors)") {
+                    Self.openDescriptors(pid) >= cap
+                }
+                var held = Self.openDescriptors(pid)
+                var steadySince = ContinuousClock.now
+                let deadline = ContinuousClock.now + .seconds(30)
+                while ContinuousClock.now - steadySince < .seconds(1), ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                    let now = Self.openDescriptors(pid)
+                    if now != held { (held, steadySince) = (now, .now) }
+                }
+                #expect(held >= cap, "the node took connections up to its cap (it holds \(held) descriptors)")
+                #expect(held <= Self.limit - 16, "the node kept descriptors in reserve (it holds \(held) of \(Self.limit))")
+
+                // Its connections full, it still follows Postgres and serves the socket it has.
+                try await postgres.psql("UPDATE todos SET title = 'while full' WHERE id = 3")
+                while rows.rows.map(psqlText) != (try await postgres.rows("SELECT id, title FROM todos ORDER BY id")) {
+                    _ = try rows.take(try #require(try await socket.nextSkippingHeartbeats(within: 30), "the open socket heard nothing"),
+                                      id: "all")
+                }
+                #expect(process.isRunning)
+
+                // The flood goes away: the node accepts again.
+                for descriptor in flood { close(descriptor) }
+                flood = []
+                try await withSocket("ws://127.0.0.1:\(port)/sync") { again in
+                    let welcome = try await again.hello(token)
+                    #expect(welcome.user == "u")
+                    let (health, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/health")!)
+                    #expect(String(decoding: health, as: UTF8.self) == "ok\n")
+                }
             }
         }
-        let port = try #require(served.firstMatch(of: /127\.0\.0\.1:(\d+)\/sync/).flatMap { Int($0.1) }, "\(served)")
-        let token = try SyncToken.sign(user: "u", expires: Date().addingTimeInterval(3600), secret: Array(secret.utf8))
-
-        // A socket subscribed before the flood.
-        let socket = try await TestSocket(url: "ws://127.0.0.1:\(port)/sync")
-        defer { socket.close() }
-        _ = try await socket.hello(token)
-        try await socket.send(.subscribe(id: "all", query: QueryDescription(table: "todos", order: [OrderDescription(column: "id")]),
-                                         resume: nil))
-        var rows = ClientRows()
-        try await rows.readFirstResult(from: socket, id: "all")
-
-        // The flood: more connections than the node may hold. It takes them up to its cap (its
-        // limit less a reserve), the rest wait in the listen backlog, and it keeps the reserve:
-        // a node that ran out of descriptors crashed (libdispatch could not open the
-        // `/proc/<thread>/stat` it watches its workers by, and raised SIGILL).
-        var flood: [Int32] = []
-        defer { for descriptor in flood { close(descriptor) } }
-        let pid = process.processIdentifier
-        for _ in 0..<(Self.limit + 60) {
-            guard let descriptor = Self.connectTCP(port) else { break }
-            flood.append(descriptor)
-        }
-        // Until the node took connections up to its cap (however slowly a loaded machine lets
-        // it), then until it stops taking them (its count unchanged for a second).
-        let cap = Self.limit - max(64, Self.limit / 8)
-        try await Wait.until("the node to take connections up to its cap (\(cap) descriptors)") {
-            Self.openDescriptors(pid) >= cap
-        }
-        var held = Self.openDescriptors(pid)
-        var steadySince = ContinuousClock.now
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now - steadySince < .seconds(1), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-            let now = Self.openDescriptors(pid)
-            if now != held { (held, steadySince) = (now, .now) }
-        }
-        #expect(held >= cap, "the node took connections up to its cap (it holds \(held) descriptors)")
-        #expect(held <= Self.limit - 16, "the node kept descriptors in reserve (it holds \(held) of \(Self.limit))")
-
-        // Its connections full, it still follows Postgres and serves the socket it has.
-        try await postgres.psql("UPDATE todos SET title = 'while full' WHERE id = 3")
-        while rows.rows.map(psqlText) != (try await postgres.rows("SELECT id, title FROM todos ORDER BY id")) {
-            _ = try rows.take(try #require(try await socket.nextSkippingHeartbeats(within: 30), "the open socket heard nothing"),
-                              id: "all")
-        }
-        #expect(process.isRunning)
-
-        // The flood goes away: the node accepts again.
-        for descriptor in flood { close(descriptor) }
-        flood = []
-        let again = try await TestSocket(url: "ws://127.0.0.1:\(port)/sync")
-        defer { again.close() }
-        let welcome = try await again.hello(token)
-        #expect(welcome.user == "u")
-        let (health, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/health")!)
-        #expect(String(decoding: health, as: UTF8.self) == "ok\n")
     }
 }

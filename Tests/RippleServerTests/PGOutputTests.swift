@@ -1,5 +1,6 @@
 import Foundation
 import RippleServer
+import RippleSyncTesting
 import RippleTesting
 import Testing
 

@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import RippleSyncTesting
 import RippleTesting
 
 extension ThrowawayPostgres {

@@ -4,6 +4,7 @@ import PostgresNIO
 import Ripple
 import RippleServer
 import RippleSync
+import RippleSyncTesting
 import RippleTesting
 import Testing
 

@@ -3,6 +3,7 @@ import Logging
 import PostgresNIO
 import Ripple
 import RippleServer
+import RippleSyncTesting
 import RippleTesting
 import Testing
 
@@ -229,49 +230,49 @@ struct PostgresTypeMappingTests {
     }
 
     @Test func extremeValuesArriveExactlyThroughTheCopy() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        let directory = try TemporaryDirectory()
-        try await postgres.psql("CREATE TABLE typed(\(Self.columns)); INSERT INTO typed VALUES \(Self.rows)")
-        let store = try Store(path: directory.path("replica.sqlite"))
-        try await feed(postgres, into: store) { _ in }
-        #expect(try replica(store) == Self.expected)
+        try await withThrowawayPostgres { postgres in
+            let directory = try TemporaryDirectory()
+            try await postgres.psql("CREATE TABLE typed(\(Self.columns)); INSERT INTO typed VALUES \(Self.rows)")
+            let store = try Store(path: directory.path("replica.sqlite"))
+            try await feed(postgres, into: store) { _ in }
+            #expect(try replica(store) == Self.expected)
+        }
     }
 
     @Test func extremeValuesArriveExactlyThroughTheFeed() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        let directory = try TemporaryDirectory()
-        try await postgres.psql("CREATE TABLE typed(\(Self.columns))")
-        let store = try Store(path: directory.path("replica.sqlite"))
-        try await feed(postgres, into: store) { feed in
-            try await postgres.psql("INSERT INTO typed VALUES \(Self.rows)")
-            #expect(try await feed.catchUp() == 1)
+        try await withThrowawayPostgres { postgres in
+            let directory = try TemporaryDirectory()
+            try await postgres.psql("CREATE TABLE typed(\(Self.columns))")
+            let store = try Store(path: directory.path("replica.sqlite"))
+            try await feed(postgres, into: store) { feed in
+                try await postgres.psql("INSERT INTO typed VALUES \(Self.rows)")
+                #expect(try await feed.catchUp() == 1)
+            }
+            #expect(try replica(store) == Self.expected)
         }
-        #expect(try replica(store) == Self.expected)
     }
 }
 
 extension PostgresTypeMappingTests {
     /// A megabyte of bytea (stored out of line) arrives whole, and stays when an update leaves it.
     @Test func aLargeByteaArrivesWholeAndStaysWhenUnchanged() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        let directory = try TemporaryDirectory()
-        try await postgres.psql("CREATE TABLE typed(id int PRIMARY KEY, note text, data bytea)")
-        let store = try Store(path: directory.path("replica.sqlite"))
-        try await feed(postgres, into: store) { feed in
-            try await postgres.psql("INSERT INTO typed SELECT 1, 'a', decode(string_agg(md5(g::text), ''), 'hex') FROM generate_series(1, 65536) AS g")
-            try await postgres.psql("UPDATE typed SET note = 'b'")
-            #expect(try await feed.catchUp() == 2)
+        try await withThrowawayPostgres { postgres in
+            let directory = try TemporaryDirectory()
+            try await postgres.psql("CREATE TABLE typed(id int PRIMARY KEY, note text, data bytea)")
+            let store = try Store(path: directory.path("replica.sqlite"))
+            try await feed(postgres, into: store) { feed in
+                try await postgres.psql("INSERT INTO typed SELECT 1, 'a', decode(string_agg(md5(g::text), ''), 'hex') FROM generate_series(1, 65536) AS g")
+                try await postgres.psql("UPDATE typed SET note = 'b'")
+                #expect(try await feed.catchUp() == 2)
+            }
+            let expected = try await postgres.psql("SELECT encode(data, 'hex') FROM typed").filter { !$0.isWhitespace }
+            let blob = try store.read { db in try db.fetchOne("SELECT note, data FROM typed")?.values }
+            #expect(blob?.first == .text("b"))
+            guard case .blob(let bytes)? = blob?.last else { Issue.record("no blob: \(String(describing: blob))"); return }
+            #expect(bytes.count == 1_048_576)
+            let hexDigits = Array("0123456789abcdef".utf8)
+            #expect(String(decoding: bytes.flatMap { [hexDigits[Int($0 >> 4)], hexDigits[Int($0 & 15)]] }, as: UTF8.self) == expected)
         }
-        let expected = try await postgres.psql("SELECT encode(data, 'hex') FROM typed").filter { !$0.isWhitespace }
-        let blob = try store.read { db in try db.fetchOne("SELECT note, data FROM typed")?.values }
-        #expect(blob?.first == .text("b"))
-        guard case .blob(let bytes)? = blob?.last else { Issue.record("no blob: \(String(describing: blob))"); return }
-        #expect(bytes.count == 1_048_576)
-        let hexDigits = Array("0123456789abcdef".utf8)
-        #expect(String(decoding: bytes.flatMap { [hexDigits[Int($0 >> 4)], hexDigits[Int($0 & 15)]] }, as: UTF8.self) == expected)
     }
 }
 
@@ -351,20 +352,22 @@ extension ReplicaFeedTests {
         let config = FeedConfiguration(tables: ["items"])
         try await withClient { client in
             let feed = ReplicaFeed(store: store, client: client, configuration: config)
-            let running = Task { try await feed.run() }
-            defer { running.cancel() }
-            // The replica holds the table once the feed copied it: wait for that commit.
-            try await Wait.value("the replica's copy") {
-                for try await commit in store.commits(after: 0) where commit.tag?.hasPrefix("copy") == true { break }
-            }
-            let live = store.liveQuery(sql: "SELECT id, title FROM items ORDER BY id", identity: "id")
-            for title in ["a", "b", "c"] {
-                try await postgres.psql("UPDATE items SET title = '\(title)' WHERE id = 1")
-                try await Wait.value("the live query to show title \(title)") {
-                    for try await event in live.events() where event.snapshot.first?["title"] == .text(title) { break }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await feed.run() }
+                defer { group.cancelAll() }
+                // The replica holds the table once the feed copied it: wait for that commit.
+                try await Wait.value("the replica's copy") {
+                    for try await commit in store.commits(after: 0) where commit.tag?.hasPrefix("copy") == true { break }
                 }
+                let live = store.liveQuery(sql: "SELECT id, title FROM items ORDER BY id", identity: "id")
+                for title in ["a", "b", "c"] {
+                    try await postgres.psql("UPDATE items SET title = '\(title)' WHERE id = 1")
+                    try await Wait.value("the live query to show title \(title)") {
+                        for try await event in live.events() where event.snapshot.first?["title"] == .text(title) { break }
+                    }
+                }
+                #expect(try replicaRows(store) == (try await postgresRows()))
             }
-            #expect(try replicaRows(store) == (try await postgresRows()))
         }
     }
 }
@@ -394,32 +397,32 @@ struct ReplicaFeedLoadTests {
     }
 
     @Test func pgbenchsTablesStayExactWhilePgbenchRuns() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        let directory = try TemporaryDirectory()
-        try await postgres.pgbench(["-i", "-q", "-s", "1"])
-        let tables = ["pgbench_accounts", "pgbench_branches", "pgbench_tellers"]
-        let store = try Store(path: directory.path("replica.sqlite"))
-        let client = postgres.makeClient()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            let feed = ReplicaFeed(store: store, client: client, configuration: FeedConfiguration(tables: tables))
-            // Writers from another program, concurrently with the copy and the feed.
-            let done = Flag()
-            let pgbench = Task.detached {
-                defer { done.raise() }
-                return try await postgres.pgbench(["-c", "2", "-t", "1500", "-n"])
-            }
-            try await feed.prepare()
-            while !done.isRaised { try await feed.catchUp() }
-            #expect(try await Wait.value("pgbench") { try await pgbench.value }.contains("number of transactions actually processed: 3000"))
-            try await feed.catchUp()
-            for table in tables {
-                let schema = try #require(await feed.schema(of: table))
-                let (replica, expected) = (try replicaRows(store, table, schema), try await postgresRows(postgres, table, schema))
-                let differing = zip(replica, expected).filter { $0 != $1 }.prefix(3)
-                #expect(replica == expected, "\(table): \(replica.count) rows vs \(expected.count); first differences \(Array(differing))")
+        try await withThrowawayPostgres { postgres in
+            let directory = try TemporaryDirectory()
+            try await postgres.pgbench(["-i", "-q", "-s", "1"])
+            let tables = ["pgbench_accounts", "pgbench_branches", "pgbench_tellers"]
+            let store = try Store(path: directory.path("replica.sqlite"))
+            let client = postgres.makeClient()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+                let feed = ReplicaFeed(store: store, client: client, configuration: FeedConfiguration(tables: tables))
+                // Writers from another program, concurrently with the copy and the feed.
+                let done = Flag()
+                let pgbench = Task.detached {
+                    defer { done.raise() }
+                    return try await postgres.pgbench(["-c", "2", "-t", "1500", "-n"])
+                }
+                try await feed.prepare()
+                while !done.isRaised { try await feed.catchUp() }
+                #expect(try await Wait.value("pgbench") { try await pgbench.value }.contains("number of transactions actually processed: 3000"))
+                try await feed.catchUp()
+                for table in tables {
+                    let schema = try #require(await feed.schema(of: table))
+                    let (replica, expected) = (try replicaRows(store, table, schema), try await postgresRows(postgres, table, schema))
+                    let differing = zip(replica, expected).filter { $0 != $1 }.prefix(3)
+                    #expect(replica == expected, "\(table): \(replica.count) rows vs \(expected.count); first differences \(Array(differing))")
+                }
             }
         }
     }
@@ -427,36 +430,36 @@ struct ReplicaFeedLoadTests {
     /// Postgres stopped as a crash would stop it between a commit and the feed reading it: once
     /// Postgres is back, a feed on the same replica catches up, nothing lost or repeated.
     @Test func aPostgresThatCrashesMidwayLosesNothing() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        let directory = try TemporaryDirectory()
-        try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY, n int8 NOT NULL)")
-        let store = try Store(path: directory.path("replica.sqlite"))
-        let config = FeedConfiguration(tables: ["items"])
-        let first = postgres.makeClient()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await first.run() }
-            defer { group.cancelAll() }
-            let feed = ReplicaFeed(store: store, client: first, configuration: config)
-            try await feed.prepare()
-            for n in 1...20 { try await postgres.psql("INSERT INTO items VALUES (\(n), \(n))") }
-            try await feed.catchUp()
-            try await postgres.psql("UPDATE items SET n = n + 100")
-            try await postgres.kill()
+        try await withThrowawayPostgres { postgres in
+            let directory = try TemporaryDirectory()
+            try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY, n int8 NOT NULL)")
+            let store = try Store(path: directory.path("replica.sqlite"))
+            let config = FeedConfiguration(tables: ["items"])
+            let first = postgres.makeClient()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await first.run() }
+                defer { group.cancelAll() }
+                let feed = ReplicaFeed(store: store, client: first, configuration: config)
+                try await feed.prepare()
+                for n in 1...20 { try await postgres.psql("INSERT INTO items VALUES (\(n), \(n))") }
+                try await feed.catchUp()
+                try await postgres.psql("UPDATE items SET n = n + 100")
+                try await postgres.kill()
+            }
+            try await postgres.start()
+            let versionBefore = try store.currentVersion()
+            let second = postgres.makeClient()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await second.run() }
+                defer { group.cancelAll() }
+                let feed = ReplicaFeed(store: store, client: second, configuration: config)
+                try await feed.prepare()
+                #expect(try await feed.catchUp() == 1)   // the update, once
+                let schema = try #require(await feed.schema(of: "items"))
+                #expect(try replicaRows(store, "items", schema) == (try await postgresRows(postgres, "items", schema)))
+            }
+            #expect(try store.currentVersion() == versionBefore + 1)
         }
-        try await postgres.start()
-        let versionBefore = try store.currentVersion()
-        let second = postgres.makeClient()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await second.run() }
-            defer { group.cancelAll() }
-            let feed = ReplicaFeed(store: store, client: second, configuration: config)
-            try await feed.prepare()
-            #expect(try await feed.catchUp() == 1)   // the update, once
-            let schema = try #require(await feed.schema(of: "items"))
-            #expect(try replicaRows(store, "items", schema) == (try await postgresRows(postgres, "items", schema)))
-        }
-        #expect(try store.currentVersion() == versionBefore + 1)
     }
 }
 

@@ -87,96 +87,96 @@ struct SyncEdgeTests {
     /// Every case gets its documented answer on one socket, which keeps working, beside an
     /// honest client that sees none of it and stays correct.
     @Test func everyFrameJSONAllowsGetsItsDocumentedAnswer() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await SyncProtocolTests.prepare(postgres)
-        let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
-        defer { Task { await node.stop() } }
-        let honest = try await TestSocket(url: node.url)
-        defer { honest.close() }
-        _ = try await honest.hello(try node.token("alice"))
-        try await honest.send(.subscribe(id: "open", query: SyncProtocolTests.aliceOpen, resume: nil))
-        var open = ClientRows()
-        try await open.readFirstResult(from: honest, id: "open")
+        try await withThrowawayPostgres { postgres in
+            try await SyncProtocolTests.prepare(postgres)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory) { node in
+                try await withSocket(node.url) { honest in
+                    _ = try await honest.hello(try node.token("alice"))
+                    try await honest.send(.subscribe(id: "open", query: SyncProtocolTests.aliceOpen, resume: nil))
+                    var open = ClientRows()
+                    try await open.readFirstResult(from: honest, id: "open")
 
-        let socket = try await TestSocket(url: node.url)
-        defer { socket.close() }
-        try await socket.send(String(decoding: try JSONEncoder().encode(ClientMessage.hello(protocol: 1, token: try node.token("alice"))),
-                                     as: UTF8.self))
-        guard case .welcome? = try await socket.nextMessage(what: "the welcome") else { Issue.record("no welcome"); return }
-        var failures: [String] = []
-        for (frame, expected) in Self.cases {
-            try await socket.send(frame)
-            let answer = try await socket.nextMessage(what: "the answer to \(frame.prefix(120))")
-            let shown = "\(frame.prefix(120)): expected \(expected), got \(answer.map { "\($0)".prefix(300) } ?? "a closed socket")"
-            switch (expected, answer) {
-            case (.error(let code, let id, let words), .error(let got, let text, let gotID)?):
-                if got != code || gotID != id || !text.localizedCaseInsensitiveContains(words) { failures.append(shown) }
-            case (.result(let id, let rows), .changes(_, let snapshots, _)?):
-                if let snapshot = snapshots[id], rows.map({ $0 == snapshot.rows.count }) ?? true {
-                    try await socket.send(#"{"type":"unsubscribe","id":"\#(id)"}"#)
-                } else {
-                    failures.append(shown)
+                    try await withSocket(node.url) { socket in
+                        try await socket.send(String(decoding: try JSONEncoder().encode(ClientMessage.hello(protocol: 1, token: try node.token("alice"))),
+                                                     as: UTF8.self))
+                        guard case .welcome? = try await socket.nextMessage(what: "the welcome") else { Issue.record("no welcome"); return }
+                        var failures: [String] = []
+                        for (frame, expected) in Self.cases {
+                            try await socket.send(frame)
+                            let answer = try await socket.nextMessage(what: "the answer to \(frame.prefix(120))")
+                            let shown = "\(frame.prefix(120)): expected \(expected), got \(answer.map { "\($0)".prefix(300) } ?? "a closed socket")"
+                            switch (expected, answer) {
+                            case (.error(let code, let id, let words), .error(let got, let text, let gotID)?):
+                                if got != code || gotID != id || !text.localizedCaseInsensitiveContains(words) { failures.append(shown) }
+                            case (.result(let id, let rows), .changes(_, let snapshots, _)?):
+                                if let snapshot = snapshots[id], rows.map({ $0 == snapshot.rows.count }) ?? true {
+                                    try await socket.send(#"{"type":"unsubscribe","id":"\#(id)"}"#)
+                                } else {
+                                    failures.append(shown)
+                                }
+                            case (.pong, .pong?):
+                                break
+                            default:
+                                failures.append(shown)
+                            }
+                            guard answer != nil else { break }
+                        }
+                        #expect(failures.isEmpty, "\(failures.count) of \(Self.cases.count) frames got another answer:\n\(failures.joined(separator: "\n"))")
+                        // The socket still serves, and the honest client follows a write exactly.
+                        try await socket.send(#"{"type":"ping"}"#)
+                        guard case .pong? = try await socket.nextMessage(what: "the pong after the cases") else { Issue.record("no pong"); return }
+                        try await postgres.psql("UPDATE todos SET title = 'after the edge' WHERE id = 2")
+                        while open.rows.map(psqlText) != (try await postgres.rows(SyncProtocolTests.aliceOpenSQL)) {
+                            _ = try open.take(try #require(try await honest.nextSkippingHeartbeats(what: "the honest client's change")), id: "open")
+                        }
+                    }
                 }
-            case (.pong, .pong?):
-                break
-            default:
-                failures.append(shown)
             }
-            guard answer != nil else { break }
-        }
-        #expect(failures.isEmpty, "\(failures.count) of \(Self.cases.count) frames got another answer:\n\(failures.joined(separator: "\n"))")
-        // The socket still serves, and the honest client follows a write exactly.
-        try await socket.send(#"{"type":"ping"}"#)
-        guard case .pong? = try await socket.nextMessage(what: "the pong after the cases") else { Issue.record("no pong"); return }
-        try await postgres.psql("UPDATE todos SET title = 'after the edge' WHERE id = 2")
-        while open.rows.map(psqlText) != (try await postgres.rows(SyncProtocolTests.aliceOpenSQL)) {
-            _ = try open.take(try #require(try await honest.nextSkippingHeartbeats(what: "the honest client's change")), id: "open")
         }
     }
 
     /// A text frame whose bytes are not UTF-8 closes the socket with 1007 (RFC 6455's "data
     /// inconsistent with the message"); a binary frame is `malformed`, and the socket stays.
     @Test func textThatIsNotUTF8ClosesTheSocketWith1007() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await SyncProtocolTests.prepare(postgres)
-        let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory)
-        defer { Task { await node.stop() } }
-        let socket = try await TestSocket(url: node.url)
-        defer { socket.close() }
-        try await socket.send(binary: Array(#"{"type":"ping"}"#.utf8))
-        guard case .error(.malformed, _, nil)? = try await socket.nextMessage(what: "the answer to a binary frame") else {
-            Issue.record("a binary frame is not malformed")
-            return
+        try await withThrowawayPostgres { postgres in
+            try await SyncProtocolTests.prepare(postgres)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory) { node in
+                try await withSocket(node.url) { socket in
+                    try await socket.send(binary: Array(#"{"type":"ping"}"#.utf8))
+                    guard case .error(.malformed, _, nil)? = try await socket.nextMessage(what: "the answer to a binary frame") else {
+                        Issue.record("a binary frame is not malformed")
+                        return
+                    }
+                    try await socket.send(textBytes: Array(#"{"type":"ping","x":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8))
+                    let code = try await socket.closingCode()
+                    #expect(code == .dataInconsistentWithMessage, "closed with \(String(describing: code))")
+                }
+            }
         }
-        try await socket.send(textBytes: Array(#"{"type":"ping","x":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8))
-        let code = try await socket.closingCode()
-        #expect(code == .dataInconsistentWithMessage, "closed with \(String(describing: code))")
     }
 
     /// A message beyond the frame bound (four times `max_message_bytes`) closes the socket with
     /// 1009; one between the two bounds is `message_too_large`, and the socket stays.
     @Test func aMessageBeyondTheFrameBoundClosesTheSocketWith1009() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await SyncProtocolTests.prepare(postgres)
-        let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory) {
-            $0.maxMessageBytes = 65_536
+        try await withThrowawayPostgres { postgres in
+            try await SyncProtocolTests.prepare(postgres)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["todos", "tags"], rules: SyncProtocolTests.rules, directory: directory, adjust: {
+                $0.maxMessageBytes = 65_536
+            }) { node in
+                try await withSocket(node.url) { socket in
+                    try await socket.send(#"{"type":"ping","x":""# + String(repeating: "x", count: 100_000) + #""}"#)
+                    guard case .error(.messageTooLarge, _, nil)? = try await socket.nextMessage(what: "the answer to a message too large") else {
+                        Issue.record("a message between the bounds is not message_too_large")
+                        return
+                    }
+                    try await socket.send(#"{"type":"ping","x":""# + String(repeating: "x", count: 300_000) + #""}"#)
+                    let code = try await socket.closingCode()
+                    #expect(code == .messageTooLarge, "closed with \(String(describing: code))")
+                }
+            }
         }
-        defer { Task { await node.stop() } }
-        let socket = try await TestSocket(url: node.url)
-        defer { socket.close() }
-        try await socket.send(#"{"type":"ping","x":""# + String(repeating: "x", count: 100_000) + #""}"#)
-        guard case .error(.messageTooLarge, _, nil)? = try await socket.nextMessage(what: "the answer to a message too large") else {
-            Issue.record("a message between the bounds is not message_too_large")
-            return
-        }
-        try await socket.send(#"{"type":"ping","x":""# + String(repeating: "x", count: 300_000) + #""}"#)
-        let code = try await socket.closingCode()
-        #expect(code == .messageTooLarge, "closed with \(String(describing: code))")
     }
 }

@@ -21,185 +21,189 @@ struct SyncNodeTests {
     /// tellers' and the branches' balances have equal sums), positions strictly grow, and once
     /// pgbench stops each client's rows equal the queries on Postgres.
     @Test func pgbenchsTablesWhilePgbenchRuns() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await postgres.pgbench(["-i", "-s", "1", "-q"])
-        let directory = try TemporaryDirectory()
-        let rules = #"{"tables": {"pgbench_tellers": {"read": true}, "pgbench_branches": {"read": true}, "pgbench_accounts": {"read": true}}}"#
-        let node = try await TestNode.start(postgres, tables: ["pgbench_accounts", "pgbench_tellers", "pgbench_branches"],
-                                            rules: rules, directory: directory)
-        defer { Task { await node.stop() } }
-        let balances = try await TestSocket(url: node.url)
-        defer { balances.close() }
-        _ = try await balances.hello(try node.token("u"))
-        try await balances.send(.subscribe(id: "tellers", query: QueryDescription(table: "pgbench_tellers", order: [OrderDescription(column: "tid")],
-                                                                                  columns: ["tid", "tbalance"]), resume: nil))
-        try await balances.send(.subscribe(id: "branches", query: QueryDescription(table: "pgbench_branches", columns: ["bid", "bbalance"]),
-                                           resume: nil))
-        let accounts = try await TestSocket(url: node.url)
-        defer { accounts.close() }
-        _ = try await accounts.hello(try node.token("u"))
-        let top = QueryDescription(table: "pgbench_accounts", order: [OrderDescription(column: "abalance", descending: true)], limit: 20,
-                                   columns: ["aid", "abalance"])
-        let few = QueryDescription(table: "pgbench_accounts", filter: .compare(column: "aid", op: .less, value: .integer(200)),
-                                   order: [OrderDescription(column: "aid")], columns: ["aid", "abalance"])
-        try await accounts.send(.subscribe(id: "top", query: top, resume: nil))
-        try await accounts.send(.subscribe(id: "few", query: few, resume: nil))
+        try await withThrowawayPostgres { postgres in
+            try await postgres.pgbench(["-i", "-s", "1", "-q"])
+            let directory = try TemporaryDirectory()
+            let rules = #"{"tables": {"pgbench_tellers": {"read": true}, "pgbench_branches": {"read": true}, "pgbench_accounts": {"read": true}}}"#
+            try await TestNode.with(postgres, tables: ["pgbench_accounts", "pgbench_tellers", "pgbench_branches"],
+                                    rules: rules, directory: directory) { node in
+                try await withSocket(node.url) { balances in
+                    _ = try await balances.hello(try node.token("u"))
+                    try await balances.send(.subscribe(id: "tellers", query: QueryDescription(table: "pgbench_tellers", order: [OrderDescription(column: "tid")],
+                                                                                              columns: ["tid", "tbalance"]), resume: nil))
+                    try await balances.send(.subscribe(id: "branches", query: QueryDescription(table: "pgbench_branches", columns: ["bid", "bbalance"]),
+                                                       resume: nil))
+                    try await withSocket(node.url) { accounts in
+                        _ = try await accounts.hello(try node.token("u"))
+                        let top = QueryDescription(table: "pgbench_accounts", order: [OrderDescription(column: "abalance", descending: true)], limit: 20,
+                                                   columns: ["aid", "abalance"])
+                        let few = QueryDescription(table: "pgbench_accounts", filter: .compare(column: "aid", op: .less, value: .integer(200)),
+                                                   order: [OrderDescription(column: "aid")], columns: ["aid", "abalance"])
+                        try await accounts.send(.subscribe(id: "top", query: top, resume: nil))
+                        try await accounts.send(.subscribe(id: "few", query: few, resume: nil))
 
-        let finished = Locked(false)
-        let writer = Task.detached {
-            defer { finished.withLock { $0 = true } }
-            return try await postgres.pgbench(["-c", "4", "-j", "2", "-t", "150", "-n"])
-        }
-        var (tellers, branches, topRows, fewRows) = (ClientRows(), ClientRows(), ClientRows(), ClientRows())
-        var positions: [PGOutput.LSN] = []
-        var frames = 0
-        func sum(_ rows: ClientRows) -> Int64 {
-            rows.rows.reduce(0) { total, row in if case .integer(let value) = row[1] { total + value } else { total } }
-        }
-        let expectedTellers = "SELECT tid, tbalance FROM pgbench_tellers ORDER BY tid"
-        let expectedBranches = "SELECT bid, bbalance FROM pgbench_branches ORDER BY bid"
-        let expectedTop = "SELECT aid, abalance FROM pgbench_accounts ORDER BY abalance DESC, aid LIMIT 20"
-        let expectedFew = "SELECT aid, abalance FROM pgbench_accounts WHERE aid < 200 ORDER BY aid"
-        // Postgres's balances once pgbench ended, read once (psql is a process of its own, too
-        // costly for every frame); the loop checks them at every frame or heartbeat, so that
-        // the last frame, come before pgbench ended, is not waited after.
-        var final: (tellers: [String], branches: [String])?
-        var done = false
-        let deadline = ContinuousClock.now + .seconds(600)
-        while !done {
-            if final == nil, finished.withLock({ $0 }) {
-                final = (try await postgres.rows(expectedTellers), try await postgres.rows(expectedBranches))
+                        let finished = Locked(false)
+                        try await withThrowingTaskGroup(of: Void.self) { writers in
+                            writers.addTask {
+                                defer { finished.withLock { $0 = true } }
+                                _ = try await postgres.pgbench(["-c", "4", "-j", "2", "-t", "150", "-n"])
+                            }
+                            var (tellers, branches, topRows, fewRows) = (ClientRows(), ClientRows(), ClientRows(), ClientRows())
+                            var positions: [PGOutput.LSN] = []
+                            var frames = 0
+                            func sum(_ rows: ClientRows) -> Int64 {
+                                rows.rows.reduce(0) { total, row in if case .integer(let value) = row[1] { total + value } else { total } }
+                            }
+                            let expectedTellers = "SELECT tid, tbalance FROM pgbench_tellers ORDER BY tid"
+                            let expectedBranches = "SELECT bid, bbalance FROM pgbench_branches ORDER BY bid"
+                            let expectedTop = "SELECT aid, abalance FROM pgbench_accounts ORDER BY abalance DESC, aid LIMIT 20"
+                            let expectedFew = "SELECT aid, abalance FROM pgbench_accounts WHERE aid < 200 ORDER BY aid"
+                            // Postgres's balances once pgbench ended, read once (psql is a process of its own, too
+                            // costly for every frame); the loop checks them at every frame or heartbeat, so that
+                            // the last frame, come before pgbench ended, is not waited after.
+                            var final: (tellers: [String], branches: [String])?
+                            var done = false
+                            let deadline = ContinuousClock.now + .seconds(600)
+                            while !done {
+                                if final == nil, finished.withLock({ $0 }) {
+                                    final = (try await postgres.rows(expectedTellers), try await postgres.rows(expectedBranches))
+                                }
+                                if let final, tellers.rows.map(psqlText) == final.tellers, branches.rows.map(psqlText) == final.branches {
+                                    done = true
+                                    break
+                                }
+                                guard ContinuousClock.now < deadline else {
+                                    throw Wait.TimedOut(what: "the balances to converge to Postgres's", limit: .seconds(600))
+                                }
+                                guard let message = try await balances.next(within: 60) else { break }
+                                if case .heartbeat = message { continue }
+                                if case .changes(let lsn, _, let changesets) = message, !changesets.isEmpty { positions.append(try #require(PGOutput.LSN(lsn))) }
+                                _ = try tellers.take(message, id: "tellers")
+                                _ = try branches.take(message, id: "branches")
+                                frames += 1
+                                if !tellers.columns.isEmpty && !branches.columns.isEmpty {
+                                    #expect(sum(tellers) == sum(branches), "a frame holds a whole transaction")
+                                }
+                            }
+                            try await Wait.until("the writer (pgbench) to end") { finished.withLock { $0 } }
+                            try await writers.waitForAll()
+                            #expect(done, "the balances converge to Postgres's")
+                            #expect(zip(positions, positions.dropFirst()).allSatisfy { $0 < $1 }, "one frame per transaction, in commit order")
+                            #expect(frames > 100)
+                            // pgbench ended: Postgres's accounts are final, read once.
+                            let (finalTop, finalFew) = (try await postgres.rows(expectedTop), try await postgres.rows(expectedFew))
+                            while topRows.rows.map(psqlText) != finalTop || fewRows.rows.map(psqlText) != finalFew {
+                                let message = try #require(try await accounts.nextSkippingHeartbeats(within: 60))
+                                _ = try topRows.take(message, id: "top")
+                                _ = try fewRows.take(message, id: "few")
+                            }
+                        }
+                    }
+                }
             }
-            if let final, tellers.rows.map(psqlText) == final.tellers, branches.rows.map(psqlText) == final.branches {
-                done = true
-                break
-            }
-            guard ContinuousClock.now < deadline else {
-                throw Wait.TimedOut(what: "the balances to converge to Postgres's", limit: .seconds(600))
-            }
-            guard let message = try await balances.next(within: 60) else { break }
-            if case .heartbeat = message { continue }
-            if case .changes(let lsn, _, let changesets) = message, !changesets.isEmpty { positions.append(try #require(PGOutput.LSN(lsn))) }
-            _ = try tellers.take(message, id: "tellers")
-            _ = try branches.take(message, id: "branches")
-            frames += 1
-            if !tellers.columns.isEmpty && !branches.columns.isEmpty {
-                #expect(sum(tellers) == sum(branches), "a frame holds a whole transaction")
-            }
-        }
-        _ = try await Wait.value("the writer") { try await writer.value }
-        #expect(done, "the balances converge to Postgres's")
-        #expect(zip(positions, positions.dropFirst()).allSatisfy { $0 < $1 }, "one frame per transaction, in commit order")
-        #expect(frames > 100)
-        // pgbench ended: Postgres's accounts are final, read once.
-        let (finalTop, finalFew) = (try await postgres.rows(expectedTop), try await postgres.rows(expectedFew))
-        while topRows.rows.map(psqlText) != finalTop || fewRows.rows.map(psqlText) != finalFew {
-            let message = try #require(try await accounts.nextSkippingHeartbeats(within: 60))
-            _ = try topRows.take(message, id: "top")
-            _ = try fewRows.take(message, id: "few")
         }
     }
 
     /// A socket that stops reading is dropped once its unread frames pass the bound, and a
     /// reading socket on the same subscription misses nothing meanwhile.
     @Test func aSocketThatDoesNotReadIsDroppedAndOthersAreNot() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await postgres.psql("CREATE TABLE notes(id int8 PRIMARY KEY, body text NOT NULL)")
-        let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["notes"], rules: #"{"tables": {"notes": {"read": true}}}"#,
-                                            directory: directory) { $0.maxQueuedBytes = 1024 * 1024 }
-        defer { Task { await node.stop() } }
-        let query = QueryDescription(table: "notes", order: [OrderDescription(column: "id")])
-        let stalled = try await RawWebSocket.connect(port: node.port)
-        defer { stalled.close() }
-        try stalled.send(#"{"type":"hello","protocol":1,"token":"\#(try node.token("u"))"}"#)
-        try stalled.send(String(decoding: try JSONEncoder().encode(ClientMessage.subscribe(id: "all", query: query, resume: nil)), as: UTF8.self))
-        let reader = try await TestSocket(url: node.url)
-        defer { reader.close() }
-        _ = try await reader.hello(try node.token("u"))
-        try await reader.send(.subscribe(id: "all", query: query, resume: nil))
-        var rows = ClientRows()
-        try await rows.readFirstResult(from: reader, id: "all")
-        // 40 transactions of 300 kB each: far more than the stalled socket's buffers and bound.
-        for n in 1...40 {
-            try await postgres.psql("INSERT INTO notes VALUES (\(n), repeat('x', 300000))")
-            while rows.rows.count < n { _ = try rows.take(try #require(try await reader.nextSkippingHeartbeats()), id: "all") }
-        }
-        #expect(rows.rows.count == 40, "the reading socket has every row")
-        let metrics = await node.server.metricsText()
-        #expect(metrics.contains("ripple_dropped_sockets_total 1"), "\(metrics)")
-        // The dropped socket is let go without its client reading anything more: its last
-        // frame waits a second at most.
-        try await Wait.until("the node to let the dropped socket go (ripple_sockets 1)") {
-            await node.server.metricsText().split(separator: "\n").contains("ripple_sockets 1.0")
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql("CREATE TABLE notes(id int8 PRIMARY KEY, body text NOT NULL)")
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["notes"], rules: #"{"tables": {"notes": {"read": true}}}"#,
+                                    directory: directory, adjust: { $0.maxQueuedBytes = 1024 * 1024 }) { node in
+                let query = QueryDescription(table: "notes", order: [OrderDescription(column: "id")])
+                let stalled = try await RawWebSocket.connect(port: node.port)
+                defer { stalled.close() }
+                try stalled.send(#"{"type":"hello","protocol":1,"token":"\#(try node.token("u"))"}"#)
+                try stalled.send(String(decoding: try JSONEncoder().encode(ClientMessage.subscribe(id: "all", query: query, resume: nil)), as: UTF8.self))
+                try await withSocket(node.url) { reader in
+                    _ = try await reader.hello(try node.token("u"))
+                    try await reader.send(.subscribe(id: "all", query: query, resume: nil))
+                    var rows = ClientRows()
+                    try await rows.readFirstResult(from: reader, id: "all")
+                    // 40 transactions of 300 kB each: far more than the stalled socket's buffers and bound.
+                    for n in 1...40 {
+                        try await postgres.psql("INSERT INTO notes VALUES (\(n), repeat('x', 300000))")
+                        while rows.rows.count < n { _ = try rows.take(try #require(try await reader.nextSkippingHeartbeats()), id: "all") }
+                    }
+                    #expect(rows.rows.count == 40, "the reading socket has every row")
+                    let metrics = await node.server.metricsText()
+                    #expect(metrics.contains("ripple_dropped_sockets_total 1"), "\(metrics)")
+                    // The dropped socket is let go without its client reading anything more: its last
+                    // frame waits a second at most.
+                    try await Wait.until("the node to let the dropped socket go (ripple_sockets 1)") {
+                        await node.server.metricsText().split(separator: "\n").contains("ripple_sockets 1.0")
+                    }
+                }
+            }
         }
     }
 
     /// Sockets beyond the limit are told to retry later; a dropped table ends its subscriptions
     /// naming it; a change larger than the result travels as the result; /metrics counts.
     @Test func limitsEndingsAndSnapshotsInsteadOfHugeChanges() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await postgres.psql("""
-            CREATE TABLE notes(id int8 PRIMARY KEY, body text NOT NULL);
-            CREATE TABLE scratch(id int8 PRIMARY KEY);
-            INSERT INTO notes SELECT n, repeat('n', 200) FROM generate_series(1, 50) AS n;
-            """)
-        let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["notes", "scratch"],
-                                            rules: #"{"tables": {"notes": {"read": true}, "scratch": {"read": true}}}"#,
-                                            directory: directory) { $0.maxSockets = 2 }
-        defer { Task { await node.stop() } }
-        let first = try await TestSocket(url: node.url)
-        defer { first.close() }
-        _ = try await first.hello(try node.token("u"))
-        let second = try await TestSocket(url: node.url)
-        defer { second.close() }
-        _ = try await second.hello(try node.token("u"))
-        let third = try await TestSocket(url: node.url)
-        let refusal = try await third.next()
-        guard case .error(.retryLater, let message, _)? = refusal else { Issue.record("no retry_later: \(String(describing: refusal))"); return }
-        #expect(message.contains("2"))
-        #expect(try await third.nextText() == nil, "the refused socket closes")
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql("""
+                CREATE TABLE notes(id int8 PRIMARY KEY, body text NOT NULL);
+                CREATE TABLE scratch(id int8 PRIMARY KEY);
+                INSERT INTO notes SELECT n, repeat('n', 200) FROM generate_series(1, 50) AS n;
+                """)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["notes", "scratch"],
+                                    rules: #"{"tables": {"notes": {"read": true}, "scratch": {"read": true}}}"#,
+                                    directory: directory, adjust: { $0.maxSockets = 2 }) { node in
+                try await withSocket(node.url) { first in
+                    _ = try await first.hello(try node.token("u"))
+                    try await withSocket(node.url) { second in
+                        _ = try await second.hello(try node.token("u"))
+                        try await withSocket(node.url) { third in
+                            let refusal = try await third.next()
+                            guard case .error(.retryLater, let message, _)? = refusal else { Issue.record("no retry_later: \(String(describing: refusal))"); return }
+                            #expect(message.contains("2"))
+                            #expect(try await third.nextText() == nil, "the refused socket closes")
 
-        try await first.send(.subscribe(id: "notes", query: QueryDescription(table: "notes", order: [OrderDescription(column: "id")]),
-                                        resume: nil))
-        try await first.send(.subscribe(id: "scratch", query: QueryDescription(table: "scratch"), resume: nil))
-        var notes = ClientRows()
-        var sawScratch = false
-        while notes.columns.isEmpty || !sawScratch {
-            let message = try #require(try await first.nextSkippingHeartbeats())
-            _ = try notes.take(message, id: "notes")
-            if case .changes(_, let snapshots, _) = message, snapshots["scratch"] != nil { sawScratch = true }
-        }
-        // Every row replaced by another: the changeset would be larger than the result.
-        try await postgres.psql("BEGIN; DELETE FROM notes; INSERT INTO notes SELECT n, repeat('m', 200) FROM generate_series(101, 150) AS n; COMMIT;")
-        let replaced = try #require(try await first.nextSkippingHeartbeats())
-        guard case .changes(_, let snapshots, let changesets) = replaced else { Issue.record("\(replaced)"); return }
-        #expect(snapshots["notes"] != nil && changesets["notes"] == nil, "a snapshot instead of a larger changeset")
-        _ = try notes.take(replaced, id: "notes")
-        #expect(notes.rows.map(psqlText) == (try await postgres.rows("SELECT id, body FROM notes ORDER BY id")))
-        // A dropped table ends its subscription, saying which table.
-        try await postgres.psql("DROP TABLE scratch")
-        var ended = false
-        while !ended, let message = try await first.nextSkippingHeartbeats() {
-            if case .error(.subscriptionEnded, let text, let id) = message, id == "scratch" {
-                ended = true
-                #expect(text.contains("scratch"))
+                            try await first.send(.subscribe(id: "notes", query: QueryDescription(table: "notes", order: [OrderDescription(column: "id")]),
+                                                            resume: nil))
+                            try await first.send(.subscribe(id: "scratch", query: QueryDescription(table: "scratch"), resume: nil))
+                            var notes = ClientRows()
+                            var sawScratch = false
+                            while notes.columns.isEmpty || !sawScratch {
+                                let message = try #require(try await first.nextSkippingHeartbeats())
+                                _ = try notes.take(message, id: "notes")
+                                if case .changes(_, let snapshots, _) = message, snapshots["scratch"] != nil { sawScratch = true }
+                            }
+                            // Every row replaced by another: the changeset would be larger than the result.
+                            try await postgres.psql("BEGIN; DELETE FROM notes; INSERT INTO notes SELECT n, repeat('m', 200) FROM generate_series(101, 150) AS n; COMMIT;")
+                            let replaced = try #require(try await first.nextSkippingHeartbeats())
+                            guard case .changes(_, let snapshots, let changesets) = replaced else { Issue.record("\(replaced)"); return }
+                            #expect(snapshots["notes"] != nil && changesets["notes"] == nil, "a snapshot instead of a larger changeset")
+                            _ = try notes.take(replaced, id: "notes")
+                            #expect(notes.rows.map(psqlText) == (try await postgres.rows("SELECT id, body FROM notes ORDER BY id")))
+                            // A dropped table ends its subscription, saying which table.
+                            try await postgres.psql("DROP TABLE scratch")
+                            var ended = false
+                            while !ended, let message = try await first.nextSkippingHeartbeats() {
+                                if case .error(.subscriptionEnded, let text, let id) = message, id == "scratch" {
+                                    ended = true
+                                    #expect(text.contains("scratch"))
+                                }
+                            }
+                            #expect(ended)
+                            let metrics = await node.server.metricsText()
+                            #expect(metrics.contains("ripple_sockets 2"), "\(metrics)")
+                            // The same over HTTP, and /health.
+                            let (health, healthResponse) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(node.port)/health")!)
+                            #expect((healthResponse as? HTTPURLResponse)?.statusCode == 200 && String(decoding: health, as: UTF8.self) == "ok\n")
+                            let (served, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(node.port)/metrics")!)
+                            #expect(String(decoding: served, as: UTF8.self).contains("ripple_refused_sockets_total 1"))
+                            #expect(metrics.contains("ripple_refused_sockets_total 1"))
+                            #expect(metrics.contains("ripple_subscriptions 1"))
+                        }
+                    }
+                }
             }
         }
-        #expect(ended)
-        let metrics = await node.server.metricsText()
-        #expect(metrics.contains("ripple_sockets 2"), "\(metrics)")
-        // The same over HTTP, and /health.
-        let (health, healthResponse) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(node.port)/health")!)
-        #expect((healthResponse as? HTTPURLResponse)?.statusCode == 200 && String(decoding: health, as: UTF8.self) == "ok\n")
-        let (served, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(node.port)/metrics")!)
-        #expect(String(decoding: served, as: UTF8.self).contains("ripple_refused_sockets_total 1"))
-        #expect(metrics.contains("ripple_refused_sockets_total 1"))
-        #expect(metrics.contains("ripple_subscriptions 1"))
     }
 }
 
@@ -208,116 +212,113 @@ extension SyncNodeTests {
     /// its port hears that error, however late they ask: nobody waits forever for a port that
     /// will never come.
     @Test func aNodeThatCannotListenFailsWhoeverWaitsForItsPort() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY)")
-        let directory = try TemporaryDirectory()
-        let rules = #"{"tables": {"items": {"read": true}}}"#
-        let first = try await TestNode.start(postgres, tables: ["items"], rules: rules, directory: directory)
-        var configuration = SyncServerConfiguration(
-            postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: ["items"],
-            rules: try SyncRules(json: Data(rules.utf8)), secret: first.secret, replicaPath: directory.path("second.sqlite"))
-        configuration.port = first.port
-        configuration.slot = "ripple_second"
-        let second = try SyncServer(configuration: configuration)
-        let outcome = await Task { try await second.run() }.result
-        #expect(throws: (any Error).self) { try outcome.get() }
-        await #expect(throws: (any Error).self) { try await second.port }
-        await first.stop()
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY)")
+            let directory = try TemporaryDirectory()
+            let rules = #"{"tables": {"items": {"read": true}}}"#
+            try await TestNode.with(postgres, tables: ["items"], rules: rules, directory: directory) { first in
+                var configuration = SyncServerConfiguration(
+                    postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: ["items"],
+                    rules: try SyncRules(json: Data(rules.utf8)), secret: first.secret, replicaPath: directory.path("second.sqlite"))
+                configuration.port = first.port
+                configuration.slot = "ripple_second"
+                let second = try SyncServer(configuration: configuration)
+                await #expect(throws: (any Error).self) { try await second.run() }
+                await #expect(throws: (any Error).self) { try await second.port }
+            }
+        }
     }
 
     /// A socket that opens while the node stops (accepted just before its listener closed) is
     /// told to come back later and closed, instead of staying open and keeping the node from
     /// ever stopping.
     @Test func aSocketThatOpensWhileTheNodeStopsIsToldToComeBackLater() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY)")
-        let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["items"], rules: #"{"tables": {"items": {"read": true}}}"#, directory: directory)
-        node.server.beginStopping()
-        // (The answer waits for the client's hello, or a second: a frame written at once can
-        // come in the same read as the upgrade's answer, and the WebSocket client these tests
-        // use then lost it, and heard nothing more, about one time in twenty.)
-        let socket = try await TestSocket(url: node.url)
-        defer { socket.close() }
-        guard case .error(let code, _, _) = try await socket.next(within: 30) else {
-            Issue.record("the socket was not told to come back later")
-            return
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY)")
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["items"], rules: #"{"tables": {"items": {"read": true}}}"#, directory: directory) { node in
+                node.server.beginStopping()
+                // (The answer waits for the client's hello, or a second: a frame written at once can
+                // come in the same read as the upgrade's answer, and the WebSocket client these tests
+                // use then lost it, and heard nothing more, about one time in twenty.)
+                try await withSocket(node.url) { socket in
+                    guard case .error(let code, _, _) = try await socket.next(within: 30) else {
+                        Issue.record("the socket was not told to come back later")
+                        return
+                    }
+                    #expect(code == .retryLater)
+                    #expect(try await socket.next(within: 30) == nil, "the socket was not closed")
+                }
+            }
         }
-        #expect(code == .retryLater)
-        #expect(try await socket.next(within: 30) == nil, "the socket was not closed")
-        await node.stop()
     }
 
     /// A socket the node refuses (beyond its limit) is answered once its client spoke: a frame
     /// written at once can come in the same read as the upgrade's answer, where WebSocket clients
     /// are known to lose it (the one these tests use did, and then heard nothing more).
     @Test func aRefusedSocketIsAnsweredOnceItsClientSpoke() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY)")
-        let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["items"], rules: #"{"tables": {"items": {"read": true}}}"#,
-                                            directory: directory) { $0.maxSockets = 1 }
-        defer { Task { await node.stop() } }
-        let admitted = try await TestSocket(url: node.url)
-        defer { admitted.close() }
-        _ = try await admitted.hello(try node.token("u"))
-        let refused = try await RawWebSocket.connect(port: node.port)
-        defer { refused.close() }
-        #expect(try await !refused.hearsSomething(within: 300), "the node wrote before the client spoke")
-        try refused.send(#"{"type":"hello","protocol":1,"token":"\#(try node.token("u"))"}"#)
-        #expect(try await refused.read(within: 5_000).contains(#""code":"retry_later""#))
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY)")
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["items"], rules: #"{"tables": {"items": {"read": true}}}"#,
+                                    directory: directory, adjust: { $0.maxSockets = 1 }) { node in
+                try await withSocket(node.url) { admitted in
+                    _ = try await admitted.hello(try node.token("u"))
+                    let refused = try await RawWebSocket.connect(port: node.port)
+                    defer { refused.close() }
+                    #expect(try await !refused.hearsSomething(within: 300), "the node wrote before the client spoke")
+                    try refused.send(#"{"type":"hello","protocol":1,"token":"\#(try node.token("u"))"}"#)
+                    #expect(try await refused.read(within: 5_000).contains(#""code":"retry_later""#))
+                }
+            }
+        }
     }
 
     /// A node down long enough for its slot to pass `max_slot_wal_keep_size` finds the slot
     /// lost: it makes a fresh slot and copy (never resumes with rows missing), and a client
     /// resuming from before the copy gets a snapshot equal to Postgres.
     @Test func aLostSlotMeansAFreshCopyAndASnapshot() async throws {
-        let postgres = try await ThrowawayPostgres.started(settings: ["max_slot_wal_keep_size": "'1MB'"])
-        defer { try? postgres.stop() }
-        try await postgres.psql("""
-            CREATE TABLE notes(id int8 PRIMARY KEY, body text NOT NULL);
-            CREATE TABLE filler(id int8, body text);
-            INSERT INTO notes SELECT n, 'note ' || n FROM generate_series(1, 10) AS n;
-            """)
-        let directory = try TemporaryDirectory()
-        let rules = #"{"tables": {"notes": {"read": true}}}"#
-        let query = QueryDescription(table: "notes", order: [OrderDescription(column: "id")])
-        var rows = ClientRows()
-        do {
-            let node = try await TestNode.start(postgres, tables: ["notes"], rules: rules, directory: directory)
-            let socket = try await TestSocket(url: node.url)
-            _ = try await socket.hello(try node.token("u"))
-            try await socket.send(.subscribe(id: "notes", query: query, resume: nil))
-            try await rows.readFirstResult(from: socket, id: "notes")
-            socket.close()
-            await node.stop()
-        }
-        // While the node is down: writes, and WAL enough for its slot to be given up.
-        for round in 1...4 {
+        try await withThrowawayPostgres(settings: ["max_slot_wal_keep_size": "'1MB'"]) { postgres in
             try await postgres.psql("""
-                UPDATE notes SET body = body || '.' WHERE id = \(round); INSERT INTO notes VALUES (\(100 + round), 'while down');
-                INSERT INTO filler SELECT n, repeat('x', 500) FROM generate_series(1, 5000) AS n;
+                CREATE TABLE notes(id int8 PRIMARY KEY, body text NOT NULL);
+                CREATE TABLE filler(id int8, body text);
+                INSERT INTO notes SELECT n, 'note ' || n FROM generate_series(1, 10) AS n;
                 """)
-            try await postgres.psql("SELECT pg_switch_wal()")
+            let directory = try TemporaryDirectory()
+            let rules = #"{"tables": {"notes": {"read": true}}}"#
+            let query = QueryDescription(table: "notes", order: [OrderDescription(column: "id")])
+            var rows = ClientRows()
+            try await TestNode.with(postgres, tables: ["notes"], rules: rules, directory: directory) { node in
+                try await withSocket(node.url) { socket in
+                    _ = try await socket.hello(try node.token("u"))
+                    try await socket.send(.subscribe(id: "notes", query: query, resume: nil))
+                    try await rows.readFirstResult(from: socket, id: "notes")
+                }
+            }
+            // While the node is down: writes, and WAL enough for its slot to be given up.
+            for round in 1...4 {
+                try await postgres.psql("""
+                    UPDATE notes SET body = body || '.' WHERE id = \(round); INSERT INTO notes VALUES (\(100 + round), 'while down');
+                    INSERT INTO filler SELECT n, repeat('x', 500) FROM generate_series(1, 5000) AS n;
+                    """)
+                try await postgres.psql("SELECT pg_switch_wal()")
+            }
+            try await postgres.psql("CHECKPOINT")
+            try await postgres.psql("CHECKPOINT")
+            #expect(try await postgres.psql("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'ripple_node'")
+                .trimmingCharacters(in: .whitespacesAndNewlines) == "lost", "the slot was given up (the test's premise)")
+            try await TestNode.with(postgres, tables: ["notes"], rules: rules, directory: directory) { node in
+                try await withSocket(node.url) { socket in
+                    _ = try await socket.hello(try node.token("u"))
+                    try await socket.send(.subscribe(id: "notes", query: query, resume: ResumePoint(basis: rows.basis, lsn: rows.lsn)))
+                    let message = try #require(try await socket.nextSkippingHeartbeats())
+                    guard case .changes(_, let snapshots, _) = message else { Issue.record("\(message)"); return }
+                    #expect(snapshots["notes"] != nil, "a resume from before the copy is a snapshot")
+                    _ = try rows.take(message, id: "notes")
+                    #expect(rows.rows.map(psqlText) == (try await postgres.rows("SELECT id, body FROM notes ORDER BY id")))
+                }
+            }
         }
-        try await postgres.psql("CHECKPOINT")
-        try await postgres.psql("CHECKPOINT")
-        #expect(try await postgres.psql("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'ripple_node'")
-            .trimmingCharacters(in: .whitespacesAndNewlines) == "lost", "the slot was given up (the test's premise)")
-        let node = try await TestNode.start(postgres, tables: ["notes"], rules: rules, directory: directory)
-        defer { Task { await node.stop() } }
-        let socket = try await TestSocket(url: node.url)
-        defer { socket.close() }
-        _ = try await socket.hello(try node.token("u"))
-        try await socket.send(.subscribe(id: "notes", query: query, resume: ResumePoint(basis: rows.basis, lsn: rows.lsn)))
-        let message = try #require(try await socket.nextSkippingHeartbeats())
-        guard case .changes(_, let snapshots, _) = message else { Issue.record("\(message)"); return }
-        #expect(snapshots["notes"] != nil, "a resume from before the copy is a snapshot")
-        _ = try rows.take(message, id: "notes")
-        #expect(rows.rows.map(psqlText) == (try await postgres.rows("SELECT id, body FROM notes ORDER BY id")))
     }
 }
 
@@ -325,36 +326,36 @@ extension SyncNodeTests {
     /// Postgres restarted without a clean shutdown under a running node: the node retries, and
     /// the writes made before and after reach the socket, each once.
     @Test func aPostgresRestartUnderARunningNodeLosesNothing() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await postgres.psql("CREATE TABLE notes(id int8 PRIMARY KEY, body text NOT NULL); INSERT INTO notes VALUES (1, 'one')")
-        let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["notes"], rules: #"{"tables": {"notes": {"read": true}}}"#,
-                                            directory: directory)
-        defer { Task { await node.stop() } }
-        let socket = try await TestSocket(url: node.url)
-        defer { socket.close() }
-        _ = try await socket.hello(try node.token("u"))
-        try await socket.send(.subscribe(id: "notes", query: QueryDescription(table: "notes", order: [OrderDescription(column: "id")]),
-                                         resume: nil))
-        var rows = ClientRows()
-        let expected = "SELECT id, body FROM notes ORDER BY id"
-        try await rows.readFirstResult(from: socket, id: "notes")
-        try await postgres.psql("INSERT INTO notes VALUES (2, 'two')")
-        try await postgres.restart(immediate: true)
-        try await postgres.psql("INSERT INTO notes VALUES (3, 'three'); UPDATE notes SET body = 'uno' WHERE id = 1")
-        // (In the whole suite run in parallel, the node once stayed silent here for a minute:
-        // the tests ran initdb, pg_ctl and psql on Swift's cooperative threads and starved the
-        // node's tasks. They now wait for those programs on threads of their own.)
-        do {
-            while rows.rows.map(psqlText) != (try await postgres.rows(expected)) {
-                _ = try rows.take(try #require(try await socket.nextSkippingHeartbeats(within: 60)), id: "notes")
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql("CREATE TABLE notes(id int8 PRIMARY KEY, body text NOT NULL); INSERT INTO notes VALUES (1, 'one')")
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["notes"], rules: #"{"tables": {"notes": {"read": true}}}"#,
+                                    directory: directory) { node in
+                try await withSocket(node.url) { socket in
+                    _ = try await socket.hello(try node.token("u"))
+                    try await socket.send(.subscribe(id: "notes", query: QueryDescription(table: "notes", order: [OrderDescription(column: "id")]),
+                                                     resume: nil))
+                    var rows = ClientRows()
+                    let expected = "SELECT id, body FROM notes ORDER BY id"
+                    try await rows.readFirstResult(from: socket, id: "notes")
+                    try await postgres.psql("INSERT INTO notes VALUES (2, 'two')")
+                    try await postgres.restart(immediate: true)
+                    try await postgres.psql("INSERT INTO notes VALUES (3, 'three'); UPDATE notes SET body = 'uno' WHERE id = 1")
+                    // (In the whole suite run in parallel, the node once stayed silent here for a minute:
+                    // the tests ran initdb, pg_ctl and psql on Swift's cooperative threads and starved the
+                    // node's tasks. They now wait for those programs on threads of their own.)
+                    do {
+                        while rows.rows.map(psqlText) != (try await postgres.rows(expected)) {
+                            _ = try rows.take(try #require(try await socket.nextSkippingHeartbeats(within: 60)), id: "notes")
+                        }
+                    } catch {
+                        let figures = await node.server.metricsText()
+                        Issue.record("\(error); the node's figures: \(figures)")
+                    }
+                    #expect(rows.rows.count == 3)
+                }
             }
-        } catch {
-            let figures = await node.server.metricsText()
-            Issue.record("\(error); the node's figures: \(figures)")
         }
-        #expect(rows.rows.count == 3)
     }
 }
 
@@ -473,42 +474,42 @@ extension SyncNodeTests {
     /// finished catch-ups only: a writer that kept the feed catching up for longer than the
     /// limit had its feed torn down and started again, over and over.)
     @Test func aLongCatchUpIsProgressNotAStall() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await postgres.pgbench(["-i", "-s", "1", "-q"])
-        let directory = try TemporaryDirectory()
-        let rules = #"{"tables": {"pgbench_tellers": {"read": true}, "pgbench_branches": {"read": true}}}"#
-        let node = try await TestNode.start(postgres, tables: ["pgbench_tellers", "pgbench_branches"], rules: rules,
-                                            directory: directory) { configuration in
-            // Well above what one peek and its transactions take, even on a machine as loaded
-            // as the test suite with two CPU hogs beside it makes it (10 s was passed there once),
-            // and below the whole catch-up (a peek re-decodes from the slot's restart point, which
-            // Postgres moves every 15 s: the peeks grow slower as the backlog is drained).
-            configuration.feedStallLimit = .seconds(20)
-            // About a transaction per peek: the feed drains a backlog slower than pgbench makes
-            // it, and then catches up for seconds on end, well past the limit.
-            configuration.feedBatchSize = 4
+        try await withThrowawayPostgres { postgres in
+            try await postgres.pgbench(["-i", "-s", "1", "-q"])
+            let directory = try TemporaryDirectory()
+            let rules = #"{"tables": {"pgbench_tellers": {"read": true}, "pgbench_branches": {"read": true}}}"#
+            try await TestNode.with(postgres, tables: ["pgbench_tellers", "pgbench_branches"], rules: rules,
+                                    directory: directory, adjust: { configuration in
+                // Well above what one peek and its transactions take, even on a machine as loaded
+                // as the test suite with two CPU hogs beside it makes it (10 s was passed there once),
+                // and below the whole catch-up (a peek re-decodes from the slot's restart point, which
+                // Postgres moves every 15 s: the peeks grow slower as the backlog is drained).
+                configuration.feedStallLimit = .seconds(20)
+                // About a transaction per peek: the feed drains a backlog slower than pgbench makes
+                // it, and then catches up for seconds on end, well past the limit.
+                configuration.feedBatchSize = 4
+            }) { node in
+                try await node.untilReady()
+                // pgbench keeps the feed catching up for seconds, well past the limit. (A count of
+                // transactions, not `-T`: pgbench times `-T` with SIGALRM, which a child of this test
+                // process may have blocked, and would then never stop.)
+                _ = try await postgres.pgbench(["-c", "4", "-j", "2", "-t", "1500", "-n"])
+                try await withSocket(node.url) { socket in
+                    _ = try await socket.hello(try node.token("u"))
+                    try await socket.send(.subscribe(id: "tellers", query: QueryDescription(table: "pgbench_tellers", order: [OrderDescription(column: "tid")],
+                                                                                            columns: ["tid", "tbalance"]), resume: nil))
+                    var tellers = ClientRows()
+                    try await tellers.readFirstResult(from: socket, id: "tellers")
+                    // pgbench ended: Postgres's tellers are final, read once (not a psql process per frame).
+                    let expected = try await postgres.rows("SELECT tid, tbalance FROM pgbench_tellers ORDER BY tid")
+                    while tellers.rows.map(psqlText) != expected {
+                        _ = try tellers.take(try #require(try await socket.nextSkippingHeartbeats(within: 60)), id: "tellers")
+                    }
+                    let restarts = await node.server.metricsText().split(separator: "\n")
+                        .first { $0.hasPrefix("ripple_feed_restarts_total ") }.flatMap { Int($0.split(separator: " ")[1]) }
+                    #expect(restarts == 0, "the feed was started again \(restarts.map(String.init) ?? "?") times while it applied commits")
+                }
+            }
         }
-        defer { Task { await node.stop() } }
-        try await node.untilReady()
-        // pgbench keeps the feed catching up for seconds, well past the limit. (A count of
-        // transactions, not `-T`: pgbench times `-T` with SIGALRM, which a child of this test
-        // process may have blocked, and would then never stop.)
-        _ = try await postgres.pgbench(["-c", "4", "-j", "2", "-t", "1500", "-n"])
-        let socket = try await TestSocket(url: node.url)
-        defer { socket.close() }
-        _ = try await socket.hello(try node.token("u"))
-        try await socket.send(.subscribe(id: "tellers", query: QueryDescription(table: "pgbench_tellers", order: [OrderDescription(column: "tid")],
-                                                                                columns: ["tid", "tbalance"]), resume: nil))
-        var tellers = ClientRows()
-        try await tellers.readFirstResult(from: socket, id: "tellers")
-        // pgbench ended: Postgres's tellers are final, read once (not a psql process per frame).
-        let expected = try await postgres.rows("SELECT tid, tbalance FROM pgbench_tellers ORDER BY tid")
-        while tellers.rows.map(psqlText) != expected {
-            _ = try tellers.take(try #require(try await socket.nextSkippingHeartbeats(within: 60)), id: "tellers")
-        }
-        let restarts = await node.server.metricsText().split(separator: "\n")
-            .first { $0.hasPrefix("ripple_feed_restarts_total ") }.flatMap { Int($0.split(separator: " ")[1]) }
-        #expect(restarts == 0, "the feed was started again \(restarts.map(String.init) ?? "?") times while it applied commits")
     }
 }

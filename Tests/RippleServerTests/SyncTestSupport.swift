@@ -9,12 +9,14 @@ import PostgresNIO
 import Ripple
 import RippleServer
 import RippleSync
+import RippleSyncClient
 import RippleSyncTesting
 import RippleTesting
 import Testing
 import WSClient
 
 extension TestNode {
+    /// Stops the node; a node that does not stop in time fails the test.
     func stop() async {
         do { try await shutDown() } catch { Issue.record(error) }
     }
@@ -60,10 +62,15 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
             }
             lock.withLock { closeCode = close?.closeCode }
         }
-        guard let writer = try await Wait.next(opened.stream, "the socket to \(url) to open") else {
-            throw SyncClientTestError("the socket did not open")
+        do {
+            guard let writer = try await Wait.next(opened.stream, "the socket to \(url) to open") else {
+                throw SyncClientTestError("the socket did not open")
+            }
+            lock.withLock { self.writer = writer }
+        } catch {
+            await end()
+            throw error
         }
-        lock.withLock { self.writer = writer }
     }
 
     private func wake() {
@@ -188,8 +195,69 @@ final class TestSocket: @unchecked Sendable {   // the mutable fields are guarde
         throw SyncClientTestError("no pushed")
     }
 
+    /// Starts closing the socket (its task is cancelled); ``end()`` waits for it.
     func close() {
         lock.withLock { task }?.cancel()
+    }
+
+    /// Closes the socket and returns once its task ended (bounded: a task that does not end is
+    /// recorded as an issue).
+    func end() async {
+        guard let task = lock.withLock({ self.task }) else { return }
+        task.cancel()
+        do {
+            _ = try await Wait.value("the socket's task to end") { () async -> Result<Void, any Error> in await task.result }
+        } catch {
+            Issue.record(error)
+        }
+    }
+}
+
+/// Opens a socket to `url`, runs `body` with it, and closes it before returning — when `body`
+/// returns and when it throws — once its task ended.
+func withSocket<Result>(_ url: String, isolation: isolated (any Actor)? = #isolation,
+                        _ body: (TestSocket) async throws -> Result) async throws -> Result {
+    let socket = try await TestSocket(url: url)
+    do {
+        let result = try await body(socket)
+        await socket.end()
+        return result
+    } catch {
+        await socket.end()
+        throw error
+    }
+}
+
+/// The sockets a test opens one after another (reopening after a close, moving between nodes):
+/// ``withSockets(_:_:)`` closes every one of them when its scope ends.
+final class TestSockets: @unchecked Sendable {   // `opened` is guarded by `lock`
+    private let lock = NSLock()
+    private var opened: [TestSocket] = []
+
+    /// Opens a socket to `url`, closed when the scope ends (or before, by its `end()`).
+    func open(_ url: String) async throws -> TestSocket {
+        let socket = try await TestSocket(url: url)
+        lock.withLock { opened.append(socket) }
+        return socket
+    }
+
+    fileprivate func endAll() async {
+        for socket in lock.withLock({ opened }) { await socket.end() }
+    }
+}
+
+/// Runs `body` with a ``TestSockets`` and closes every socket it opened before returning — when
+/// `body` returns and when it throws — once their tasks ended.
+func withSockets<Result>(isolation: isolated (any Actor)? = #isolation,
+                         _ body: (TestSockets) async throws -> Result) async throws -> Result {
+    let sockets = TestSockets()
+    do {
+        let result = try await body(sockets)
+        await sockets.endAll()
+        return result
+    } catch {
+        await sockets.endAll()
+        throw error
     }
 }
 

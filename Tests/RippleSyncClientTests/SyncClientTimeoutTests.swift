@@ -38,17 +38,17 @@ struct SyncClientTimeoutTests {
         let client = SyncClient(url: "ws://127.0.0.1:\(port)/sync", store: store) { "a token" }
         await client.setTimeouts(handshake: .milliseconds(300), silence: .seconds(30))
         await client.setBackoff(min: .milliseconds(10), max: .milliseconds(20))
-        try await client.start()
-        let reasons = try await Wait.value("two disconnections of the client") {
-            var reasons: [String] = []
-            for await event in client.events {
-                if case .disconnected(let reason) = event { reasons.append(reason) }
-                if reasons.count == 2 { break }
+        try await withStarted(client) {
+            let reasons = try await Wait.value("two disconnections of the client") {
+                var reasons: [String] = []
+                for await event in client.events {
+                    if case .disconnected(let reason) = event { reasons.append(reason) }
+                    if reasons.count == 2 { break }
+                }
+                return reasons
             }
-            return reasons
+            #expect(reasons.count == 2)
+            #expect(reasons.allSatisfy { $0.contains("no welcome") }, "\(reasons)")
         }
-        #expect(reasons.count == 2)
-        #expect(reasons.allSatisfy { $0.contains("no welcome") }, "\(reasons)")
-        await client.stop()
     }
 }

@@ -3,10 +3,9 @@ import Foundation
 /// A store's registry of live observers: told of every commit (the store's own, and other
 /// processes' when noticed), it tells the observers whose tables changed.
 ///
-/// While observers are registered and the store is a file, a watch on the file (``FileWatch``,
-/// filtered by ``OwnCommitFilter``) or, when it cannot be watched, a timer every `pollInterval`
-/// makes the store look for other connections' commits (see ``Store/noticeExternalWrites()``);
-/// another store of this process on the same file tells it directly after each commit.
+/// While observers are registered, its ``CommitDetector`` makes the store look for other
+/// connections' commits (see ``Store/noticeExternalWrites()``): the center starts it with the
+/// first observer and stops it after the last.
 final class ObservationCenter: Sendable {
     /// An observer's identity for the store's lifetime: drawn from a counter, never reused (an
     /// object's address is, once it is freed, and with it a stale compiled filter).
@@ -67,50 +66,38 @@ final class ObservationCenter: Sendable {
         var targets: [ObserverID: any ObservationTarget] = [:]
         /// Who each commit concerns (the decision, as a value).
         var router = CommitRouter()
-        var poller: (any DispatchSourceTimer)?
-        var watch: FileWatch?
     }
 
     private let state = Locked(State())
     /// The row-precise observers' filters, grouped and indexed (evaluated under the writer's lock).
     private let filters = Locked(FilterRegistry())
-    private let pollInterval: TimeInterval?
-    /// The database file to watch while observers are registered (`nil` in memory).
-    private let watchedFile: String?
+    /// Notices other connections' commits while observers are registered (started and stopped
+    /// under the lock of `state`, after it: the lock order).
+    private let detector: CommitDetector
     /// Where the watch's and other stores' calls to look for commits run, one at a time.
     ///
     /// It targets the global queue, whose threads are shared and few. A serial queue's default
     /// target (on Linux) starts a thread for each queue with work when no thread is idle: a
     /// thousand stores released together, each queue cancelling its watch and timer, started
     /// a hundred and more threads at once.
-    let noticeQueue = DispatchQueue(label: "ripple.observation.notice", qos: .userInitiated,
-                                    target: .global(qos: .userInitiated))
+    let noticeQueue: DispatchQueue
     /// For tests: runs in each live query's refresh before it reads each of its results (after it
     /// read the version and took what it was told of the commits), and may throw to simulate a
     /// read that fails there.
     let readFault = Locked<(@Sendable () throws -> Void)?>(nil)
     /// Tells the watch's wake-ups for the store's own commits from others' (`nil` unwatched).
-    let ownCommits: OwnCommitFilter?
+    var ownCommits: OwnCommitFilter? { detector.ownCommits }
     /// The results live queries of the same query share.
     let sharedReads = SharedReads()
     /// What the tests of invalidation count (see ``ObservationDiagnostics``).
-    let diagnostics = Locked(ObservationDiagnostics())
+    let diagnostics: Locked<ObservationDiagnostics>
     /// The origins and tags of the newest commits routed (see ``RecentOrigins``).
     let recentOrigins = RecentOrigins()
 
     init(pollInterval: TimeInterval?, watchedFile: String?) {
-        self.pollInterval = pollInterval
-        self.watchedFile = watchedFile
-        self.ownCommits = watchedFile == nil ? nil : OwnCommitFilter(queue: noticeQueue)
-    }
-
-    deinit {
-        state.withLock {
-            $0.poller?.cancel()
-            $0.watch?.cancel()
-        }
-        // Never again read the writer's mapping of the wal-index (the connection is closing).
-        ownCommits?.deactivate()
+        noticeQueue = DispatchQueue(label: "ripple.observation.notice", qos: .userInitiated, target: .global(qos: .userInitiated))
+        diagnostics = Locked(ObservationDiagnostics())
+        detector = CommitDetector(pollInterval: pollInterval, watchedFile: watchedFile, queue: noticeQueue, diagnostics: diagnostics)
     }
 
     /// The number of registered observers.
@@ -146,38 +133,8 @@ final class ObservationCenter: Sendable {
             } else {
                 state.router.registerByTable(id)
             }
-            if state.watch == nil, state.poller == nil {
-                state.watch = watchedFile.flatMap { startWatch(of: $0, store: store) }
-                if state.watch == nil, let pollInterval, pollInterval > 0 {
-                    // The fallback: the file cannot be watched, or the watch is off.
-                    let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global(qos: .utility))
-                    timer.schedule(deadline: .now() + pollInterval, repeating: pollInterval, leeway: .milliseconds(10))
-                    timer.setEventHandler { [weak store] in
-                        // A failure (the file busy, say) is retried at the next tick.
-                        try? store?.noticeCommits()
-                    }
-                    timer.resume()
-                    state.poller = timer
-                }
-            }
+            detector.start(for: store)
         }
-    }
-
-    /// Watches the database file for other connections' commits; `nil` when it cannot.
-    private func startWatch(of path: String, store: Store) -> FileWatch? {
-        guard let ownCommits else { return nil }
-        // A failure to look (the file busy, say) is retried at the next change.
-        let look: @Sendable () -> Void = { [weak store] in try? store?.noticeCommits() }
-        ownCommits.activate(look: look)
-        let watch = FileWatch(database: path, queue: noticeQueue) { [ownCommits, diagnostics] onlyWrites in
-            diagnostics.withLock { $0.watchWakes += 1 }
-            // The WAL is written by every commit, the store's own too, and the database file by
-            // checkpoints: the filter tells others' commits apart. A file removed or replaced
-            // is rare: look.
-            if onlyWrites { ownCommits.wake() } else { look() }
-        }
-        if let watch { ownCommits.attach(watch) } else { ownCommits.deactivate() }
-        return watch
     }
 
     func unregister(_ target: any ObservationTarget) {
@@ -185,13 +142,7 @@ final class ObservationCenter: Sendable {
         let wasRowPrecise = state.withLock { state -> Bool in
             guard state.targets.removeValue(forKey: id) != nil else { return false }
             let wasRowPrecise = state.router.unregister(id)
-            if state.targets.isEmpty {
-                state.poller?.cancel()
-                state.poller = nil
-                if state.watch != nil { ownCommits?.deactivate() }
-                state.watch?.cancel()
-                state.watch = nil
-            }
+            if state.targets.isEmpty { detector.stop() }
             return wasRowPrecise
         }
         if wasRowPrecise { filters.withLock { $0.remove(id) } }
@@ -227,7 +178,7 @@ final class ObservationCenter: Sendable {
     var skipCount: Int { state.withLock { $0.router.skipped } }
 
     /// Whether the file is watched (for tests: only while observers are registered).
-    var isWatching: Bool { state.withLock { $0.watch != nil } }
+    var isWatching: Bool { detector.isWatching }
 
     /// Whether observers are registered (and so whether other stores should tell this one of
     /// their commits).

@@ -87,103 +87,104 @@ struct SyncScale {
 
     private func runRipple(n1: inout SyncLines, n2: inout SyncLines, reportUnaffected: Bool) async throws -> Figures {
         SyncProgress.phase = "N1: setting up"
-        let cluster = try await SyncCluster.start()
-        defer { Task { await cluster.stop() } }
-        try await cluster.psql("""
-            CREATE TABLE items(id bigint PRIMARY KEY, grp int NOT NULL, v int NOT NULL DEFAULT 0);
-            INSERT INTO items SELECT n, n % \(ScalePlan.groups), 0 FROM generate_series(0, \(sockets - 1)) AS n;
-            INSERT INTO items SELECT n, -1, 0 FROM generate_series(1000000, 1000999) AS n;
-            CREATE TABLE hot(id bigint PRIMARY KEY, n int NOT NULL);
-            INSERT INTO hot SELECT n, 0 FROM generate_series(1, 100) AS n;
-            CREATE TABLE mine(id bigint PRIMARY KEY, owner text NOT NULL, shared bool NOT NULL, n int NOT NULL);
-            INSERT INTO mine VALUES (1, 'nobody', true, 0);
-            INSERT INTO mine SELECT 1000 + n, 'u' || n, false, 0 FROM generate_series(0, \(sockets - 1)) AS n;
-            """)
-        let node = try await SyncNode.start(cluster, tables: ["items", "hot", "mine"], name: "scale") { configuration in
-            configuration.rules = (try? SyncRules(json: Data(Self.rules.utf8))) ?? configuration.rules
-            configuration.maxSockets = sockets + 1   // and the marker's
-            // Heartbeats are a cost per socket and interval, not per commit: none falls inside
-            // a measurement (one round for 15,000 sockets made the unaffected commits' CPU
-            // twice what it is, or not, by chance).
-            configuration.heartbeatInterval = .seconds(3600)
-        }
-        defer { Task { await node.stop() } }
-        var figures = Figures()
-        let writer = try await cluster.connect(id: 1)
-        defer { Task { try? await writer.close() } }
-        // A socket of this process, told of a marker row: an instant after which the node has
-        // applied every earlier commit.
-        let marker = try await SyncSocket(url: node.url)
-        try await marker.hello(try node.token("marker"))
-        try await marker.send(#"{"type":"subscribe","id":"marker","query":{"table":"hot","filter":{"column":"id","op":"=","value":2}}}"#)
-        _ = try await marker.nextChanges()
-        func unaffectedCPU() async throws -> Double {
-            for n in 0..<200 {   // warm-up, untimed
-                try await writer.execute("UPDATE items SET v = v + 1 WHERE id = \(1_000_000 + n % 1_000)")
+        return try await SyncCluster.with { cluster in
+            try await cluster.psql("""
+                CREATE TABLE items(id bigint PRIMARY KEY, grp int NOT NULL, v int NOT NULL DEFAULT 0);
+                INSERT INTO items SELECT n, n % \(ScalePlan.groups), 0 FROM generate_series(0, \(sockets - 1)) AS n;
+                INSERT INTO items SELECT n, -1, 0 FROM generate_series(1000000, 1000999) AS n;
+                CREATE TABLE hot(id bigint PRIMARY KEY, n int NOT NULL);
+                INSERT INTO hot SELECT n, 0 FROM generate_series(1, 100) AS n;
+                CREATE TABLE mine(id bigint PRIMARY KEY, owner text NOT NULL, shared bool NOT NULL, n int NOT NULL);
+                INSERT INTO mine VALUES (1, 'nobody', true, 0);
+                INSERT INTO mine SELECT 1000 + n, 'u' || n, false, 0 FROM generate_series(0, \(sockets - 1)) AS n;
+                """)
+            return try await SyncNode.with(cluster, tables: ["items", "hot", "mine"], name: "scale", adjust: { configuration in
+                configuration.rules = (try? SyncRules(json: Data(Self.rules.utf8))) ?? configuration.rules
+                configuration.maxSockets = sockets + 1   // and the marker's
+                // Heartbeats are a cost per socket and interval, not per commit: none falls inside
+                // a measurement (one round for 15,000 sockets made the unaffected commits' CPU
+                // twice what it is, or not, by chance).
+                configuration.heartbeatInterval = .seconds(3600)
+            }) { node in
+                var figures = Figures()
+                return try await using(try await cluster.connect(id: 1), close: { try? await $0.close() }) { writer in
+                    // A socket of this process, told of a marker row: an instant after which the node has
+                    // applied every earlier commit.
+                    return try await using(try await SyncSocket(url: node.url), close: { await $0.close() }) { marker in
+                        try await marker.hello(try node.token("marker"))
+                        try await marker.send(#"{"type":"subscribe","id":"marker","query":{"table":"hot","filter":{"column":"id","op":"=","value":2}}}"#)
+                        _ = try await marker.nextChanges()
+                        func unaffectedCPU() async throws -> Double {
+                            for n in 0..<200 {   // warm-up, untimed
+                                try await writer.execute("UPDATE items SET v = v + 1 WHERE id = \(1_000_000 + n % 1_000)")
+                            }
+                            let before = processCPUSeconds()
+                            for n in 0..<Self.unaffectedCommits {
+                                try await writer.execute("UPDATE items SET v = v + 1 WHERE id = \(1_000_000 + n % 1_000)")
+                            }
+                            try await writer.execute("UPDATE hot SET n = n + 1 WHERE id = 2")
+                            _ = try await marker.nextChanges(within: 120)
+                            return (processCPUSeconds() - before) / Double(Self.unaffectedCommits)
+                        }
+                        SyncProgress.phase = "N2: commits without subscribers"
+                        let idleCPU = try await unaffectedCPU()
+                        let baseline = residentBytes()
+
+                        SyncProgress.phase = "N1: \(sockets) sockets connecting"
+                        return try await using(try await ScaleLoad.start(port: node.port, sockets: sockets, processes: Self.processes),
+                                               close: { await $0.close() }) { load in
+                            let go = MonotonicClock.now()
+                            let connected = try await load.command("connect", answer: "connected", within: 600)
+                            figures.connectSeconds = Double(connected.instant - go) / 1e9
+                            if connected.failures > 0 { n1.error("ripple", "\(connected.failures) sockets failed: \(connected.firstFailure)") }
+                            let afterSockets = residentBytes()
+                            figures.bytesPerSocket = Double(afterSockets - baseline) / Double(sockets)
+
+                            // One socket beyond the limit: retry_later, and it is closed.
+                            let extra = try await SyncSocket(url: node.url)
+                            let refusal = try await extra.next(within: 30)
+                            if !(refusal.text.contains(#""code":"retry_later""#)) { n1.error("ripple", "a socket beyond the limit got \(refusal.text)") }
+                            await extra.close()
+
+                            SyncProgress.phase = "N1: subscribing"
+                            let subscribed = try await load.command("more", answer: "subscribed", within: 600)
+                            if subscribed.failures > 0 { n1.error("ripple", "\(subscribed.failures) subscriptions failed: \(subscribed.firstFailure)") }
+                            let afterSubscriptions = residentBytes()
+                            let subscriptions = sockets + (0..<sockets).map { ScalePlan.moreIDs($0).count }.reduce(0, +)
+                            figures.bytesPerSubscription = Double(afterSubscriptions - afterSockets) / Double(subscriptions - sockets)
+                            let metrics = await node.server.metricsText()
+                            Report.note("N1: the node: " + metrics.split(separator: "\n")
+                                .filter { $0.hasPrefix("ripple_sockets ") || $0.hasPrefix("ripple_subscriptions ") || $0.hasPrefix("ripple_live_queries ") }
+                                .joined(separator: ", "))
+
+                            SyncProgress.phase = "N2: commits beside 50,000 subscriptions"
+                            let busyCPU = try await unaffectedCPU()
+                            if reportUnaffected {
+                                n2.impl("ripple-unaffected-commit", [("subscriptions", .int(0)), ("cpu_us_per_commit", .number(idleCPU * 1e6))])
+                                n2.impl("ripple-unaffected-commit", [("subscriptions", .int(subscriptions)), ("cpu_us_per_commit", .number(busyCPU * 1e6))])
+                                n2.ratio("unaffected commit \(subscriptions)/0 subscriptions", [("cpu_ratio", .number(busyCPU / idleCPU))])
+                            }
+
+                            SyncProgress.phase = "N2: the shared row"
+                            _ = try await load.command("watch", answer: "watching", within: 30)
+                            var starts: [String: [UInt64]] = [:]
+                            for id in ["same", "mine"] {
+                                let table = id == "same" ? "hot" : "mine"
+                                for round in 0..<rounds {
+                                    starts[id, default: []].append(MonotonicClock.now())
+                                    try await writer.execute("UPDATE \(unescaped: table) SET n = n + 1 WHERE id = 1")
+                                    try await load.awaitRound(id: id, round: round + 1, within: 120)
+                                }
+                            }
+                            let hits = try await load.report()
+                            figures.sameLatencies = load.latencies(hits["same"] ?? [:], starts: starts["same"] ?? [], holders: ScalePlan.sameSockets)
+                            figures.mineLatencies = load.latencies(hits["mine"] ?? [:], starts: starts["mine"] ?? [], holders: ScalePlan.mineSockets)
+                            return figures
+                        }
+                    }
+                }
             }
-            let before = processCPUSeconds()
-            for n in 0..<Self.unaffectedCommits {
-                try await writer.execute("UPDATE items SET v = v + 1 WHERE id = \(1_000_000 + n % 1_000)")
-            }
-            try await writer.execute("UPDATE hot SET n = n + 1 WHERE id = 2")
-            _ = try await marker.nextChanges(within: 120)
-            return (processCPUSeconds() - before) / Double(Self.unaffectedCommits)
         }
-        SyncProgress.phase = "N2: commits without subscribers"
-        let idleCPU = try await unaffectedCPU()
-        let baseline = residentBytes()
-
-        SyncProgress.phase = "N1: \(sockets) sockets connecting"
-        let load = try await ScaleLoad.start(port: node.port, sockets: sockets, processes: Self.processes)
-        defer { Task { await load.close() } }
-        let go = MonotonicClock.now()
-        let connected = try await load.command("connect", answer: "connected", within: 600)
-        figures.connectSeconds = Double(connected.instant - go) / 1e9
-        if connected.failures > 0 { n1.error("ripple", "\(connected.failures) sockets failed: \(connected.firstFailure)") }
-        let afterSockets = residentBytes()
-        figures.bytesPerSocket = Double(afterSockets - baseline) / Double(sockets)
-
-        // One socket beyond the limit: retry_later, and it is closed.
-        let extra = try await SyncSocket(url: node.url)
-        let refusal = try await extra.next(within: 30)
-        if !(refusal.text.contains(#""code":"retry_later""#)) { n1.error("ripple", "a socket beyond the limit got \(refusal.text)") }
-        await extra.close()
-
-        SyncProgress.phase = "N1: subscribing"
-        let subscribed = try await load.command("more", answer: "subscribed", within: 600)
-        if subscribed.failures > 0 { n1.error("ripple", "\(subscribed.failures) subscriptions failed: \(subscribed.firstFailure)") }
-        let afterSubscriptions = residentBytes()
-        let subscriptions = sockets + (0..<sockets).map { ScalePlan.moreIDs($0).count }.reduce(0, +)
-        figures.bytesPerSubscription = Double(afterSubscriptions - afterSockets) / Double(subscriptions - sockets)
-        let metrics = await node.server.metricsText()
-        Report.note("N1: the node: " + metrics.split(separator: "\n")
-            .filter { $0.hasPrefix("ripple_sockets ") || $0.hasPrefix("ripple_subscriptions ") || $0.hasPrefix("ripple_live_queries ") }
-            .joined(separator: ", "))
-
-        SyncProgress.phase = "N2: commits beside 50,000 subscriptions"
-        let busyCPU = try await unaffectedCPU()
-        if reportUnaffected {
-            n2.impl("ripple-unaffected-commit", [("subscriptions", .int(0)), ("cpu_us_per_commit", .number(idleCPU * 1e6))])
-            n2.impl("ripple-unaffected-commit", [("subscriptions", .int(subscriptions)), ("cpu_us_per_commit", .number(busyCPU * 1e6))])
-            n2.ratio("unaffected commit \(subscriptions)/0 subscriptions", [("cpu_ratio", .number(busyCPU / idleCPU))])
-        }
-
-        SyncProgress.phase = "N2: the shared row"
-        _ = try await load.command("watch", answer: "watching", within: 30)
-        var starts: [String: [UInt64]] = [:]
-        for id in ["same", "mine"] {
-            let table = id == "same" ? "hot" : "mine"
-            for round in 0..<rounds {
-                starts[id, default: []].append(MonotonicClock.now())
-                try await writer.execute("UPDATE \(unescaped: table) SET n = n + 1 WHERE id = 1")
-                try await load.awaitRound(id: id, round: round + 1, within: 120)
-            }
-        }
-        let hits = try await load.report()
-        figures.sameLatencies = load.latencies(hits["same"] ?? [:], starts: starts["same"] ?? [], holders: ScalePlan.sameSockets)
-        figures.mineLatencies = load.latencies(hits["mine"] ?? [:], starts: starts["mine"] ?? [], holders: ScalePlan.mineSockets)
-        await marker.close()
-        return figures
     }
 
     // MARK: The floor
@@ -204,27 +205,28 @@ struct SyncScale {
                                          types: #"["int8","text","bool","int4"]"#)],
             threads: ProcessInfo.processInfo.activeProcessorCount)
         let baseline = residentBytes()
-        let port = try await floor.start()
-        defer { Task { await floor.stop() } }
-        let load = try await ScaleLoad.start(port: port, sockets: sockets, processes: Self.processes)
-        defer { Task { await load.close() } }
-        let go = MonotonicClock.now()
-        let connected = try await load.command("connect", answer: "connected", within: 600)
-        figures.connectSeconds = Double(connected.instant - go) / 1e9
-        figures.bytesPerSocket = Double(residentBytes() - baseline) / Double(sockets)
-        _ = try await load.command("more", answer: "subscribed", within: 600)
-        _ = try await load.command("watch", answer: "watching", within: 30)
-        SyncProgress.phase = "N2: the floor"
-        var starts: [UInt64] = []
-        for round in 0..<rounds {
-            starts.append(MonotonicClock.now())
-            floor.broadcast(#"{"type":"changes","lsn":"0/1000100","changesets":{"same":{"updates":[[0,0,{"1":"# + String(round + 1) + "}]]}}}",
-                            to: "same")
-            try await load.awaitRound(id: "same", round: round + 1, within: 120)
+        return try await using(try await floor.start(), close: { _ in await floor.stop() }) { port in
+            return try await using(try await ScaleLoad.start(port: port, sockets: sockets, processes: Self.processes),
+                                   close: { await $0.close() }) { load in
+                let go = MonotonicClock.now()
+                let connected = try await load.command("connect", answer: "connected", within: 600)
+                figures.connectSeconds = Double(connected.instant - go) / 1e9
+                figures.bytesPerSocket = Double(residentBytes() - baseline) / Double(sockets)
+                _ = try await load.command("more", answer: "subscribed", within: 600)
+                _ = try await load.command("watch", answer: "watching", within: 30)
+                SyncProgress.phase = "N2: the floor"
+                var starts: [UInt64] = []
+                for round in 0..<rounds {
+                    starts.append(MonotonicClock.now())
+                    floor.broadcast(#"{"type":"changes","lsn":"0/1000100","changesets":{"same":{"updates":[[0,0,{"1":"# + String(round + 1) + "}]]}}}",
+                                    to: "same")
+                    try await load.awaitRound(id: "same", round: round + 1, within: 120)
+                }
+                let hits = try await load.report()
+                figures.sameLatencies = load.latencies(hits["same"] ?? [:], starts: starts, holders: ScalePlan.sameSockets)
+                return figures
+            }
         }
-        let hits = try await load.report()
-        figures.sameLatencies = load.latencies(hits["same"] ?? [:], starts: starts, holders: ScalePlan.sameSockets)
-        return figures
     }
 }
 

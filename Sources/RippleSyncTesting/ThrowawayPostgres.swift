@@ -1,5 +1,6 @@
 import Foundation
 import Ripple
+import RippleTesting
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -14,12 +15,18 @@ import Darwin
 /// when this process is root the cluster runs as the unprivileged user `nobody` (through
 /// `runuser`), with its directories owned by that user.
 ///
+/// Start one in a scope, which stops it when the body returns or throws:
+///
 /// ```swift
-/// let postgres = try ThrowawayPostgres()
-/// defer { try? postgres.stop() }
-/// try postgres.psql("CREATE TABLE todos(id int PRIMARY KEY, title text)")
-/// print(postgres.url)   // postgres://ripple@127.0.0.1:PORT/postgres
+/// try await withThrowawayPostgres { postgres in
+///     try await postgres.psql("CREATE TABLE todos(id int PRIMARY KEY, title text)")
+///     print(postgres.url)   // postgres://ripple@127.0.0.1:PORT/postgres
+/// }
 /// ```
+///
+/// A cluster never outlives the process that made it: a watchdog process, started with the
+/// cluster, stops it and removes its directory once this process ends — however it ends, a crash
+/// or `exit` included — if ``stop()`` did not.
 ///
 /// The binaries are Debian's `postgresql-15` (`/usr/lib/postgresql/15/bin`), or those of
 /// `RIPPLE_POSTGRES_BIN`, or the directory `pg_config --bindir` names. ``availability`` says
@@ -44,6 +51,8 @@ public final class ThrowawayPostgres: Sendable {
     public let binaries: String
     /// The user the server runs as when this process is root (`nil`: this process's user).
     let runAs: String?
+    /// The process that stops the cluster when this process ends (`nil` before initdb ran).
+    private let watchdog: Locked<ExitWatchdog?> = Locked(nil)
 
     /// A connection URL for the `postgres` database.
     public var url: String { "postgres://\(Self.user)@127.0.0.1:\(port)/postgres" }
@@ -91,6 +100,10 @@ public final class ThrowawayPostgres: Sendable {
             }
             try runAsServer(binaries + "/initdb", ["-D", dataDirectory, "-U", Self.user, "--auth=trust", "--encoding=UTF8",
                                                    "--locale=C", "--no-sync"])
+            // Before the server starts: from its first moment, the cluster ends with this process.
+            let stopCommand = serverCommand(binaries + "/pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "stop"])
+            let started = try ExitWatchdog(removing: directory, after: stopCommand)
+            watchdog.withLock { $0 = started }
             var configuration: [String: String] = [
                 "listen_addresses": "'127.0.0.1'", "port": "\(port)", "unix_socket_directories": "'\(directory)'",
                 "wal_level": "logical", "max_replication_slots": "20", "max_wal_senders": "20",
@@ -120,7 +133,11 @@ public final class ThrowawayPostgres: Sendable {
                 }
             }
         } catch {
+            if FileManager.default.fileExists(atPath: dataDirectory + "/postmaster.pid") {
+                _ = try? runAsServer(binaries + "/pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "stop"])
+            }
             try? files.removeItem(atPath: directory)
+            watchdog.withLock { $0 }?.dismiss()
             throw error
         }
     }
@@ -131,6 +148,7 @@ public final class ThrowawayPostgres: Sendable {
             _ = try? runAsServer(binaries + "/pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "stop"])
         }
         try? FileManager.default.removeItem(atPath: directory)
+        watchdog.withLock { $0 }?.dismiss()
     }
 
     /// Starts the server (after ``init(settings:)`` it runs; after ``kill()-19v84``, this starts it again).
@@ -154,10 +172,19 @@ public final class ThrowawayPostgres: Sendable {
                                                "-l", logFile, "restart"])
     }
 
-    /// Stops the server and removes its directory.
+    /// Stops the server and removes its directory (and ends its watchdog).
     public func stop() throws {
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        defer {
+            try? FileManager.default.removeItem(atPath: directory)
+            watchdog.withLock { $0 }?.dismiss()
+        }
         try runAsServer(binaries + "/pg_ctl", ["-D", dataDirectory, "-m", "fast", "-w", "stop"])
+    }
+
+    /// Lets the watchdog act as if this process had ended (for the test that proves it stops the
+    /// cluster): the watchdog stops the server and removes the directory; returns once it did.
+    package func endAsIfThisProcessEnded() {
+        watchdog.withLock { $0 }?.dismiss()
     }
 
     /// Runs `sql` with `psql` (as another client would: its own connection, its own
@@ -216,9 +243,14 @@ public final class ThrowawayPostgres: Sendable {
     /// server it starts outlives it and would hold a pipe open.
     @discardableResult
     private func runAsServer(_ executable: String, _ arguments: [String]) throws -> String {
-        let output = directory + "/command.out"
-        if let runAs { return try Self.run("/usr/sbin/runuser", ["-u", runAs, "--", executable] + arguments, outputFile: output) }
-        return try Self.run(executable, arguments, outputFile: output)
+        let command = serverCommand(executable, arguments)
+        return try Self.run(command[0], Array(command.dropFirst()), outputFile: directory + "/command.out")
+    }
+
+    /// The command line that runs a server binary as the server's user.
+    private func serverCommand(_ executable: String, _ arguments: [String]) -> [String] {
+        if let runAs { return ["/usr/sbin/runuser", "-u", runAs, "--", executable] + arguments }
+        return [executable] + arguments
     }
 
     /// Runs a program to its end, its output (standard output and error) written to `path`;
@@ -337,6 +369,47 @@ public final class ThrowawayPostgres: Sendable {
         }
         guard bound else { throw ThrowawayPostgresError("cannot find a free port: errno \(errno)") }
         return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// Starts a throwaway cluster (``ThrowawayPostgres/started(settings:)``), runs `body` with it,
+/// and stops it and removes its directory before returning — when `body` returns and when it
+/// throws. `body`'s error is the one thrown; a cluster that fails to stop after `body` threw is
+/// said on standard error, and after `body` returned its error is thrown.
+///
+/// ```swift
+/// try await withThrowawayPostgres { postgres in
+///     try await postgres.psql("CREATE TABLE todos(id int8 PRIMARY KEY, title text NOT NULL)")
+///     …
+/// }
+/// ```
+public func withThrowawayPostgres<Result>(settings: [String: String] = [:], isolation: isolated (any Actor)? = #isolation,
+                                          _ body: (ThrowawayPostgres) async throws -> Result) async throws -> Result {
+    let postgres = try await ThrowawayPostgres.started(settings: settings)
+    let outcome: Swift.Result<Result, any Error>
+    do { outcome = .success(try await body(postgres)) } catch { outcome = .failure(error) }
+    // On a thread of its own (pg_ctl waits for the server to stop), and whether or not this
+    // task was cancelled: the cluster is stopped before the scope ends.
+    let stopped = await withCheckedContinuation { (continuation: CheckedContinuation<(any Error)?, Never>) in
+        Thread {
+            do {
+                try postgres.stop()
+                continuation.resume(returning: nil)
+            } catch {
+                continuation.resume(returning: error)
+            }
+        }.start()
+    }
+    switch (outcome, stopped) {
+    case (.success(let value), nil):
+        return value
+    case (.success, let stopError?):
+        throw stopError
+    case (.failure(let error), let stopError):
+        if let stopError {
+            FileHandle.standardError.write(Data("withThrowawayPostgres: the cluster did not stop cleanly: \(stopError)\n".utf8))
+        }
+        throw error
     }
 }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import RippleSyncTesting
 import RippleTesting
 
 /// `ripple-bench sync`: Ripple Sync against its floors, each measured in the same run on

@@ -27,41 +27,31 @@ struct SyncWrites {
 
     func run(_ chosen: [SyncWorkload]) async -> Int {
         var failures = 0
-        let cluster: SyncCluster
         do {
             SyncProgress.phase = "W: starting PostgreSQL"
-            cluster = try await SyncCluster.start()
-            try await cluster.psql("""
-                CREATE TABLE items(id int8 PRIMARY KEY, title text NOT NULL, n int8 NOT NULL);
-                INSERT INTO items SELECT i, 'item ' || i, 0 FROM generate_series(1, \(Self.rows)) AS i;
-                CREATE TABLE floor_items(id int8 PRIMARY KEY, n int8 NOT NULL);
-                CREATE FUNCTION floor_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN PERFORM pg_notify('ripple_w2', NEW.id::text); RETURN NEW; END $$;
-                CREATE TRIGGER floor_items_notify AFTER INSERT ON floor_items FOR EACH ROW EXECUTE FUNCTION floor_notify();
-                """)
-        } catch {
-            var lines = SyncLines(.w1)
-            lines.error("setup", describe(error))
-            return 1
-        }
-        defer { Task { await cluster.stop() } }
-        let node: SyncNode
-        do {
-            SyncProgress.phase = "W: starting the node"
-            node = try await SyncNode.start(cluster, tables: ["items"], name: "writes") { configuration in
-                configuration.rules = try! SyncRules(json: Data(Self.rules.utf8))
+            try await SyncCluster.with { cluster in
+                try await cluster.psql("""
+                    CREATE TABLE items(id int8 PRIMARY KEY, title text NOT NULL, n int8 NOT NULL);
+                    INSERT INTO items SELECT i, 'item ' || i, 0 FROM generate_series(1, \(Self.rows)) AS i;
+                    CREATE TABLE floor_items(id int8 PRIMARY KEY, n int8 NOT NULL);
+                    CREATE FUNCTION floor_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+                        BEGIN PERFORM pg_notify('ripple_w2', NEW.id::text); RETURN NEW; END $$;
+                    CREATE TRIGGER floor_items_notify AFTER INSERT ON floor_items FOR EACH ROW EXECUTE FUNCTION floor_notify();
+                    """)
+                SyncProgress.phase = "W: starting the node"
+                try await SyncNode.with(cluster, tables: ["items"], name: "writes", adjust: { configuration in
+                    configuration.rules = try! SyncRules(json: Data(Self.rules.utf8))
+                }) { node in
+                    if chosen.contains(.w1) { failures += await w1(node: node, cluster: cluster) }
+                    if chosen.contains(.w2) { failures += await w2(node: node, cluster: cluster) }
+                    if chosen.contains(.w3) { failures += await w3(node: node, cluster: cluster) }
+                }
             }
         } catch {
             var lines = SyncLines(.w1)
             lines.error("setup", describe(error))
-            await cluster.stop()
             return 1
         }
-        if chosen.contains(.w1) { failures += await w1(node: node, cluster: cluster) }
-        if chosen.contains(.w2) { failures += await w2(node: node, cluster: cluster) }
-        if chosen.contains(.w3) { failures += await w3(node: node, cluster: cluster) }
-        await node.stop()
-        await cluster.stop()
         return failures
     }
 

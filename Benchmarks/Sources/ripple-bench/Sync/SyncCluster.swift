@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import RippleServer
+import RippleSyncTesting
 import RippleTesting
 
 /// A throwaway PostgreSQL cluster for one group of sync workloads, with a temporary directory
@@ -18,7 +19,15 @@ final class SyncCluster: Sendable {
     /// The clusters running now, for ``stopAll()``.
     private static let running = SyncLocked<[ObjectIdentifier: SyncCluster]>([:])
 
-    /// Starts a cluster (initdb and start run off the concurrency pool: they block).
+    /// Starts a cluster, runs `body` with it, and stops it and removes its files before
+    /// returning — after `body` returned and after it threw. With ``start()`` and ``stop()``,
+    /// the one place the benchmarks start and stop a cluster.
+    static func with<T>(_ body: (SyncCluster) async throws -> T) async throws -> T {
+        try await using(try await start(), close: { await $0.stop() }, body)
+    }
+
+    /// Starts a cluster (initdb and start run off the concurrency pool: they block). Its caller
+    /// stops it on every path: ``with(_:)`` does.
     static func start() async throws -> SyncCluster {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ripple-bench-sync-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -90,8 +99,18 @@ final class SyncNode: Sendable {
         (self.server, self.task, self.port) = (server, task, port)
     }
 
+    /// Starts a node (as ``start(_:tables:name:adjust:)``), runs `body` with it, and stops it
+    /// before returning — after `body` returned and after it threw. With `start` and ``stop()``,
+    /// the one place the benchmarks start and stop a node.
+    static func with<T>(_ cluster: SyncCluster, tables: [String], name: String = "node",
+                        adjust: (inout SyncServerConfiguration) -> Void = { _ in },
+                        _ body: (SyncNode) async throws -> T) async throws -> T {
+        try await using(try await start(cluster, tables: tables, name: name, adjust: adjust), close: { await $0.stop() }, body)
+    }
+
     /// Starts a node following `tables` of `cluster` (everyone reads every row), with its
     /// replica in the cluster's directory; returns once it listens (its initial copy done).
+    /// Its caller stops it on every path: ``with(_:tables:name:adjust:_:)`` does.
     static func start(_ cluster: SyncCluster, tables: [String], name: String = "node",
                       adjust: (inout SyncServerConfiguration) -> Void = { _ in }) async throws -> SyncNode {
         let rules = "{\"tables\": {" + tables.map { "\"\($0)\": {\"read\": true}" }.joined(separator: ", ") + "}}"
@@ -127,6 +146,21 @@ final class SyncNode: Sendable {
             Report.note("sync: \(describe(error))")
         }
     }
+}
+
+/// Runs `body` with `resource`, then `close`s it — after `body` returned and after it threw —
+/// and returns what `body` returned, or throws what it threw.
+func using<Resource, T>(_ resource: Resource, close: (Resource) async -> Void,
+                        _ body: (Resource) async throws -> T) async throws -> T {
+    let result: T
+    do {
+        result = try await body(resource)
+    } catch {
+        await close(resource)
+        throw error
+    }
+    await close(resource)
+    return result
 }
 
 /// A logger that drops everything (the benchmark reports on stdout and stderr itself).
