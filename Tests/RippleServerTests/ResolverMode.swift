@@ -1,0 +1,21 @@
+import RippleServer
+import Testing
+
+/// How a write test's node takes operations: with no resolver, or with a resolver on every
+/// synced table that returns each operation as it came (`.apply(op)`, changing nothing). The
+/// two must give the same results, rows and stored outcomes: a resolver only decides the
+/// operations, which then go through the same exactly-once step.
+enum ResolverMode: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case none
+    case passThrough
+
+    var testDescription: String { rawValue }
+
+    /// Installs the mode's resolvers in `configuration`, beside any a test gave (which stay).
+    func install(in configuration: inout SyncServerConfiguration) {
+        guard self == .passThrough else { return }
+        for table in configuration.tables where configuration.resolvers[table] == nil {
+            configuration.resolvers[table] = { op, _, _ in .apply(op) }
+        }
+    }
+}
