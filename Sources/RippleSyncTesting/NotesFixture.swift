@@ -28,22 +28,21 @@ package enum NotesFixture {
             """)
     }
 
-    /// A throwaway Postgres with the tables above and a node following them, for `body`;
-    /// both stopped after it.
-    package static func withNode(adjust: (inout SyncServerConfiguration) -> Void = { _ in },
-                  _ body: (ThrowawayPostgres, TestNode) async throws -> Void) async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await Self.prepare(postgres)
-        let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["notes", "counters", "readonly"], rules: Self.rules,
-                                            directory: directory, adjust: adjust)
-        do {
-            try await body(postgres, node)
-        } catch {
-            try? await node.shutDown()
-            throw error
+    /// A throwaway Postgres with the tables above and a node following them (with `resolvers`,
+    /// after `adjust`), for `body`; both stopped after it, also when it throws.
+    package static func withNode(resolvers: ResolverMode = .none, adjust: (inout SyncServerConfiguration) -> Void = { _ in },
+                                 isolation: isolated (any Actor)? = #isolation,
+                                 _ body: (ThrowawayPostgres, TestNode) async throws -> Void) async throws {
+        try await withThrowawayPostgres { postgres in
+            try await Self.prepare(postgres)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["notes", "counters", "readonly"], rules: Self.rules,
+                                    directory: directory, adjust: { configuration in
+                                        adjust(&configuration)
+                                        resolvers.install(in: &configuration)
+                                    }) { node in
+                try await body(postgres, node)
+            }
         }
-        try await node.shutDown()
     }
 }

@@ -14,11 +14,11 @@ import Testing
 
     static func prepare(_ postgres: ThrowawayPostgres) async throws { try await NotesFixture.prepare(postgres) }
 
-    /// A throwaway Postgres with the tables above and a node following them, for `body`;
-    /// both stopped after it.
-    func withNode(adjust: (inout SyncServerConfiguration) -> Void = { _ in },
+    /// A throwaway Postgres with the tables above and a node following them (with `resolvers`,
+    /// after `adjust`), for `body`; both stopped after it.
+    func withNode(resolvers: ResolverMode = .none, adjust: (inout SyncServerConfiguration) -> Void = { _ in },
                   _ body: (ThrowawayPostgres, TestNode) async throws -> Void) async throws {
-        try await NotesFixture.withNode(adjust: adjust, body)
+        try await NotesFixture.withNode(resolvers: resolvers, adjust: adjust, body)
     }
 
     /// A socket that said hello as `user` meaning to write (claiming `client`; `""`: a new id),
@@ -33,8 +33,8 @@ import Testing
         }
     }
 
-    @Test func mutationsApplyInOrderAndARetryTakesEffectOnce() async throws {
-        try await withNode { postgres, node in
+    @Test(arguments: ResolverMode.allCases) func mutationsApplyInOrderAndARetryTakesEffectOnce(_ resolvers: ResolverMode) async throws {
+        try await withNode(resolvers: resolvers) { postgres, node in
             let (socket, welcome) = try await self.socket(node, "alice")
             defer { socket.close() }
             let client = try #require(welcome.client)
@@ -88,8 +88,8 @@ import Testing
     /// A result's `lsn`: every result has one, the socket's position reaches it, and the frames
     /// up to it hold what the mutation did (an applied one's effect; nothing of a rejected one);
     /// a mutation pushed again gets its stored result with a position too.
-    @Test func framesUpToAResultsPositionHoldWhatTheMutationDid() async throws {
-        try await withNode { postgres, node in
+    @Test(arguments: ResolverMode.allCases) func framesUpToAResultsPositionHoldWhatTheMutationDid(_ resolvers: ResolverMode) async throws {
+        try await withNode(resolvers: resolvers) { postgres, node in
             let (socket, _) = try await self.socket(node, "alice")
             defer { socket.close() }
             try await socket.send(.subscribe(id: "counters", query: QueryDescription(table: "counters"), resume: nil))
@@ -146,8 +146,8 @@ import Testing
         }
     }
 
-    @Test func twoSocketsOfOneClientApplyAMutationOnce() async throws {
-        try await withNode { postgres, node in
+    @Test(arguments: ResolverMode.allCases) func twoSocketsOfOneClientApplyAMutationOnce(_ resolvers: ResolverMode) async throws {
+        try await withNode(resolvers: resolvers) { postgres, node in
             let (first, welcome) = try await self.socket(node, "alice")
             defer { first.close() }
             let client = try #require(welcome.client)
@@ -167,8 +167,8 @@ import Testing
 
     /// A long outbox (several batches of one transaction each, with rejections among them):
     /// every mutation once, in order, each with its own result.
-    @Test func aLongPushAppliesEveryMutationOnceInBatches() async throws {
-        try await withNode { postgres, node in
+    @Test(arguments: ResolverMode.allCases) func aLongPushAppliesEveryMutationOnceInBatches(_ resolvers: ResolverMode) async throws {
+        try await withNode(resolvers: resolvers) { postgres, node in
             let (socket, _) = try await self.socket(node, "alice")
             defer { socket.close() }
             // Every 7th mutation sets a negative total, which the check constraint rejects.
@@ -189,22 +189,19 @@ import Testing
 
     /// A mutation pushed before the one it follows (a push on a new socket while the old
     /// socket's push is still applying) is answered `out_of_order` without a position — not
-    /// stored, so not its fate: the client sends it again — on either path (the batch function,
-    /// and a resolver table's statement by statement).
-    @Test func anOutOfOrderAnswerCarriesNoPosition() async throws {
-        try await withNode(adjust: { configuration in
-            configuration.resolvers["counters"] = { op, _, _ in .apply(op) }
-        }) { postgres, node in
+    /// stored, so not its fate: the client sends it again.
+    @Test(arguments: ResolverMode.allCases) func anOutOfOrderAnswerCarriesNoPosition(_ resolvers: ResolverMode) async throws {
+        try await withNode(resolvers: resolvers) { postgres, node in
             let (socket, _) = try await self.socket(node, "alice")
             defer { socket.close() }
             let early = try await socket.push([
                 Mutation(id: 2, ops: [MutationOp(.patch, table: "notes", values: ["id": .integer(1), "body": .text("early")])])])
             #expect(early.map(\.code) == ["out_of_order"])
             #expect(early.first?.lsn == nil)
-            let earlyOnTheOtherPath = try await socket.push([
+            let earlyOnAnotherTable = try await socket.push([
                 Mutation(id: 2, ops: [MutationOp(.patch, table: "counters", values: ["id": .integer(1), "total": .integer(11)])])])
-            #expect(earlyOnTheOtherPath.map(\.code) == ["out_of_order"])
-            #expect(earlyOnTheOtherPath.first?.lsn == nil)
+            #expect(earlyOnAnotherTable.map(\.code) == ["out_of_order"])
+            #expect(earlyOnAnotherTable.first?.lsn == nil)
             #expect(try await postgres.rows("SELECT count(*) FROM ripple_sync_results") == ["0"])
             // In order, both apply.
             let results = try await socket.push([
@@ -219,8 +216,8 @@ import Testing
     /// every attempt) is not rejected for good: no result is stored, its counter stays, it is
     /// answered `unavailable` without a position (send it again), and the push stops there. Sent
     /// again once the failure passed, it applies.
-    @Test func aMutationThatKeepsFailingForAPassingReasonIsNotRejectedForGood() async throws {
-        try await withNode { postgres, node in
+    @Test(arguments: ResolverMode.allCases) func aMutationThatKeepsFailingForAPassingReasonIsNotRejectedForGood(_ resolvers: ResolverMode) async throws {
+        try await withNode(resolvers: resolvers) { postgres, node in
             try await postgres.psql("""
                 CREATE TABLE busy(refusing bool NOT NULL);
                 INSERT INTO busy VALUES (true);
@@ -251,8 +248,8 @@ import Testing
         }
     }
 
-    @Test func rejectedMutationsSayWhyAndChangeNothing() async throws {
-        try await withNode { postgres, node in
+    @Test(arguments: ResolverMode.allCases) func rejectedMutationsSayWhyAndChangeNothing(_ resolvers: ResolverMode) async throws {
+        try await withNode(resolvers: resolvers) { postgres, node in
             let (socket, _) = try await self.socket(node, "alice")
             defer { socket.close() }
             let results = try await socket.push([
@@ -294,9 +291,10 @@ import Testing
         }
     }
 
-    @Test func concurrentPatchesOfDifferentColumnsBothSurviveAndAResolverCanMerge() async throws {
+    @Test(arguments: ResolverMode.allCases)
+    func concurrentPatchesOfDifferentColumnsBothSurviveAndAResolverCanMerge(_ resolvers: ResolverMode) async throws {
         // counters.tags: a resolver merges the incoming tags into the row's (a set union).
-        try await withNode(adjust: { configuration in
+        try await withNode(resolvers: resolvers, adjust: { configuration in
             configuration.resolvers["counters"] = { op, current, _ in
                 guard op.kind == .patch, case .text(let incoming)? = op.values["tags"], case .text(let existing)? = current?["tags"] else {
                     return .apply(op)

@@ -66,8 +66,8 @@ struct SyncClientWriteTests {
         }
     }
 
-    @Test func localWritesReachPostgresOnceWithoutFlicker() async throws {
-        try await NotesFixture.withNode { postgres, node in
+    @Test(arguments: ResolverMode.allCases) func localWritesReachPostgresOnceWithoutFlicker(_ resolvers: ResolverMode) async throws {
+        try await NotesFixture.withNode(resolvers: resolvers) { postgres, node in
             let directory = try TemporaryDirectory()
             let device = try await Device(node, user: "alice", path: directory.path("alice.sqlite"))
             try await device.settles(postgres)
@@ -102,8 +102,8 @@ struct SyncClientWriteTests {
         }
     }
 
-    @Test func aRejectedMutationLeavesTheLocalRowsWithItsReason() async throws {
-        try await NotesFixture.withNode { postgres, node in
+    @Test(arguments: ResolverMode.allCases) func aRejectedMutationLeavesTheLocalRowsWithItsReason(_ resolvers: ResolverMode) async throws {
+        try await NotesFixture.withNode(resolvers: resolvers) { postgres, node in
             let directory = try TemporaryDirectory()
             let device = try await Device(node, user: "alice", path: directory.path("alice.sqlite"))
             try await device.settles(postgres)
@@ -124,8 +124,8 @@ struct SyncClientWriteTests {
         }
     }
 
-    @Test func offlineEditsOfOneRowMergeByColumnAndTheLaterArrivalWins() async throws {
-        try await NotesFixture.withNode { postgres, node in
+    @Test(arguments: ResolverMode.allCases) func offlineEditsOfOneRowMergeByColumnAndTheLaterArrivalWins(_ resolvers: ResolverMode) async throws {
+        try await NotesFixture.withNode(resolvers: resolvers) { postgres, node in
             let directory = try TemporaryDirectory()
             let phone = try await Device(node, user: "alice", path: directory.path("phone.sqlite"))
             let laptop = try await Device(node, user: "alice", path: directory.path("laptop.sqlite"))
@@ -149,8 +149,8 @@ struct SyncClientWriteTests {
         }
     }
 
-    @Test func aWriteMadeWhileTheAppWasDownIsPushedOnceAfterARestart() async throws {
-        try await NotesFixture.withNode { postgres, node in
+    @Test(arguments: ResolverMode.allCases) func aWriteMadeWhileTheAppWasDownIsPushedOnceAfterARestart(_ resolvers: ResolverMode) async throws {
+        try await NotesFixture.withNode(resolvers: resolvers) { postgres, node in
             let directory = try TemporaryDirectory()
             let path = directory.path("alice.sqlite")
             do {
@@ -174,8 +174,8 @@ struct SyncClientWriteTests {
     /// store, the client pushes the mutation again and it takes effect once (the node answers
     /// the stored result, or applies it if the first push never committed); the local rows end
     /// equal to Postgres.
-    @Test func aWriteWhoseResultWasNeverHeardTakesEffectOnceAfterARestart() async throws {
-        try await NotesFixture.withNode { postgres, node in
+    @Test(arguments: ResolverMode.allCases) func aWriteWhoseResultWasNeverHeardTakesEffectOnceAfterARestart(_ resolvers: ResolverMode) async throws {
+        try await NotesFixture.withNode(resolvers: resolvers) { postgres, node in
             // An update of counters waits on Postgres until the test opens a gate (a table the
             // node does not follow; two minutes at most): the push stays in flight until the app
             // died in the middle of it, however slow the machine.
@@ -229,8 +229,8 @@ struct SyncClientWriteTests {
 
     /// A program that is not Ripple cannot write a synced table (its write could not become a
     /// mutation, and the next rebase would erase it): the `sqlite3` shell fails, changing nothing.
-    @Test func aWriteAroundRippleIsRefused() async throws {
-        try await NotesFixture.withNode { postgres, node in
+    @Test(arguments: ResolverMode.allCases) func aWriteAroundRippleIsRefused(_ resolvers: ResolverMode) async throws {
+        try await NotesFixture.withNode(resolvers: resolvers) { postgres, node in
             let directory = try TemporaryDirectory()
             let path = directory.path("alice.sqlite")
             let device = try await Device(node, user: "alice", path: path)

@@ -101,6 +101,10 @@ public final class Store: Sendable {
     let fileVerifiedAt = Locked<UInt64>(0)
     /// Run inside every commit before its version is recorded (see ``addCommitParticipant(_:)``).
     let commitParticipants = Locked<[Int: CommitParticipant]>([:])
+    /// The thread on which async writes run (see ``asyncWrite(tag:_:)``).
+    let writeLane = WorkLane(label: "ripple.store.writes", width: 1)
+    /// The threads on which async reads run, as many as the readers (see ``asyncRead(_:)``).
+    let readLane: WorkLane
 
     /// Opens (creating if needed) the database file at `path` and brings its schema up to date.
     ///
@@ -157,6 +161,7 @@ public final class Store: Sendable {
         self.openedFiles = location.flatMap { location in
             openedDatabase.map { StoreFiles(database: $0, path: location, sqlitePath: writer.filePath ?? location) }
         }
+        self.readLane = WorkLane(label: "ripple.store.reads", width: location == nil ? 1 : configuration.readerCount)
         self.observation = ObservationCenter(pollInterval: location == nil ? nil : configuration.externalWritePollInterval,
                                              watchedFile: configuration.watchesFile ? location : nil)
         let sharesWriter = location == nil

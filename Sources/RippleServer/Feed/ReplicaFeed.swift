@@ -129,11 +129,11 @@ public actor ReplicaFeed {
     /// Makes sure the publication, the slot and the replica's tables exist and belong together;
     /// copies the tables afresh when the replica cannot resume from the slot.
     public func prepare() async throws {
-        try store.write(origin: .replication, tag: nil) { db in
+        try await store.asyncWrite(origin: .replication, tag: nil) { db in
             try db.execute("CREATE TABLE IF NOT EXISTS ripple_replica(key TEXT PRIMARY KEY, value) WITHOUT ROWID")
             try db.execute("INSERT OR IGNORE INTO ripple_replica VALUES ('replica', ?)", [UUID().uuidString.lowercased()])
         }
-        let (replica, stored, from, synced) = try store.read { db in
+        let (replica, stored, from, synced) = try await store.asyncRead { db in
             (try db.fetchValue("SELECT value FROM ripple_replica WHERE key = 'replica'", as: String.self) ?? "",
              try db.fetchValue("SELECT value FROM ripple_replica WHERE key = 'lsn'", as: String.self).flatMap(PGOutput.LSN.init),
              try db.fetchValue("SELECT value FROM ripple_replica WHERE key = 'consistent_from'", as: String.self)
@@ -167,7 +167,7 @@ public actor ReplicaFeed {
         let resumes = (slot.first.map { $0[0] != "lost" && $0[1] == replica } ?? false) && synced == Self.tableList(configuration.tables)
         if resumes, let stored, let from {
             (appliedLSN, consistentFrom) = (stored, from)
-            try ensureReplicaTables()
+            try await ensureReplicaTables()
             return
         }
         // A fresh slot, bound to this replica, then a copy from a snapshot taken after it.
@@ -231,9 +231,10 @@ public actor ReplicaFeed {
     }
 
     /// Creates the replica's tables that do not exist yet.
-    private func ensureReplicaTables() throws {
-        try store.write(origin: .replication, tag: nil) { db in
-            for table in tables.values.sorted(by: { $0.name < $1.name }) {
+    private func ensureReplicaTables() async throws {
+        let tables = tables.values.sorted(by: { $0.name < $1.name })
+        try await store.asyncWrite(origin: .replication, tag: nil) { db in
+            for table in tables {
                 try db.execute(Self.createSQL(table, ifNotExists: true))
             }
         }
@@ -252,12 +253,12 @@ public actor ReplicaFeed {
     /// exact from the WAL position after the snapshot on (``consistentFrom``), and the slot's
     /// transactions from `start` on are applied onto the copy.
     private func copy(replayingFrom start: PGOutput.LSN) async throws {
-        try ensureReplicaTables()
+        try await ensureReplicaTables()
         let names = configuration.tables
         let described = tables
         let (copied, position) = try await snapshot(of: names)
         guard let lsn = PGOutput.LSN(position) else { throw FeedError("Postgres gave no WAL position (\(position))") }
-        let (_, version) = try store.writeTakingVersion(origin: .replication, tag: "copy \(lsn)") { db in
+        let (_, version) = try await store.asyncWriteTakingVersion(origin: .replication, tag: "copy \(lsn)") { db in
             for name in names {
                 let table = described[name]!
                 try db.execute("DELETE FROM \(SQLIdentifier.quoted(name))")
@@ -340,7 +341,7 @@ public actor ReplicaFeed {
                         // same replica commit as the transaction's other changes.
                         let changed = Self.changedTables(in: transaction, relations: relations, tables: tables)
                         let recopy = changed.isEmpty ? nil : try await recopy(changed)
-                        try apply(transaction, commit: commit, recopy: recopy)
+                        try await apply(transaction, commit: commit, recopy: recopy)
                         applied += 1
                         progress()
                     }
@@ -456,11 +457,11 @@ public actor ReplicaFeed {
 
     /// Applies one Postgres transaction in one commit of the replica, with its position; the
     /// tables of `recopy` are replaced by their fresh copies instead of taking its row changes.
-    private func apply(_ transaction: [PGOutput.Message], commit: PGOutput.Commit, recopy: Recopy?) throws {
-        var described = tables
-        for name in (recopy?.gone ?? []) + (recopy?.kept.map(\.table.name) ?? []) { described[name] = nil }
-        let relations = relations
-        let (_, version) = try store.writeTakingVersion(origin: .replication, tag: commit.commitLSN.description) { db in
+    private func apply(_ transaction: [PGOutput.Message], commit: PGOutput.Commit, recopy: Recopy?) async throws {
+        var unchanged = tables
+        for name in (recopy?.gone ?? []) + (recopy?.kept.map(\.table.name) ?? []) { unchanged[name] = nil }
+        let (described, relations) = (unchanged, relations)
+        let (_, version) = try await store.asyncWriteTakingVersion(origin: .replication, tag: commit.commitLSN.description) { db in
             if let recopy {
                 for name in recopy.gone { try db.execute("DROP TABLE IF EXISTS \(SQLIdentifier.quoted(name))") }
                 for (table, remake, rows) in recopy.kept {

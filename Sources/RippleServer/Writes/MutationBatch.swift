@@ -3,15 +3,15 @@ import PostgresNIO
 import Ripple
 import RippleSync
 
-/// Mutations applied by Postgres itself, a batch per round trip: the node turns each operation
-/// into its statements (values bound, never spliced: every statement takes one parameter, a JSON
-/// array of the values in their text form, read as `CAST(($1->>n) AS type)`), and the function
-/// `ripple_sync_apply` runs the batch — for each mutation, in a subtransaction (its savepoint):
-/// the counter moved from `id - 1` to `id` first, each operation's locked read and write rule,
-/// its write and the rule on the row after, its result stored last; a rejected mutation undone
-/// alone, its counter moved again with the rejection stored. The same steps as
-/// ``MutationWriter``'s statement-by-statement path (used for tables with a resolver, which runs
-/// in the node), without a round trip per statement.
+/// Mutations applied by Postgres itself, a batch per round trip — the one place where a client's
+/// counter moves and a mutation's result is stored. The node turns each operation into its
+/// statements (values bound, never spliced: every statement takes one parameter, a JSON array
+/// of the values in their text form, read as `CAST(($1->>n) AS type)`), having run the table's
+/// resolver first when it has one, and the function `ripple_sync_apply` runs the batch — for
+/// each mutation, in a subtransaction (its savepoint): the counter moved from `id - 1` to `id`
+/// first, each operation's locked read and write rule, its write and the rule on the row after,
+/// its result stored last; a rejected mutation undone alone, its counter moved again with the
+/// rejection stored.
 enum MutationBatch {
     /// The function, made (or replaced) by ``MutationWriter/prepare()``. A failure that passes
     /// (a serialization failure, a deadlock, a lost connection or server) is raised again: the
@@ -50,9 +50,15 @@ enum MutationBatch {
                         CONTINUE;
                     END IF;
                     IF m ? 'reject' THEN
-                        RAISE EXCEPTION USING ERRCODE = 'RPL01', MESSAGE = m->'reject'->>'code', DETAIL = m->'reject'->>'message';
+                        RAISE EXCEPTION USING ERRCODE = 'RPL01', MESSAGE = m->'reject'->>'code',
+                            DETAIL = coalesce(m->'reject'->>'message', ''), CONSTRAINT = coalesce(m->'reject'->>'constraint', '');
                     END IF;
                     FOR op IN SELECT value FROM jsonb_array_elements(m->'ops') LOOP
+                        IF op ? 'reject' THEN
+                            -- The node rejected the mutation at this operation (its resolver).
+                            RAISE EXCEPTION USING ERRCODE = 'RPL01', MESSAGE = op->'reject'->>'code',
+                                DETAIL = coalesce(op->'reject'->>'message', ''), CONSTRAINT = coalesce(op->'reject'->>'constraint', '');
+                        END IF;
                         allowed := NULL;
                         EXECUTE op->>'read' INTO allowed USING op->'read_args';
                         GET DIAGNOSTICS n = ROW_COUNT;
@@ -86,7 +92,7 @@ enum MutationBatch {
                     -- The subtransaction is undone, the counter with it: moved again, with the rejection.
                     IF state = 'RPL01' THEN
                         GET STACKED DIAGNOSTICS code = MESSAGE_TEXT;
-                        cons := NULL;
+                        detail := nullif(detail, '');
                     ELSE
                         code := state;
                         detail := NULL;   -- Postgres's DETAIL can show other rows' values: never sent
@@ -104,19 +110,46 @@ enum MutationBatch {
         """#
 
     /// One operation's statements for the function (`read` always; `write` and `check` when
-    /// the operation has them), each with its own array of values.
+    /// the operation has them), each with its own array of values; or the rejection of the
+    /// mutation at this operation (`reject`, its resolver's decision).
     struct PlannedOp: Encodable {
         var kind: String
         var table: String
-        var read: String
-        var readArgs: [String?]
+        var read: String?
+        var readArgs: [String?]?
         var write: String?
         var writeArgs: [String?]?
         var check: String?
         var checkArgs: [String?]?
+        var reject: Refusal?
 
         enum CodingKeys: String, CodingKey {
-            case kind, table, read, readArgs = "read_args", write, writeArgs = "write_args", check, checkArgs = "check_args"
+            case kind, table, read, readArgs = "read_args", write, writeArgs = "write_args", check, checkArgs = "check_args", reject
+        }
+
+        init(kind: String, table: String, read: String, readArgs: [String?], write: String?, writeArgs: [String?]?,
+             check: String?, checkArgs: [String?]?) {
+            (self.kind, self.table, self.read, self.readArgs) = (kind, table, read, readArgs)
+            (self.write, self.writeArgs, self.check, self.checkArgs) = (write, writeArgs, check, checkArgs)
+        }
+
+        /// The mutation rejected at this operation with `rejection`.
+        init(refusal rejection: Rejection) {
+            (kind, table, reject) = ("reject", "", Refusal(rejection))
+        }
+    }
+
+    /// A rejection the node decided, for the function to store as the mutation's result: a
+    /// Postgres SQLSTATE's without a message (the answer gives Ripple's own for the code, as for
+    /// one the function meets), any other with its message.
+    struct Refusal: Encodable {
+        var code: String
+        var constraint: String?
+        var message: String?
+
+        init(_ rejection: Rejection) {
+            (code, constraint) = (rejection.code, rejection.constraint)
+            message = rejection.isPostgres ? nil : rejection.message
         }
     }
 
@@ -125,11 +158,6 @@ enum MutationBatch {
         var id: Int64
         var ops: [PlannedOp]
         var reject: Refusal?
-
-        struct Refusal: Encodable {
-            var code: String
-            var message: String
-        }
     }
 
     /// The results the function answered, each with its message (Ripple's own for a Postgres

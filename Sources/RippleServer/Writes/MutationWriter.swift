@@ -14,9 +14,17 @@ public enum Resolution: Sendable {
 }
 
 /// Decides, on the server, what an incoming operation on one table does, given the row as it
-/// stands in Postgres (read `FOR UPDATE`, so it cannot change meanwhile; `nil`: no row with that
-/// key; values in their text form) and the user. Without one, a `patch` writes its columns over
-/// the row's (per-column last writer wins, by arrival at the server).
+/// stands in Postgres (read `FOR UPDATE` in the transaction that applies the mutation, so it
+/// cannot change meanwhile; `nil`: no row with that key; values in their text form) and the
+/// user. Without one, a `patch` writes its columns over the row's (per-column last writer wins,
+/// by arrival at the server).
+///
+/// A row an earlier operation of the same mutation wrote is given as that operation left it,
+/// with the values it carried. The operation returned must keep the table and the row's key
+/// (else the mutation is rejected, `resolver`). A resolver runs before Postgres checks that the
+/// mutation is the next one of its client: it may also run for a mutation pushed again, whose
+/// stored result is then answered and whose operations are not applied, so it should decide
+/// without side effects.
 public typealias MutationResolver = @Sendable (_ op: MutationOp, _ current: [String: WireValue]?, _ user: String) throws -> Resolution
 
 /// Applies clients' mutations to Postgres, each exactly once, as SYNC.md's "Writes" decides:
@@ -26,10 +34,11 @@ public typealias MutationResolver = @Sendable (_ op: MutationOp, _ current: [Str
 ///   `id - 1` to `id`, so the same mutation arriving twice (a retry, two sockets of one client on
 ///   two nodes) takes effect once: the second finds the counter moved and gets the first's result.
 /// * Mutations run in transactions of up to ``batchSize`` with `synchronous_commit = on`, each
-///   in a savepoint: a rejected one is undone alone. A batch is one round trip: Postgres's
-///   function `ripple_sync_apply` runs the statements the node built for it;
-///   a batch that writes a table with a resolver goes statement by statement, as the resolver
-///   runs in the node. Its result (applied, or rejected with a
+///   in a savepoint: a rejected one is undone alone. Postgres's function `ripple_sync_apply`
+///   runs the statements the node built for them, and is the one place where counters move and
+///   results are stored: a batch is one round trip, and a mutation on a table with a resolver
+///   has the resolver run in the node first, in the same transaction (one more call of the
+///   function, and a locked read per operation). Its result (applied, or rejected with a
 ///   reason) is a row of `ripple_sync_results` committed with it, and is answered with the WAL
 ///   position read after that commit (`lsn`): a client keeps the mutation until its
 ///   subscriptions stand there.
@@ -129,7 +138,7 @@ public final class MutationWriter: Sendable {
                                                       message: "Postgres could not take it for now (\(rejection.code)); send it again"))
                         return results
                     case .failure(let rejection):
-                        results.append(await reject(mutation, client: clientID, rejection))
+                        results.append(await reject(mutation, client: clientID, user: user, rejection))
                     }
                 }
             }
@@ -139,10 +148,12 @@ public final class MutationWriter: Sendable {
     }
 
     /// `batch` in one transaction, each mutation in a savepoint: applied, or rejected there and
-    /// then (its operations undone, its counter and result stored). Fails with the last passing
-    /// failure (a serialization failure, a deadlock, a lost connection) when one persisted through
-    /// the attempts: nothing of the batch was committed.
-    private func applyBatch(_ batch: [Mutation], client clientID: String, user: String) async -> Result<[MutationResult], Rejection> {
+    /// then (its operations undone, its counter and result stored); with `rejection`, each
+    /// mutation is rejected with it (its counter moved and the rejection stored, nothing else).
+    /// Fails with the last passing failure (a serialization failure, a deadlock, a lost
+    /// connection) when one persisted through the attempts: nothing of the batch was committed.
+    private func applyBatch(_ batch: [Mutation], client clientID: String, user: String,
+                            rejecting rejection: Rejection? = nil) async -> Result<[MutationResult], Rejection> {
         var wait = Duration.milliseconds(20)
         var attempt = 1
         while true {
@@ -152,14 +163,7 @@ public final class MutationWriter: Sendable {
                     var results: [MutationResult] = []
                     do {
                         _ = try await connection.gatheredRows("SET LOCAL synchronous_commit = on", logger: self.logger)
-                        if batch.contains(where: { $0.ops.contains { self.resolvers[$0.table] != nil } }) {
-                            // A resolver runs in the node: statement by statement.
-                            for mutation in batch {
-                                results.append(try await self.applyInSavepoint(mutation, on: connection, client: clientID, user: user))
-                            }
-                        } else {
-                            results = try await self.applyInPostgres(batch, on: connection, client: clientID, user: user)
-                        }
+                        results = try await self.applyInPostgres(batch, on: connection, client: clientID, user: user, rejecting: rejection)
                         _ = try await connection.gatheredRows("COMMIT", logger: self.logger)
                     } catch {
                         _ = try? await connection.gatheredRows("ROLLBACK", logger: self.logger)
@@ -183,108 +187,15 @@ public final class MutationWriter: Sendable {
         }
     }
 
-    /// One mutation of a batch, in a savepoint. Throws only for a passing failure (the whole
-    /// batch is tried again).
-    private func applyInSavepoint(_ mutation: Mutation, on connection: PostgresConnection, client clientID: String,
-                                  user: String) async throws -> MutationResult {
-        _ = try await connection.gatheredRows("SAVEPOINT ripple_mutation", logger: logger)
-        guard try await moveCounter(on: connection, client: clientID, user: user, to: mutation.id) else {
-            _ = try await connection.gatheredRows("RELEASE SAVEPOINT ripple_mutation", logger: logger)
-            return try await earlierResult(of: mutation, client: clientID, user: user, on: connection)
-        }
-        do {
-            for op in mutation.ops { try await apply(op, on: connection, user: user) }
-            let result = MutationResult(id: mutation.id, status: .applied)
-            try await store(result, client: clientID, on: connection)
-            _ = try await connection.gatheredRows("RELEASE SAVEPOINT ripple_mutation", logger: logger)
-            return result
-        } catch {
-            let rejection = (error as? Rejection) ?? Rejection(error)
-            if rejection.isTransient { throw error }
-            // Its operations undone (and the counter with them), the counter moves again with
-            // the rejection stored.
-            _ = try await connection.gatheredRows("ROLLBACK TO SAVEPOINT ripple_mutation", logger: logger)
-            guard try await moveCounter(on: connection, client: clientID, user: user, to: mutation.id) else {
-                throw Rejection(code: "internal", message: "the client's counter moved under a held lock")
-            }
-            let result = MutationResult(id: mutation.id, status: .rejected, code: rejection.code, constraint: rejection.constraint,
-                                        message: rejection.message)
-            try await store(result, client: clientID, on: connection)
-            _ = try await connection.gatheredRows("RELEASE SAVEPOINT ripple_mutation", logger: logger)
-            return result
-        }
-    }
-
-    /// Stores a mutation's result (in the transaction that moved its counter).
-    private func store(_ result: MutationResult, client clientID: String, on connection: PostgresConnection) async throws {
-        _ = try await connection.gatheredRows("""
-            INSERT INTO ripple_sync_results (client_id, mutation_id, status, code, constraint_name, message)
-            VALUES (\(clientID)::uuid, \(result.id), \(result.status.rawValue), \(result.code), \(result.constraint), \(result.message))
-            """, logger: logger)
-    }
-
-    /// Moves the client's counter from `id - 1` to `id`; `false` when it was elsewhere.
-    private func moveCounter(on connection: PostgresConnection, client clientID: String, user: String, to id: Int64) async throws -> Bool {
-        var moved = false
-        for _ in try await connection.gatheredRows("""
-            UPDATE ripple_sync_clients SET last_mutation_id = \(id)
-            WHERE client_id = \(clientID)::uuid AND user_id = \(user) AND last_mutation_id = \(id - 1) RETURNING 1
-            """, logger: logger) { moved = true }
-        return moved
-    }
-
-    /// The result of a mutation whose id the counter already passed (applied or rejected
-    /// before: its stored result), or an out-of-order rejection (an id beyond the next one, or a
-    /// client id not this user's), which is not stored.
-    private func earlierResult(of mutation: Mutation, client clientID: String, user: String,
-                               on connection: PostgresConnection? = nil) async throws -> MutationResult {
-        let rows = try await texts(on: connection, """
-            SELECT c.last_mutation_id::text, r.status, r.code, r.constraint_name, r.message
-            FROM ripple_sync_clients AS c
-            LEFT JOIN ripple_sync_results AS r ON r.client_id = c.client_id AND r.mutation_id = \(mutation.id)
-            WHERE c.client_id = \(clientID)::uuid AND c.user_id = \(user)
-            """)
-        guard let row = rows.first, let last = Int64(row[0] ?? "") else {
-            return MutationResult(id: mutation.id, status: .rejected, code: "out_of_order", message: "the client id is not this user's")
-        }
-        guard mutation.id <= last else {
-            return MutationResult(id: mutation.id, status: .rejected, code: "out_of_order",
-                                  message: "mutation \(mutation.id) came before mutation \(last + 1), which the server has not received")
-        }
-        let status = row[1].flatMap(MutationResult.Status.init(rawValue:)) ?? .applied
-        return MutationResult(id: mutation.id, status: status, code: row[2], constraint: row[3], message: row[4])
-    }
-
     /// Rejects `mutation`: its counter moves and its result is stored, nothing else changes
     /// (the transaction it failed in rolled back). Another socket that applied it meanwhile
     /// wins: its result is answered.
-    private func reject(_ mutation: Mutation, client clientID: String, _ rejection: Rejection) async -> MutationResult {
-        let result = MutationResult(id: mutation.id, status: .rejected, code: rejection.code, constraint: rejection.constraint,
-                                    message: rejection.message)
-        do {
-            return try await client.withConnection(within: Self.batchLimit) { connection in
-                _ = try await connection.gatheredRows("BEGIN", logger: self.logger)
-                var answer = result
-                do {
-                    let user = try await self.user(of: clientID, on: connection)
-                    if let user, try await self.moveCounter(on: connection, client: clientID, user: user, to: mutation.id) {
-                        try await self.store(result, client: clientID, on: connection)
-                        _ = try await connection.gatheredRows("COMMIT", logger: self.logger)
-                    } else {
-                        _ = try await connection.gatheredRows("ROLLBACK", logger: self.logger)
-                        answer = try await self.earlierResult(of: mutation, client: clientID, user: user ?? "", on: connection)
-                    }
-                } catch {
-                    _ = try? await connection.gatheredRows("ROLLBACK", logger: self.logger)
-                    throw error
-                }
-                // Read after the rejection committed, or after the result stored by another
-                // socket was read (so committed): past either's commit.
-                if Self.isStored(answer) { answer.lsn = try await self.position(on: connection) }
-                return answer
-            }
-        } catch {
-            logger.warning("mutation \(mutation.id) of client \(clientID): its rejection could not be stored: \(String(reflecting: error))")
+    private func reject(_ mutation: Mutation, client clientID: String, user: String, _ rejection: Rejection) async -> MutationResult {
+        switch await applyBatch([mutation], client: clientID, user: user, rejecting: rejection) {
+        case .success(let results) where results.count == 1:
+            return results[0]
+        case .success, .failure:
+            logger.warning("mutation \(mutation.id) of client \(clientID): its rejection (\(rejection.code)) could not be stored")
             return MutationResult(id: mutation.id, status: .rejected, code: "internal",
                                   message: "the server could not store the mutation's result; send it again")
         }
@@ -300,62 +211,177 @@ public final class MutationWriter: Sendable {
         throw SyncServerError("Postgres gave no WAL position")
     }
 
-    private func user(of clientID: String, on connection: PostgresConnection) async throws -> String? {
-        for user in try await connection.gatheredRows("SELECT user_id FROM ripple_sync_clients WHERE client_id = \(clientID)::uuid",
-                                                          logger: logger).map({ try $0.decode(String.self) }) {
-            return user
+    // MARK: Exactly once: the batch function
+
+    /// `batch` applied inside the caller's transaction by `ripple_sync_apply` (see
+    /// ``MutationBatch``): the one place where a client's counter moves and a mutation's result
+    /// is stored, whether or not a table has a resolver.
+    ///
+    /// The node plans each mutation's statements. A mutation it refuses before Postgres sees it
+    /// (a table the rules do not let the user write, an unknown column, or `rejection`) still
+    /// goes, as a rejection: its counter moves in order. A mutation that writes a table with a
+    /// resolver is planned once the mutations before it are applied — the batch goes to the
+    /// function in runs that end before each such mutation — so its resolvers read the rows as
+    /// those mutations left them. Without resolvers the batch is one run: one round trip.
+    private func applyInPostgres(_ batch: [Mutation], on connection: PostgresConnection, client clientID: String,
+                                 user: String, rejecting rejection: Rejection?) async throws -> [MutationResult] {
+        var results: [MutationResult] = []
+        var run: [MutationBatch.PlannedMutation] = []
+        for mutation in batch {
+            if let rejection {
+                run.append(MutationBatch.PlannedMutation(id: mutation.id, ops: [], reject: MutationBatch.Refusal(rejection)))
+                continue
+            }
+            let resolves = mutation.ops.contains { resolvers[$0.table] != nil }
+            if resolves && !run.isEmpty {
+                results += try await applyInPostgres(run, on: connection, client: clientID, user: user)
+                run = []
+            }
+            run.append(try await plan(mutation, user: user, resolvingOn: resolves ? connection : nil))
         }
-        return nil
+        if !run.isEmpty { results += try await applyInPostgres(run, on: connection, client: clientID, user: user) }
+        guard results.map(\.id) == batch.map(\.id) else { throw SyncServerError("ripple_sync_apply answered other mutations") }
+        return results
     }
 
-    // MARK: Operations
+    /// One call of `ripple_sync_apply` with `planned`: their results, in order.
+    private func applyInPostgres(_ planned: [MutationBatch.PlannedMutation], on connection: PostgresConnection,
+                                 client clientID: String, user: String) async throws -> [MutationResult] {
+        let json = String(decoding: try JSONEncoder().encode(planned), as: UTF8.self)
+        for answer in try await connection.gatheredRows("SELECT ripple_sync_apply(\(clientID)::uuid, \(user), \(json)::jsonb)::text",
+                                                            logger: logger).map({ try $0.decode(String.self) }) {
+            let results = try MutationBatch.results(from: answer)
+            guard results.map(\.id) == planned.map(\.id) else { throw SyncServerError("ripple_sync_apply answered other mutations") }
+            return results
+        }
+        throw SyncServerError("ripple_sync_apply answered nothing")
+    }
 
-    /// Applies one operation inside the mutation's transaction.
-    private func apply(_ incoming: MutationOp, on connection: PostgresConnection, user: String) async throws {
-        let table = try await writable(incoming.table, user: user)
-        try validate(incoming, of: table)
-        let rule = try rules.writeRule(of: table.name, for: user)
-        // The row as it stands, locked, and whether the user may write it.
-        let read = try Self.lockedRead(incoming, of: table, rule: rule, withValues: true)
-        var current: [String: WireValue]?
-        var allowed = true
-        for row in try await connection.gatheredRows(read.query, logger: logger) {
-            var values: [String: WireValue] = [:]
-            var cells = row.makeIterator()
-            allowed = (try cells.next()?.decode(Bool?.self)) == true
-            for name in table.columns { values[name] = try cells.next()?.decode(String?.self).map(WireValue.text) ?? .null }
-            current = values
-        }
-        if current != nil && !allowed {
-            throw Rejection(code: "write_rule", message: "the rules do not let this user change that row of \(table.name)")
-        }
-        var op = incoming
-        if let resolver = resolvers[table.name] {
-            let decision: Resolution
-            do {
-                decision = try resolver(incoming, current, user)
-            } catch {
-                throw Rejection(code: "resolver", message: "the resolver of \(table.name) failed: \(error)")
+    /// `mutation`'s statements for the function, or the rejection the node decides before
+    /// Postgres sees it. With `connection` (the batch's, inside its transaction), an operation
+    /// on a table with a resolver is first resolved (see ``resolve(_:of:rule:with:user:rows:on:)``);
+    /// the resolvers' reads run in a savepoint, so a read Postgres refuses (a key that does not
+    /// fit its column) rejects the mutation at that operation, and leaves the transaction usable.
+    private func plan(_ mutation: Mutation, user: String, resolvingOn connection: PostgresConnection?) async throws -> MutationBatch.PlannedMutation {
+        var entry = MutationBatch.PlannedMutation(id: mutation.id, ops: [], reject: nil)
+        if let connection { _ = try await connection.gatheredRows("SAVEPOINT ripple_resolve", logger: logger) }
+        // The rows this mutation's operations on tables with a resolver wrote, as they left them.
+        var rows: [RowKey: [String: WireValue]?] = [:]
+        do {
+            for op in mutation.ops {
+                let table = try await writable(op.table, user: user)
+                try validate(op, of: table)
+                let rule = try rules.writeRule(of: table.name, for: user)
+                var decided = op
+                if let connection, let resolver = resolvers[table.name] {
+                    let step: Step
+                    do {
+                        step = try await resolve(op, of: table, rule: rule, with: resolver, user: user, rows: &rows, on: connection)
+                    } catch let error as PSQLError {
+                        let rejection = Rejection(error)
+                        if rejection.isTransient { throw error }
+                        _ = try await connection.gatheredRows("ROLLBACK TO SAVEPOINT ripple_resolve", logger: logger)
+                        step = .reject(rejection)
+                    }
+                    guard case .apply(let resolved) = step else {
+                        // Postgres applies the operations before it, then rejects the mutation here.
+                        if case .reject(let rejection) = step { entry.ops.append(MutationBatch.PlannedOp(refusal: rejection)) }
+                        break
+                    }
+                    decided = resolved
+                }
+                entry.ops.append(try Self.plan(decided, of: table, rule: rule))
             }
-            switch decision {
-            case .apply(let resolved):
-                guard resolved.table == table.name else { throw Rejection(code: "resolver", message: "the resolver of \(table.name) wrote another table") }
-                try validate(resolved, of: table)
-                op = resolved
-            case .reject(let reason):
-                throw Rejection(code: "resolver", message: reason)
+        } catch let error where !(error is PSQLError) {
+            let rejection = (error as? Rejection) ?? Rejection(error)
+            // Planning needs the table's description, which may need Postgres: a failure
+            // that passes fails the batch (tried again, or answered unavailable), and is
+            // never stored as the mutation's rejection. (The sync stress checker found a
+            // node that had stored `unavailable` for a mutation planned while Postgres
+            // restarted: the client sent it again forever.)
+            if rejection.isTransient { throw error }
+            entry = MutationBatch.PlannedMutation(id: mutation.id, ops: [], reject: MutationBatch.Refusal(rejection))
+        }
+        if let connection { _ = try await connection.gatheredRows("RELEASE SAVEPOINT ripple_resolve", logger: logger) }
+        return entry
+    }
+
+    /// What the node decides for an operation on a table with a resolver.
+    private enum Step {
+        /// Apply this operation (the resolver's).
+        case apply(MutationOp)
+        /// Reject the mutation at this operation.
+        case reject(Rejection)
+    }
+
+    /// A row of a table, by its key's values in their text form.
+    private struct RowKey: Hashable {
+        var table: String
+        var key: [String?]
+
+        init(_ op: MutationOp, of table: WritableTable) {
+            (self.table, key) = (table.name, table.key.map { PostgresStatement.text(of: op.values[$0] ?? .null) })
+        }
+    }
+
+    /// Runs `resolver` for `op`, given the row as it stands — read `FOR UPDATE` in the batch's
+    /// transaction, so it cannot change before the function writes it; or, when an earlier
+    /// operation of the same mutation wrote it, as that operation left it (in `rows`, which
+    /// gets this operation's effect) — and the user. A row the write rule does not let the user
+    /// change is not shown to the resolver: the operation goes as it is, and the function
+    /// rejects it (`write_rule`).
+    private func resolve(_ op: MutationOp, of table: WritableTable, rule: FilterDescription?, with resolver: MutationResolver,
+                         user: String, rows: inout [RowKey: [String: WireValue]?], on connection: PostgresConnection) async throws -> Step {
+        let key = RowKey(op, of: table)
+        let current: [String: WireValue]?
+        if let written = rows[key] {
+            current = written
+        } else {
+            var found: [String: WireValue]?
+            var allowed = true
+            let read = try Self.lockedRead(op, of: table, rule: rule, withValues: true)
+            for row in try await connection.gatheredRows(read.query, logger: logger) {
+                var values: [String: WireValue] = [:]
+                var cells = row.makeIterator()
+                allowed = (try cells.next()?.decode(Bool?.self)) == true
+                for name in table.columns { values[name] = try cells.next()?.decode(String?.self).map(WireValue.text) ?? .null }
+                found = values
             }
+            if found != nil && !allowed { return .apply(op) }
+            current = found
         }
-        if current == nil && op.kind == .patch {
-            throw Rejection(code: "row_gone", message: "the row of \(table.name) this mutation changes no longer exists")
+        let decision: Resolution
+        do {
+            decision = try resolver(op, current, user)
+        } catch {
+            return .reject(Rejection(code: "resolver", message: "the resolver of \(table.name) failed: \(error)"))
         }
-        if current == nil && op.kind == .delete { return }
-        guard let write = Self.write(op, of: table) else { return }
-        _ = try await connection.gatheredRows(write.query, logger: logger)
-        // The row as the operation left it must be one the user may write.
-        guard let check = try Self.ruleAfter(op, of: table, rule: rule) else { return }
-        for allowedAfter in try await connection.gatheredRows(check.query, logger: logger).map({ try $0.decode(Bool?.self) }) where allowedAfter != true {
-            throw Rejection(code: "write_rule", message: "the rules do not let this user write that row of \(table.name)")
+        switch decision {
+        case .apply(let resolved):
+            guard resolved.table == table.name else {
+                return .reject(Rejection(code: "resolver", message: "the resolver of \(table.name) wrote another table"))
+            }
+            try validate(resolved, of: table)
+            guard RowKey(resolved, of: table) == key else {
+                return .reject(Rejection(code: "resolver", message: "the resolver of \(table.name) changed the row's key"))
+            }
+            rows.updateValue(Self.row(current, after: resolved, of: table), forKey: key)   // nil: the row is gone
+            return .apply(resolved)
+        case .reject(let reason):
+            return .reject(Rejection(code: "resolver", message: reason))
+        }
+    }
+
+    /// The row `current` as `op` leaves it, each value in its text form (`nil`: no row).
+    static func row(_ current: [String: WireValue]?, after op: MutationOp, of table: WritableTable) -> [String: WireValue]? {
+        func text(_ value: WireValue) -> WireValue { PostgresStatement.text(of: value).map(WireValue.text) ?? .null }
+        switch op.kind {
+        case .put:
+            return Dictionary(uniqueKeysWithValues: table.columns.map { ($0, text(op.values[$0] ?? .null)) })
+        case .patch:
+            return current.map { row in row.merging(op.values.mapValues(text)) { _, new in new } }
+        case .delete:
+            return nil
         }
     }
 
@@ -421,50 +447,11 @@ public final class MutationWriter: Sendable {
         return check
     }
 
-    // MARK: A batch in one round trip
-
-    /// `batch` applied by `ripple_sync_apply` in one statement (see ``MutationBatch``), inside
-    /// the caller's transaction. A mutation the node refuses before Postgres sees it (a table
-    /// the rules do not let the user write, an unknown column) still goes, as a rejection: its
-    /// counter moves in order.
-    private func applyInPostgres(_ batch: [Mutation], on connection: PostgresConnection, client clientID: String,
-                                 user: String) async throws -> [MutationResult] {
-        var planned: [MutationBatch.PlannedMutation] = []
-        for mutation in batch {
-            var entry = MutationBatch.PlannedMutation(id: mutation.id, ops: [], reject: nil)
-            do {
-                for op in mutation.ops { entry.ops.append(try await plan(op, user: user)) }
-            } catch let error where !(error is PSQLError) {
-                let rejection = (error as? Rejection) ?? Rejection(error)
-                // Planning needs the table's description, which may need Postgres: a failure
-                // that passes fails the batch (tried again, or answered unavailable), and is
-                // never stored as the mutation's rejection. (The sync stress checker found a
-                // node that had stored `unavailable` for a mutation planned while Postgres
-                // restarted: the client sent it again forever.)
-                if rejection.isTransient { throw error }
-                entry = MutationBatch.PlannedMutation(id: mutation.id, ops: [],
-                                                      reject: .init(code: rejection.code, message: rejection.message))
-            }
-            planned.append(entry)
-        }
-        let json = String(decoding: try JSONEncoder().encode(planned), as: UTF8.self)
-        for answer in try await connection.gatheredRows("SELECT ripple_sync_apply(\(clientID)::uuid, \(user), \(json)::jsonb)::text",
-                                                            logger: logger).map({ try $0.decode(String.self) }) {
-            let results = try MutationBatch.results(from: answer)
-            guard results.map(\.id) == batch.map(\.id) else { throw SyncServerError("ripple_sync_apply answered other mutations") }
-            return results
-        }
-        throw SyncServerError("ripple_sync_apply answered nothing")
-    }
-
     /// One operation's statements for ``MutationBatch``'s function.
-    private func plan(_ op: MutationOp, user: String) async throws -> MutationBatch.PlannedOp {
-        let table = try await writable(op.table, user: user)
-        try validate(op, of: table)
-        let rule = try rules.writeRule(of: table.name, for: user)
-        let read = try Self.lockedRead(op, of: table, rule: rule, withValues: false, packed: true)
-        let write = Self.write(op, of: table, packed: true)
-        let check = write == nil ? nil : try Self.ruleAfter(op, of: table, rule: rule, packed: true)
+    private static func plan(_ op: MutationOp, of table: WritableTable, rule: FilterDescription?) throws -> MutationBatch.PlannedOp {
+        let read = try lockedRead(op, of: table, rule: rule, withValues: false, packed: true)
+        let write = write(op, of: table, packed: true)
+        let check = write == nil ? nil : try ruleAfter(op, of: table, rule: rule, packed: true)
         return MutationBatch.PlannedOp(kind: op.kind.rawValue, table: table.name, read: read.sql, readArgs: read.packed ?? [],
                                        write: write?.sql, writeArgs: write?.packed, check: check?.sql, checkArgs: check?.packed)
     }
@@ -520,6 +507,8 @@ struct Rejection: Error {
     var constraint: String? = nil
     let message: String
     var isTransient = false
+    /// Whether `code` is a Postgres SQLSTATE (and `message` Ripple's own text for it).
+    var isPostgres = false
 
     init(code: String, constraint: String? = nil, message: String) {
         (self.code, self.constraint, self.message) = (code, constraint, message)
@@ -552,6 +541,7 @@ struct Rejection: Error {
     init(state: String, constraint: String?) {
         code = state
         self.constraint = constraint
+        isPostgres = true
         isTransient = state == "40001" || state == "40P01" || state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53")
         let what = switch state {
         case "23505": "a row with the same unique values exists"

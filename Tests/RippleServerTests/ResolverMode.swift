@@ -1,0 +1,6 @@
+import RippleSyncTesting
+import Testing
+
+extension ResolverMode: CustomTestStringConvertible {
+    public var testDescription: String { rawValue }
+}
