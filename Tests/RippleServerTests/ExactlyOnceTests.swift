@@ -2,6 +2,7 @@ import Foundation
 import Ripple
 import RippleServer
 import RippleSync
+import RippleSyncTesting
 import RippleTesting
 import Testing
 

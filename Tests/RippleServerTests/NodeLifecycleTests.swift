@@ -9,6 +9,7 @@ import Logging
 import Ripple
 import RippleServer
 import RippleSync
+import RippleSyncTesting
 import RippleTesting
 import ServiceLifecycle
 import Testing
@@ -25,8 +26,10 @@ struct NodeLifecycleTests {
     /// exits with status 0. Its log, asked for as JSON, is one JSON object per line.
     @Test func sigtermDrainsEverySocketWithRetryLaterAndExitsZero() async throws {
         let executable = try #require(NodeDescriptorTests.serverExecutable, "ripple-server is not built beside the tests")
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
+        try await withThrowawayPostgres { postgres in try await Self.sigtermDrains(postgres, executable: executable) }
+    }
+
+    static func sigtermDrains(_ postgres: ThrowawayPostgres, executable: String) async throws {
         try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY); INSERT INTO items VALUES (1), (2)")
         let directory = try TemporaryDirectory()
         let secret = "a lifecycle test secret of at least thirty-two bytes"
@@ -64,10 +67,10 @@ struct NodeLifecycleTests {
         let token = try SyncToken.sign(user: "u", expires: Date().addingTimeInterval(3600), secret: Array(secret.utf8))
 
         // Three sockets, each subscribed and up to date.
+        try await withSockets { opened in
         var sockets: [TestSocket] = []
-        defer { for socket in sockets { socket.close() } }
         for index in 0..<3 {
-            let socket = try await TestSocket(url: "ws://127.0.0.1:\(port)/sync")
+            let socket = try await opened.open("ws://127.0.0.1:\(port)/sync")
             sockets.append(socket)
             _ = try await socket.hello(token)
             try await socket.send(.subscribe(id: "s\(index)", query: QueryDescription(table: "items", order: [OrderDescription(column: "id")]),
@@ -86,6 +89,7 @@ struct NodeLifecycleTests {
             #expect(code == .retryLater, "socket \(index): \(message)")
             #expect(try await socket.nextSkippingHeartbeats(within: 30) == nil, "socket \(index) was not closed")
         }
+        }
         try Wait.exit(of: process, "the node to exit after SIGTERM", within: .seconds(60))
         let log = (try? String(contentsOfFile: directory.path("node.err"), encoding: .utf8)) ?? ""
         #expect(process.terminationReason == .exit && process.terminationStatus == 0,
@@ -102,8 +106,10 @@ struct NodeLifecycleTests {
     /// A node run in an application's own `ServiceGroup` drains its sockets when the group shuts
     /// down gracefully, and its `run()` returns without error.
     @Test func aNodeInAServiceGroupDrainsItsSocketsOnGracefulShutdown() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
+        try await withThrowawayPostgres { postgres in try await Self.drainsInAGroup(postgres) }
+    }
+
+    static func drainsInAGroup(_ postgres: ThrowawayPostgres) async throws {
         try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY); INSERT INTO items VALUES (1)")
         let directory = try TemporaryDirectory()
         let secret = Array("a test secret of at least thirty-two bytes".utf8)
@@ -115,38 +121,46 @@ struct NodeLifecycleTests {
         let node = try SyncServer(configuration: configuration)
         let group = ServiceGroup(configuration: .init(services: [node], logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
         let running = Task { try await group.run() }
-        let port = try await Wait.value("the node to listen") { try await node.port }
-        let socket = try await TestSocket(url: "ws://127.0.0.1:\(port)/sync")
-        defer { socket.close() }
-        _ = try await socket.hello(try SyncToken.sign(user: "u", expires: Date().addingTimeInterval(3600), secret: secret))
-
-        await group.triggerGracefulShutdown()
-        guard case .error(let code, _, _) = try await socket.nextSkippingHeartbeats(within: 30, what: "retry_later") else {
-            Issue.record("the socket was not told to come back later")
-            return
+        // The group ends before this returns, whatever happens in between.
+        func ended() async throws -> Result<Void, any Error> {
+            await group.triggerGracefulShutdown()
+            return try await Wait.value("the group to end") { await running.result }
         }
-        #expect(code == .retryLater)
-        #expect(try await socket.nextSkippingHeartbeats(within: 30) == nil, "the socket was not closed")
-        let outcome = try await Wait.value("the group to end") { await running.result }
+        do {
+            let port = try await Wait.value("the node to listen") { try await node.port }
+            try await withSocket("ws://127.0.0.1:\(port)/sync") { socket in
+                _ = try await socket.hello(try SyncToken.sign(user: "u", expires: Date().addingTimeInterval(3600), secret: secret))
+                await group.triggerGracefulShutdown()
+                guard case .error(let code, _, _) = try await socket.nextSkippingHeartbeats(within: 30, what: "retry_later") else {
+                    Issue.record("the socket was not told to come back later")
+                    return
+                }
+                #expect(code == .retryLater)
+                #expect(try await socket.nextSkippingHeartbeats(within: 30) == nil, "the socket was not closed")
+            }
+        } catch {
+            _ = try? await ended()
+            throw error
+        }
+        let outcome = try await ended()
         #expect(throws: Never.self) { try outcome.get() }
     }
 
     /// A part that fails stops the node, and its error says which part: here the HTTP
     /// listener, whose port another node holds.
     @Test func aFailingPartStopsTheNodeWithAnErrorNamingIt() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
+        try await withThrowawayPostgres { postgres in
         try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY)")
         let directory = try TemporaryDirectory()
-        let first = try await TestNode.start(postgres, tables: ["items"], rules: Self.rules, directory: directory)
+        let outcome = try await TestNode.with(postgres, tables: ["items"], rules: Self.rules, directory: directory) { first in
         var configuration = SyncServerConfiguration(
             postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: ["items"],
             rules: try SyncRules(json: Data(Self.rules.utf8)), secret: first.secret, replicaPath: directory.path("second.sqlite"))
         configuration.port = first.port
         configuration.slot = "ripple_second"
         let second = try SyncServer(configuration: configuration)
-        let outcome = try await Wait.value("the second node to fail") { await Task { try await second.run() }.result }
-        await first.stop()
+        return try await Wait.value("the second node to fail") { await Task { try await second.run() }.result }
+        }
         guard case .failure(let error) = outcome else {
             Issue.record("the node on a taken port did not fail")
             return
@@ -154,15 +168,17 @@ struct NodeLifecycleTests {
         let failure = try #require(error as? SyncServerError, "\(error)")
         #expect(failure.part == "the HTTP listener", "\(failure)")
         #expect(failure.description.hasPrefix("the HTTP listener stopped: "), "\(failure)")
+        }
     }
 
     /// A node whose Postgres refuses it stops with an error naming the feed (once PostgresNIO's
     /// pool gives up connecting: its circuit breaker opens after 60 s of failed attempts).
     @Test func aNodeWhosePostgresIsGoneStopsWithAnErrorNamingTheFeed() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY)")
-        let url = postgres.url
-        try postgres.stop()
+        // A cluster that existed and is gone: its address refuses connections.
+        let url = try await withThrowawayPostgres { postgres in
+            try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY)")
+            return postgres.url
+        }
         let directory = try TemporaryDirectory()
         var configuration = SyncServerConfiguration(
             postgres: try SyncServerConfiguration.postgres(url: url), tables: ["items"],
@@ -181,14 +197,16 @@ struct NodeLifecycleTests {
 
     /// `/metrics` is swift-prometheus's exposition of the node's figures, which move with traffic.
     @Test func metricsAreThePrometheusExpositionOfTheNodesFigures() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY); INSERT INTO items VALUES (1)")
-        let directory = try TemporaryDirectory()
-        let node = try await TestNode.start(postgres, tables: ["items"], rules: Self.rules, directory: directory)
-        defer { Task { await node.stop() } }
-        let socket = try await TestSocket(url: node.url)
-        defer { socket.close() }
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY); INSERT INTO items VALUES (1)")
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["items"], rules: Self.rules, directory: directory) { node in
+                try await withSocket(node.url) { socket in try await Self.metricsMove(node, postgres, socket) }
+            }
+        }
+    }
+
+    static func metricsMove(_ node: TestNode, _ postgres: ThrowawayPostgres, _ socket: TestSocket) async throws {
         _ = try await socket.hello(try node.token("u"))
         try await socket.send(.subscribe(id: "all", query: QueryDescription(table: "items", order: [OrderDescription(column: "id")]),
                                          resume: nil))

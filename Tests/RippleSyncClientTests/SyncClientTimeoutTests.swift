@@ -4,6 +4,7 @@ import Glibc
 #endif
 import Ripple
 import RippleSyncClient
+import RippleSyncTesting
 import RippleTesting
 import Testing
 
