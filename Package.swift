@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.1
 import PackageDescription
 
 let package = Package(
@@ -16,6 +16,14 @@ let package = Package(
         .library(name: "RippleSyncTesting", targets: ["RippleSyncTesting"]),
         .executable(name: "ripple", targets: ["RippleCLI"]),
         .executable(name: "ripple-server", targets: ["RippleServerCLI"]),
+    ],
+    // Ripple Sync (the client, the node, their testing kit and their dependencies: SwiftNIO,
+    // Hummingbird, PostgresNIO, …) is a trait, off by default: `swift run ripple demo` and apps
+    // that use the store alone never resolve, fetch or build those packages. Apps that sync add
+    // `traits: ["Sync"]` to their `.package` line; here, `swift build --traits Sync` builds it, and
+    // a plain `swift test` runs the sync side's tests too (SyncSideTests builds them with the trait).
+    traits: [
+        .trait(name: "Sync", description: "Ripple Sync: RippleSyncClient, RippleServer, ripple-server and their dependencies."),
     ],
     dependencies: [
         // The command-line tool's argument parsing (the libraries depend on nothing).
@@ -69,23 +77,23 @@ let package = Package(
         // by the server's changesets. Never a dependency of the `ripple` tool.
         .target(name: "RippleSyncClient", dependencies: [
             "Ripple", "RippleSync", "RippleDiff",
-            .product(name: "WSClient", package: "swift-websocket"),
-            .product(name: "Logging", package: "swift-log"),
+            .product(name: "WSClient", package: "swift-websocket", condition: .when(traits: ["Sync"])),
+            .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Sync"])),
         ]),
         // Ripple Sync's server: the feed from PostgreSQL's logical decoding into a replica
         // store, subscriptions, and the WebSocket protocol. Never a dependency of `ripple`.
         .target(name: "RippleServer", dependencies: [
             "Ripple", "RippleSync",
-            .product(name: "PostgresNIO", package: "postgres-nio"),
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "Crypto", package: "swift-crypto"),
-            .product(name: "Hummingbird", package: "hummingbird"),
-            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOWebSocket", package: "swift-nio"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            .product(name: "CoreMetrics", package: "swift-metrics"),
-            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Sync"])),
+            .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Sync"])),
+            .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["Sync"])),
+            .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Sync"])),
+            .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket", condition: .when(traits: ["Sync"])),
+            .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Sync"])),
+            .product(name: "NIOWebSocket", package: "swift-nio", condition: .when(traits: ["Sync"])),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Sync"])),
+            .product(name: "CoreMetrics", package: "swift-metrics", condition: .when(traits: ["Sync"])),
+            .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Sync"])),
         ], resources: [
             // The live-list web page the node serves, compiled into the binary (no bundle to find).
             .embedInCode("HTTP/live-list.html"), .embedInCode("HTTP/live-list.js"),
@@ -95,17 +103,17 @@ let package = Package(
         // real Postgres and node).
         .target(name: "RippleSyncTesting", dependencies: [
             "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple", "RippleDiffTesting",
-            .product(name: "PostgresNIO", package: "postgres-nio"),
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "WSClient", package: "swift-websocket"),
+            .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Sync"])),
+            .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Sync"])),
+            .product(name: "WSClient", package: "swift-websocket", condition: .when(traits: ["Sync"])),
         ]),
         // The `ripple-server` command: a node, its demo, and a terminal subscriber.
         .executableTarget(name: "RippleServerCLI", dependencies: [
             "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple", "RippleDiffTesting", "RippleSyncTesting",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            .product(name: "PostgresNIO", package: "postgres-nio"),
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Sync"])),
+            .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Sync"])),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Sync"])),
         ], path: "Sources/ripple-server"),
         .testTarget(name: "RippleDiffTests", dependencies: ["RippleDiff", "RippleDiffTesting"]),
         .testTarget(name: "RippleTestingTests", dependencies: ["Ripple", "RippleDiff", "RippleTesting"]),
@@ -113,12 +121,12 @@ let package = Package(
                     resources: [.copy("Golden")]),
         .testTarget(name: "RippleServerTests", dependencies: [
             "RippleServer", "RippleSync", "RippleSyncClient", "RippleTesting", "Ripple", "RippleDiffTesting", "RippleSyncTesting",
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            .product(name: "WSClient", package: "swift-websocket"),
-            .product(name: "PostgresNIO", package: "postgres-nio"),
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "NIOEmbedded", package: "swift-nio"),
-            .product(name: "NIOWebSocket", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Sync"])),
+            .product(name: "WSClient", package: "swift-websocket", condition: .when(traits: ["Sync"])),
+            .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Sync"])),
+            .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Sync"])),
+            .product(name: "NIOEmbedded", package: "swift-nio", condition: .when(traits: ["Sync"])),
+            .product(name: "NIOWebSocket", package: "swift-nio", condition: .when(traits: ["Sync"])),
         ]),
         // The client's tests: its connection machine without sockets, and the client against a real node.
         .testTarget(name: "RippleSyncClientTests", dependencies: [

@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.1
 import PackageDescription
 
 // Benchmarks for Ripple, kept out of the main package so that its users never resolve
@@ -9,7 +9,7 @@ let package = Package(
     name: "RippleBenchmarks",
     platforms: [.macOS(.v13)],
     dependencies: [
-        .package(name: "Ripple", path: ".."),
+        .package(name: "Ripple", path: "..", traits: ["Sync"]),   // the sync side too: `ripple-bench sync`
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // The peer the store is compared with (benchmarks only: the main package never depends on it).
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),

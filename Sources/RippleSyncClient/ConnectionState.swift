@@ -1,3 +1,4 @@
+#if Sync
 /// The pure core of a ``SyncClient``'s connection: which phase it is in, and what to do next
 /// when something happens. It performs nothing itself: the client (an actor) feeds it events
 /// (a socket opened, a frame heard, the welcome, the watch's tick, a connection ended) and
@@ -327,3 +328,4 @@ struct ConnectionState<Random: RandomNumberGenerator> {
         #endif
     }
 }
+#endif

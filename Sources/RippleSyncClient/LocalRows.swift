@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Ripple
 import RippleSync
@@ -211,3 +212,4 @@ enum LocalRows {
         }
     }
 }
+#endif

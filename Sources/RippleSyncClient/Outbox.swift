@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Ripple
 import RippleSync
@@ -332,3 +333,4 @@ struct SyncPosition: Comparable, Hashable, Sendable {
 
     static func < (lhs: SyncPosition, rhs: SyncPosition) -> Bool { lhs.value < rhs.value }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Ripple
 import RippleSync
@@ -245,3 +246,4 @@ enum Rebase {
 
     private static func placeholders(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ", ") }
 }
+#endif

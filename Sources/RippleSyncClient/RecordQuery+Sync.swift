@@ -1,3 +1,4 @@
+#if Sync
 import Ripple
 import RippleSync
 
@@ -92,3 +93,4 @@ extension SyncClient {
         try await subscribe(id, try query.syncDescription())
     }
 }
+#endif

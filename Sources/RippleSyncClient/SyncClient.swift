@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Logging
 import Ripple
@@ -686,3 +687,4 @@ public struct RemoteLiveQuery: AsyncSequence, Sendable {
         stream.makeAsyncIterator()
     }
 }
+#endif

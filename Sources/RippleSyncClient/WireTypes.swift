@@ -1,3 +1,4 @@
+#if Sync
 import Ripple
 import RippleSync
 
@@ -84,3 +85,4 @@ public struct SyncClientError: Error, CustomStringConvertible, Sendable {
     /// An error saying `description`.
     public init(_ description: String) { self.description = description }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Ripple
 #if canImport(Glibc)
@@ -81,3 +82,4 @@ final class ExitWatchdog: Sendable {
 
     deinit { dismiss() }
 }
+#endif

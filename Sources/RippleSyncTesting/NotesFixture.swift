@@ -1,3 +1,4 @@
+#if Sync
 import RippleServer
 import RippleTesting
 
@@ -46,3 +47,4 @@ package enum NotesFixture {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import RippleServer
 
 /// How a write test's node takes operations: with no resolver, or with a resolver on every
@@ -16,3 +17,4 @@ package enum ResolverMode: String, CaseIterable, Sendable {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -188,3 +189,4 @@ enum StormSocket {
 
     private static let logger = Logger(label: "ripple.stress.storm", factory: { _ in SwiftLogNoOpLogHandler() })
 }
+#endif

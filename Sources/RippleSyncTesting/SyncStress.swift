@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -807,3 +808,4 @@ extension WireValue {
         }
     }
 }
+#endif

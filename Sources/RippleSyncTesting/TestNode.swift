@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -138,3 +139,4 @@ package func withStarted<Result>(_ client: SyncClient, isolation: isolated (any 
         throw error
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Ripple
 import RippleTesting
@@ -418,3 +419,4 @@ public struct ThrowawayPostgresError: Error, CustomStringConvertible, Sendable {
     public let description: String
     init(_ description: String) { self.description = description }
 }
+#endif

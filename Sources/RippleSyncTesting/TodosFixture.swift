@@ -1,3 +1,4 @@
+#if Sync
 import RippleSync
 import RippleTesting
 
@@ -21,3 +22,4 @@ package enum TodosFixture {
                                             order: [OrderDescription(column: "rank")], limit: 10)
     package static let aliceOpenSQL = "SELECT id, owner, title, rank, done FROM todos WHERE owner = 'alice' AND NOT done ORDER BY rank, id LIMIT 10"
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import ArgumentParser
 import Foundation
 import RippleServer
@@ -69,7 +70,7 @@ struct DemoCommand: AsyncParsableCommand {
                   table    todos(id, title, owner, done, rank); each user reads the rows they own
 
                 Watch alice's open todos, live (another terminal):
-                  swift run ripple-server subscribe --url ws://127.0.0.1:\(port)/sync --token \(alice) \\
+                  swift run --traits Sync ripple-server subscribe --url ws://127.0.0.1:\(port)/sync --token \(alice) \\
                       --table todos --filter '{"column": "done", "op": "=", "value": false}' --order rank
 
                 Change them as any Postgres client would:
@@ -77,7 +78,7 @@ struct DemoCommand: AsyncParsableCommand {
                   \(psql) -c "INSERT INTO todos VALUES (100, 'new', 'alice', false, 0)"
 
                 bob's token (he sees other rows): \(bob)
-                More tokens: RIPPLE_SYNC_SECRET=\(String(decoding: secret, as: UTF8.self)) swift run ripple-server token --user carol
+                More tokens: RIPPLE_SYNC_SECRET=\(String(decoding: secret, as: UTF8.self)) swift run --traits Sync ripple-server token --user carol
                 \(writeEvery > 0 ? "A todo changes every \(writeEvery) s. " : "")Ctrl-C stops the node and PostgreSQL.
 
                 """)
@@ -91,3 +92,4 @@ func say(_ text: String) {
     print(text)
     fflush(nil)
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import ArgumentParser
 import Foundation
 import Logging
@@ -157,3 +158,4 @@ func serverLogger(level: Logger.Level = .warning, format: LogFormat = .text) -> 
     logger.logLevel = level
     return logger
 }
+#endif

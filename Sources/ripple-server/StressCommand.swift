@@ -1,3 +1,4 @@
+#if Sync
 import ArgumentParser
 import Foundation
 import RippleSyncTesting
@@ -98,3 +99,4 @@ struct StressCommand: AsyncParsableCommand {
         if !report.passed { throw ExitCode.failure }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import ArgumentParser
 import Foundation
 import Ripple
@@ -126,3 +127,4 @@ struct TokenCommand: ParsableCommand {
         print(try SyncToken.sign(user: user, expires: Date().addingTimeInterval(TimeInterval(expiresIn)), secret: readSecret(secretFile)))
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Logging
 import PostgresNIO
@@ -128,3 +129,4 @@ struct ReadRuleTests {
         }
     }
 }
+#endif

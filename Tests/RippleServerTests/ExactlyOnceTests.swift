@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Ripple
 import RippleServer
@@ -117,3 +118,4 @@ struct ExactlyOnceTests {
         }
     }
 }
+#endif

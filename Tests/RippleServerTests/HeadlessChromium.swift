@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Logging
 import Ripple
@@ -255,3 +256,4 @@ private final class DevToolsConnection: Sendable {
         task.cancel()
     }
 }
+#endif

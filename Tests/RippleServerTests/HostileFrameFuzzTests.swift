@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import NIOWebSocket
 import Ripple
@@ -224,3 +225,4 @@ struct HostileFrameFuzzTests {
         }
     }
 }
+#endif

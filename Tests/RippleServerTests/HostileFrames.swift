@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import NIOWebSocket
 import RippleDiffTesting
@@ -445,3 +446,4 @@ struct HostileFrames {
         }
     }
 }
+#endif

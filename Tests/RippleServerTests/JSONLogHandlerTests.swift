@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Logging
 import Ripple
@@ -41,3 +42,4 @@ struct JSONLogHandlerTests {
         #expect((metadata["slot"] as? [String: String]) == ["name": "ripple_a"])
     }
 }
+#endif

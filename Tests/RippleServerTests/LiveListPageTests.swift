@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import RippleServer
 import RippleSyncTesting
@@ -157,3 +158,4 @@ struct LiveListPageTests {
         }
     }
 }
+#endif

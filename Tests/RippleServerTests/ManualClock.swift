@@ -1,3 +1,4 @@
+#if Sync
 import Ripple
 
 /// A clock that moves only when the test moves it: a sleeper wakes once ``advance(by:)`` takes
@@ -71,3 +72,4 @@ final class ManualClock: Clock, Sendable {
         for sleeper in woken { sleeper.continuation.resume() }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Ripple
 import RippleServer
@@ -108,3 +109,4 @@ struct MultiNodeTests {
         }
     }
 }
+#endif

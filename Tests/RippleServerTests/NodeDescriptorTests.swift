@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -159,3 +160,4 @@ struct NodeDescriptorTests {
         }
     }
 }
+#endif

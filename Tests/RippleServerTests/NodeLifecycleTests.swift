@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -241,3 +242,4 @@ struct NodeLifecycleTests {
         #expect((values["ripple_replica_position"] ?? 0) > 0, "\(text)")
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import RippleServer
 import RippleSyncTesting
@@ -114,3 +115,4 @@ struct PGOutputAgainstPostgresTests {
         #expect(truncate.relations == [relation.oid])
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Logging
 import PostgresNIO
 import RippleSyncTesting
@@ -13,3 +14,4 @@ extension ThrowawayPostgres {
                               backgroundLogger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
     }
 }
+#endif

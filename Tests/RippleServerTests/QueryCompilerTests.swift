@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Logging
 import PostgresNIO
@@ -257,3 +258,4 @@ struct QueryMeaningTests {
         return query
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import NIOCore
 @testable import RippleServer
 import Testing
@@ -21,3 +22,4 @@ struct RejectionTests {
         for state in ["23505", "23514", "22P02", "42501"] { #expect(!Rejection(state: state, constraint: nil).isTransient, "\(state)") }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Logging
 import PostgresNIO
@@ -477,3 +478,4 @@ extension Row {
         zip(columnNames, values).filter { !$0.0.hasPrefix("ripple_order:") }.map(\.1)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 @testable import RippleServer
 import RippleTesting
 import Testing
@@ -60,3 +61,4 @@ import Testing
         #expect(try await Wait.value("a token's time (1/20 s)") { await gate.admit() })
     }
 }
+#endif

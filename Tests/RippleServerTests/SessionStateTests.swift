@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import RippleDiffTesting
 @testable import RippleServer
@@ -513,3 +514,4 @@ extension SessionState.Received {
         return false
     }
 }
+#endif

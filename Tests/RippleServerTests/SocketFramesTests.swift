@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 @testable import RippleServer
 import RippleSync
@@ -122,3 +123,4 @@ import Testing
         #expect(next == nil)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import NIOCore
 import NIOEmbedded
@@ -243,3 +244,4 @@ import Testing
         #expect(next == SocketWriter.textFrame(frames[3], allocator: allocator))
     }
 }
+#endif

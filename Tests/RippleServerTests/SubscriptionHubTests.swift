@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Logging
 import PostgresNIO
@@ -91,3 +92,4 @@ struct SubscriptionHubTests {
         #expect(clients.alice.rows == clients.aliceAgain.rows)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import NIOWebSocket
 import Ripple
@@ -180,3 +181,4 @@ struct SyncEdgeTests {
         }
     }
 }
+#endif

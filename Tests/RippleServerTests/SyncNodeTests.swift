@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -513,3 +514,4 @@ extension SyncNodeTests {
         }
     }
 }
+#endif

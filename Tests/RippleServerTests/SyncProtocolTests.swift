@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Ripple
 import RippleServer
@@ -291,3 +292,4 @@ struct SyncProtocolTests {
         }
     }
 }
+#endif

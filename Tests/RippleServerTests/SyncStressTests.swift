@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import RippleSyncTesting
 import RippleTesting
@@ -76,3 +77,4 @@ struct SyncStressTests {
         #expect(smaller.arguments.contains("--operations"))
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -300,3 +301,4 @@ struct ClientRows {
         }
     }
 }
+#endif

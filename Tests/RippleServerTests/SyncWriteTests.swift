@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import RippleServer
 import RippleSync
@@ -333,3 +334,4 @@ extension MutationResult {
         return result
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import RippleSyncTesting
 import RippleTesting
@@ -37,3 +38,4 @@ struct TestScopeTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -151,3 +152,4 @@ struct ThrowawayPostgresTests {
         }
     }
 }
+#endif

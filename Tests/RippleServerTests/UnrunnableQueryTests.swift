@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Ripple
 @testable import RippleServer
@@ -46,3 +47,4 @@ import Testing
         }
     }
 }
+#endif

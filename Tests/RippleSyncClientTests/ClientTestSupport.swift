@@ -1,3 +1,4 @@
+#if Sync
 import RippleSyncTesting
 import Testing
 
@@ -7,3 +8,4 @@ extension TestNode {
         do { try await shutDown() } catch { Issue.record(error) }
     }
 }
+#endif

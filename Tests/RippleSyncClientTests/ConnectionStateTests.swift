@@ -1,3 +1,4 @@
+#if Sync
 import RippleDiffTesting
 @testable import RippleSyncClient
 import Testing
@@ -277,3 +278,4 @@ import Testing
         #expect(visited.isSuperset(of: ["connecting", "greeting", "welcomed", "closing", "backingOff"]), "seed \(seed): \(visited)")
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Ripple
 import RippleSync
@@ -235,3 +236,4 @@ import Testing
 private extension SQLValue {
     var integerValue: Int64? { if case .integer(let value) = self { value } else { nil } }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Ripple
 import RippleDiff
@@ -172,3 +173,4 @@ struct SyncClientTests {
         }
     }
 }
+#endif

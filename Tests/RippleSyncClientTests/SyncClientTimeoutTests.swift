@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -53,3 +54,4 @@ struct SyncClientTimeoutTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Ripple
 import RippleServer
@@ -252,3 +253,4 @@ struct SyncClientWriteTests {
         }
     }
 }
+#endif

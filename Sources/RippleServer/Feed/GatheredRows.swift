@@ -1,3 +1,4 @@
+#if Sync
 import Logging
 import NIOCore
 import PostgresNIO
@@ -72,3 +73,4 @@ struct PostgresAnswerTimeout: Error, CustomStringConvertible {
     let seconds: Int64
     var description: String { "Postgres did not answer within \(seconds) s; the connection was closed" }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 /// Order keys: for the Postgres types whose replica text does not order as Postgres orders
 /// them, the replica keeps beside the column a key whose bytes do (SQLite compares blobs with
 /// `memcmp`), in a column named `ripple_order:<column>`. Queries compare and order by the key;
@@ -129,3 +130,4 @@ enum OrderKeys {
             + Array(clock.utf8)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 
 /// One message of PostgreSQL's built-in logical decoding output plugin, `pgoutput`, protocol
@@ -279,3 +280,4 @@ public struct PGOutputError: Error, CustomStringConvertible, Sendable {
     public let description: String
     init(_ description: String) { self.description = "malformed pgoutput message: " + description }
 }
+#endif

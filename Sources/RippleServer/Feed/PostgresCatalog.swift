@@ -1,3 +1,4 @@
+#if Sync
 import PostgresNIO
 import Ripple
 
@@ -23,3 +24,4 @@ enum PostgresCatalog {
         """
     }
 }
+#endif

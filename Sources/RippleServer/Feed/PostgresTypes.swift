@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Ripple
 import RippleSync
@@ -125,3 +126,4 @@ public struct PostgresTypesError: Error, CustomStringConvertible, Sendable {
     public let description: String
     init(_ description: String) { self.description = description }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Logging
 import PostgresNIO
@@ -644,3 +645,4 @@ public struct FeedError: Error, CustomStringConvertible, Sendable {
     public let description: String
     init(_ description: String) { self.description = description }
 }
+#endif

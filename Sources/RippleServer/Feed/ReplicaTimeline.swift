@@ -1,3 +1,4 @@
+#if Sync
 import Ripple
 
 /// Which replica version stands for which Postgres position, for resuming clients by position,
@@ -98,3 +99,4 @@ final class ReplicaTimeline: Sendable {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
@@ -34,3 +35,4 @@ struct HTTPService: Service {
         try await app.run()
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 
 /// The live-list web page a node serves at `/`: plain HTML and JavaScript (`live-list.html`,
@@ -22,3 +23,4 @@ enum LiveListPage {
         return (try? String(decoding: encoder.encode(tables), as: UTF8.self)) ?? #"{"tables":[]}"#
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Hummingbird
 import HummingbirdWebSocket
@@ -59,3 +60,4 @@ enum NodeRoutes {
         return (true, "ok\n")
     }
 }
+#endif

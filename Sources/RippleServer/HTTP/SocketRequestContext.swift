@@ -1,3 +1,4 @@
+#if Sync
 import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
@@ -15,3 +16,4 @@ struct SocketRequestContext: RequestContext, WebSocketRequestContext {
         channel = source.channel
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Logging
 import Ripple
 import ServiceLifecycle
@@ -94,3 +95,4 @@ struct FeedService: Service {
         }
     }
 }
+#endif

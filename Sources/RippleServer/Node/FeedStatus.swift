@@ -1,3 +1,4 @@
+#if Sync
 /// Where the node's feed stands: what `/health` says, what `/metrics` measures the lag from,
 /// and how far a written mutation's commit has been read.
 struct FeedStatus: Sendable {
@@ -12,3 +13,4 @@ struct FeedStatus: Sendable {
     /// Why the feed failed last, while it tries again.
     var failure: String?
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import ServiceLifecycle
 
 /// The heartbeats as a part of the node: every interval, each socket hears where the replica
@@ -15,3 +16,4 @@ struct HeartbeatService: Service {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Logging
 
@@ -115,3 +116,4 @@ public struct JSONLogHandler: LogHandler {
         line += "\""
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Ripple
 
 /// Closed until ``open()``, then open for good: those who ``wait()`` return once it opens.
@@ -40,3 +41,4 @@ final class Latch: Sendable {
         }
     }
 }
+#endif

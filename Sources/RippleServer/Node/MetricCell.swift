@@ -1,3 +1,4 @@
+#if Sync
 import Ripple
 
 /// A figure the node keeps itself (the count of open sockets, the frames sent), held under a
@@ -22,3 +23,4 @@ final class MetricCell<Value: Sendable>: Sendable {
         }
     }
 }
+#endif

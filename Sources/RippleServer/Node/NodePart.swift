@@ -1,3 +1,4 @@
+#if Sync
 import ServiceLifecycle
 
 /// One part of a node run by its `ServiceGroup`: a service and the name an error gives it.
@@ -38,3 +39,4 @@ func untilGracefulShutdown(_ body: @escaping @Sendable () async throws -> Void) 
         // Asked to stop: whatever the cancelled work threw on its way out is not a failure.
     }
 }
+#endif

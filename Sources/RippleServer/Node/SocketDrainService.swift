@@ -1,3 +1,4 @@
+#if Sync
 import Logging
 import ServiceLifecycle
 
@@ -25,3 +26,4 @@ struct SocketDrainService: Service {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import CoreMetrics
 import Prometheus
 
@@ -63,3 +64,4 @@ final class SyncMetrics: Sendable {
         replicaLagSeconds = gauge("ripple_replica_lag_seconds")
     }
 }
+#endif

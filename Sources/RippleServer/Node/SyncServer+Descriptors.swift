@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 
 extension SyncServer {
@@ -35,3 +36,4 @@ extension SyncServer {
         return getrlimit(descriptorResource, &limit) == 0 ? limit : nil
     }
 }
+#endif

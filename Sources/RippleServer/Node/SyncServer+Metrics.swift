@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 
 extension SyncServer {
@@ -19,3 +20,4 @@ extension SyncServer {
         return metrics.registry.emitToString()
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import RippleSync
 
 /// What a socket's session asks of its node.
@@ -52,3 +53,4 @@ extension SyncServer {
     /// The schema of a synced table, as the replica holds it now.
     func schema(of table: String) async -> SyncedTableSchema? { await feed.schema(of: table) }
 }
+#endif

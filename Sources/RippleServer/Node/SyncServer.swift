@@ -1,3 +1,4 @@
+#if Sync
 import Logging
 import PostgresNIO
 import Ripple
@@ -157,3 +158,4 @@ public final class SyncServer: Service, Sendable {
         for waiter in waiters { waiter.resume(throwing: error) }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import PostgresNIO
 import Ripple
@@ -99,3 +100,4 @@ public struct SyncServerConfiguration: Sendable {
                                             tls: .disable)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 /// The node could not start or go on, and why: for a part of the node that stopped (the feed
 /// from Postgres, the HTTP listener, …), ``part`` names it and ``underlying`` is what it threw.
 public struct SyncServerError: Error, CustomStringConvertible, Sendable {
@@ -19,3 +20,4 @@ public struct SyncServerError: Error, CustomStringConvertible, Sendable {
         (description, self.part, underlying) = ("\(part) stopped: \(error)", part, error)
     }
 }
+#endif

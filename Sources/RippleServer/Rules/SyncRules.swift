@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import RippleSync
 
@@ -178,3 +179,4 @@ public struct RulesError: Error, CustomStringConvertible, Sendable {
     public let description: String
     init(_ description: String) { self.description = description }
 }
+#endif

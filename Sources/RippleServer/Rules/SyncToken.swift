@@ -1,3 +1,4 @@
+#if Sync
 import Crypto
 import Foundation
 
@@ -81,3 +82,4 @@ public enum SyncToken {
         return Data(base64Encoded: base64)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Ripple
 
 /// Admits resumes at a bounded rate (a token bucket), so that a storm of reconnects costs the
@@ -64,3 +65,4 @@ final class ResumeGate: Sendable {
         }
     }
 }
+#endif

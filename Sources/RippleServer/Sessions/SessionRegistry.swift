@@ -1,3 +1,4 @@
+#if Sync
 import NIOCore
 import Ripple
 
@@ -146,3 +147,4 @@ final class SessionRegistry: Sendable {
         for sessions in byLoop.values { hand(sessions) }
     }
 }
+#endif

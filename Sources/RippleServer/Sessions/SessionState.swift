@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import RippleSync
 
@@ -497,3 +498,4 @@ struct SessionState<Token, Attachment, Waiter> {
         #endif
     }
 }
+#endif

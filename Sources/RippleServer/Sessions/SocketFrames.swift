@@ -1,3 +1,4 @@
+#if Sync
 import RippleSync
 
 /// What one socket has been told and what waits for it — the pure heart of a ``SyncSession``,
@@ -230,3 +231,4 @@ final class FrameMemo {
         return frame
     }
 }
+#endif

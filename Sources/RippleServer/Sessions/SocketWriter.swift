@@ -1,3 +1,4 @@
+#if Sync
 import NIOCore
 import NIOWebSocket
 
@@ -234,3 +235,4 @@ private final class CloseWatch: ChannelOutboundHandler, RemovableChannelHandler 
         context.write(data, promise: promise)
     }
 }
+#endif

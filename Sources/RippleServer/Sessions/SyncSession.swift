@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import HummingbirdWebSocket
 import NIOCore
@@ -393,3 +394,4 @@ extension SyncSession: SocketWriter.Source {
         lock.withLock { machine.writerFinished() }?.resume()
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Ripple
 import RippleSync
 
@@ -374,3 +375,4 @@ public struct QueryError: Error, CustomStringConvertible, Sendable {
     public let description: String
     init(_ description: String) { self.description = description }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import Crypto
 import Foundation
 import Ripple
@@ -404,3 +405,4 @@ public final class SubscriptionToken: Sendable {
 
     deinit { cancel() }
 }
+#endif

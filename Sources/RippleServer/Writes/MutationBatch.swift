@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import PostgresNIO
 import Ripple
@@ -171,3 +172,4 @@ enum MutationBatch {
         return results
     }
 }
+#endif

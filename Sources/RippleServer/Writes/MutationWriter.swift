@@ -1,3 +1,4 @@
+#if Sync
 import Foundation
 import Logging
 import NIOCore
@@ -556,3 +557,4 @@ struct Rejection: Error {
         message = constraint.map { "\(what) (constraint \($0))" } ?? what
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Sync
 import PostgresNIO
 import Ripple
 import RippleSync
@@ -111,3 +112,4 @@ struct PostgresStatement {
         }
     }
 }
+#endif
