@@ -114,6 +114,7 @@ let package = Package(
             .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Sync"])),
             .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Sync"])),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Sync"])),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: .when(traits: ["Sync"])),
         ], path: "Sources/ripple-server"),
         .testTarget(name: "RippleDiffTests", dependencies: ["RippleDiff", "RippleDiffTesting"]),
         .testTarget(name: "RippleTestingTests", dependencies: ["Ripple", "RippleDiff", "RippleTesting"]),

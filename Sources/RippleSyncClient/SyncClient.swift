@@ -91,6 +91,15 @@ public actor SyncClient {
     /// with the stored result.
     static let pushRetryInterval: Duration = .seconds(5)
     private var nextRemote = 0
+    /// Whether ``start()`` is under way (it waits for the store; a second call meanwhile returns).
+    private var starting = false
+    /// Whether ``pushPending()`` is reading the outbox, and whether it was called again meanwhile
+    /// (the reading call then reads again before it stops).
+    private var readingOutbox = false
+    private var pushRequested = false
+    /// The client's last store call: each store call runs after the one before it ended, so the
+    /// store sees the calls in the order the actor made them.
+    private var lastStoreCall: Task<Void, Never>?
 
     struct ClientSubscription {
         var query: QueryDescription
@@ -139,16 +148,18 @@ public actor SyncClient {
     /// Connects, and keeps connecting until ``stop()``.
     ///
     /// - Throws: what preparing the local store throws.
-    public func start() throws {
-        guard connection == nil else { return }
-        let version = try store.currentVersion()
-        try store.write(origin: .sync, tag: nil) { db in
+    public func start() async throws {
+        guard connection == nil, !starting else { return }
+        starting = true
+        defer { starting = false }
+        let version = try await storeCall { store in try await store.asyncCurrentVersion() }
+        awaitingRows = try await write(tag: nil) { db in
             try LocalRows.prepare(db)
             try Outbox.prepare(db)
             try Outbox.refreshCaptures(db)
             // What other stores on the file wrote while no client ran: one mutation.
             try Outbox.seal(db)
-            awaitingRows = try Outbox.hasResultsWaiting(db)
+            return try Outbox.hasResultsWaiting(db)
         }
         Self.sealing.withLock { stores in
             guard !stores.contains(ObjectIdentifier(store)) else { return }
@@ -187,8 +198,8 @@ public actor SyncClient {
 
     /// How many of the app's mutations the outbox keeps: not yet pushed, pushed without a
     /// result, or waiting for the rows that contain them.
-    public func pendingMutations() throws -> Int {
-        try store.read { db in try Outbox.count(db) }
+    public func pendingMutations() async throws -> Int {
+        try await read { db in try Outbox.count(db) }
     }
 
     /// Subscribes under `id` (the app's name for it, stable across launches: the rows it held in
@@ -206,7 +217,7 @@ public actor SyncClient {
     public func unsubscribe(_ id: String, removingRows: Bool = true) async throws {
         let existed = subscriptions.removeValue(forKey: id) != nil
         if existed { await send(.unsubscribe(id: id)) }
-        if removingRows { try store.write(origin: .sync, tag: nil) { db in try LocalRows.release(id, in: db) } }
+        if removingRows { try await write(tag: nil) { db in try LocalRows.release(id, in: db) } }
     }
 
     /// A live query evaluated by the server: its events carry the rows and a changeset to
@@ -313,7 +324,7 @@ public actor SyncClient {
                     _ = await closed.value
                     return givenUp
                 case .pushAgainIfPending:
-                    if let waiting = try? store.read({ db in try Outbox.pending(after: 0, limit: 1, in: db) }), !waiting.isEmpty,
+                    if let waiting = try? await read({ db in try Outbox.pending(after: 0, limit: 1, in: db) }), !waiting.isEmpty,
                        machine.pushFromFirst() == .pushPending {
                         pushSoon()
                     }
@@ -339,10 +350,11 @@ public actor SyncClient {
     /// The socket of attempt `number` is open: says hello and subscribes; `false` when that
     /// attempt was given up on.
     private func open(_ number: Int, _ writer: WebSocketOutboundWriter, token: String) async -> Bool {
+        // (Read before the socket becomes the client's: nothing is sent on it before `hello`.)
+        let client = (try? await read { db in try Outbox.clientID(db) }) ?? nil
         guard case .greet = machine.socketOpened(attempt: number, now: .now) else { return false }
         outbound = writer
         for id in subscriptions.keys { subscriptions[id]?.live = false }
-        let client = (try? store.read { db in try Outbox.clientID(db) }) ?? nil
         await send(.hello(protocol: SyncProtocol.version, token: token, client: client ?? ""))
         for id in subscriptions.keys.sorted() { await sendSubscribe(id) }
         return true
@@ -510,7 +522,7 @@ public actor SyncClient {
             let awaiting = awaitingRows
             do {
                 // The server's rows, then the outbox rebased on them: one local write, one change.
-                let (settled, conflicts) = try store.write(origin: .sync, tag: lsn) { db in
+                let (settled, conflicts) = try await write(tag: lsn) { [local] db in
                     let touched = try LocalRows.apply(local, in: db)
                     let settled = awaiting ? try position.map { try Outbox.settled(through: $0, in: db) } ?? [] : []
                     return (settled, try Rebase.run(touched: touched, settled: settled.map(\.id), in: db))
@@ -553,7 +565,7 @@ public actor SyncClient {
     /// Takes the client id `welcome` gave, and pushes what is pending.
     private func adopt(clientID id: String, lastApplied: Int64) async {
         do {
-            let restored = try store.write(origin: .sync, tag: nil) { db -> Bool in
+            let restored = try await write(tag: nil) { db -> Bool in
                 // The server applied more of this id than the device ever numbered: the device
                 // was restored from a backup. Its id is given up (a new one comes on reconnecting).
                 if try Outbox.clientID(db) == id, try Outbox.lastAssigned(db) < lastApplied {
@@ -588,21 +600,36 @@ public actor SyncClient {
     /// Closes connection `number` when it still cannot push and mutations wait (the next one
     /// asks for a client id again).
     private func reconnectToPush(from number: Int) async {
-        guard machine.connection == number, !machine.canPush, outbound != nil, (try? pendingMutations()).map({ $0 > 0 }) == true else { return }
+        guard machine.connection == number, !machine.canPush, outbound != nil, (try? await pendingMutations()).map({ $0 > 0 }) == true else { return }
         try? await outbound?.close(.normalClosure, reason: "reconnecting to push")
     }
 
     /// Sends the mutations not sent on this connection, in order, in pushes of up to ``pushSize``.
     private func pushPending() async {
         while machine.canPush, outbound != nil {
+            // One read of the outbox at a time, so no batch goes twice; a call meanwhile leaves
+            // it to the reading one to read again.
+            guard !readingOutbox else {
+                pushRequested = true
+                return
+            }
+            (readingOutbox, pushRequested) = (true, false)
+            let (after, connection) = (machine.pushedThrough, machine.connection)
             let batch: [Mutation]
             do {
-                batch = try store.read { db in try Outbox.pending(after: machine.pushedThrough, limit: Self.pushSize, in: db) }
+                batch = try await read { db in try Outbox.pending(after: after, limit: Self.pushSize, in: db) }
+                readingOutbox = false
             } catch {
+                readingOutbox = false
                 eventSink.yield(.localFailure(message: "the outbox could not be read: \(error)"))
                 return
             }
-            guard let last = batch.last else { return }
+            // The connection or its push position moved while the outbox was read: read again.
+            guard machine.pushedThrough == after, machine.connection == connection else { continue }
+            guard let last = batch.last else {
+                if pushRequested { continue }
+                return
+            }
             machine.pushSent(through: last.id, now: .now)
             await send(.push(mutations: batch))
         }
@@ -615,7 +642,7 @@ public actor SyncClient {
         guard awaitingRows || !results.isEmpty else { return }
         let position = settlingPosition
         do {
-            let (settled, conflicts, left) = try store.write(origin: .sync, tag: nil) { db in
+            let (settled, conflicts, left) = try await write(tag: nil) { db in
                 try Outbox.record(results, in: db)
                 let settled = try position.map { try Outbox.settled(through: $0, in: db) } ?? []
                 let conflicts = try Rebase.run(touched: [:], settled: settled.map(\.id), in: db)
@@ -627,6 +654,33 @@ public actor SyncClient {
         } catch {
             eventSink.yield(.localFailure(message: "settled mutations could not leave the outbox: \(error)"))
         }
+    }
+
+    // MARK: The store
+
+    /// Runs `work` on the store once the client's store calls before it have ended, without
+    /// holding the actor (or a thread) while it waits or runs: the store sees the client's calls
+    /// in the order the actor made them. The calling task's cancellation does not reach the
+    /// work: what the actor already counts as done (a frame taken, a push answered) is written
+    /// whole, and a given-up connection's last frame is not rolled back half-way.
+    private func storeCall<T: Sendable>(_ work: @escaping @Sendable (Store) async throws -> T) async throws -> T {
+        let previous = lastStoreCall
+        let call = Task.detached { [store] in
+            await previous?.value
+            return try await work(store)
+        }
+        lastStoreCall = Task.detached { _ = await call.result }
+        return try await call.value
+    }
+
+    /// A write of the client's (origin `.sync`), in order with its other store calls.
+    private func write<T: Sendable>(tag: String?, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await storeCall { store in try await store.asyncWrite(origin: .sync, tag: tag, body) }
+    }
+
+    /// A read of the client's, in order with its other store calls.
+    private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await storeCall { store in try await store.asyncRead(body) }
     }
 
     private func report(settled: [MutationResult], conflicts: [(mutation: Int64, reason: String)]) {

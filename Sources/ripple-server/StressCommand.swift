@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import RippleSyncTesting
 import RippleTesting
+import UnixSignals
 
 /// `ripple-server stress --seconds N --seed S`: the sync stress checker.
 struct StressCommand: AsyncParsableCommand {
@@ -75,19 +76,16 @@ struct StressCommand: AsyncParsableCommand {
             configuration.nodeExecutable = executable
         }
         configuration.log = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
-        // Interrupted, the run's PostgreSQL is stopped before the process ends.
-        let signals = [SIGINT, SIGTERM].map { (number: Int32) -> any DispatchSourceSignal in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
+        // Interrupted, the run's PostgreSQL is stopped before the process ends (128 + the signal).
+        let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
+        let interruption = Task.detached {
+            for await signal in signals {
                 FileHandle.standardError.write(Data("sync-stress: interrupted: stopping PostgreSQL\n".utf8))
                 SyncStress.stopClusters()
-                Foundation.exit(128 + number)
+                Foundation.exit(128 + signal.rawValue)
             }
-            source.resume()
-            return source
         }
-        defer { signals.forEach { $0.cancel() } }
+        defer { interruption.cancel() }
         let report = try await SyncStress.run(configuration)
         for finding in report.findings.prefix(20) { print("finding: \(finding)") }
         if !report.passed && !noShrink {

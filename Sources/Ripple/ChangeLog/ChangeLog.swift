@@ -128,7 +128,7 @@ final class ChangeLog {
         db.changeCapture = capture
     }
 
-    private static func version(_ db: Database) throws -> Int64 {
+    static func version(_ db: Database) throws -> Int64 {
         try db.fetchValue("SELECT value FROM ripple_meta WHERE key = 'version'", as: Int64.self) ?? 0
     }
 

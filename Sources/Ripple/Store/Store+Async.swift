@@ -77,6 +77,18 @@ extension Store {
         }
     }
 
+    /// ``currentVersion()`` for async code: read on a reader thread of the store's own while the
+    /// task suspends (see ``asyncRead(_:)``).
+    package func asyncCurrentVersion() async throws -> Int64 {
+        try await asyncRead { db in try ChangeLog.version(db) }
+    }
+
+    /// ``taggedVersions(after:)`` for async code: read on a reader thread of the store's own
+    /// while the task suspends (see ``asyncRead(_:)``).
+    package func asyncTaggedVersions(after version: Int64) async throws -> [(version: Int64, tag: String)] {
+        try await asyncRead { db in try ChangeLog.taggedVersions(in: db, after: version) }
+    }
+
     /// ``history(table:sql:arguments:identity:from:to:)`` for async code: the history is read
     /// on a reader thread of the store's own while the task suspends. Cancelled before it
     /// begins, it does not run and throws `CancellationError`; once begun, it runs to its end.

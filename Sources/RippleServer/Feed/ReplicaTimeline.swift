@@ -28,8 +28,8 @@ final class ReplicaTimeline: Sendable {
     init(capacity: Int) { self.capacity = max(capacity, 16) }
 
     /// Reads the positions of the replica's retained versions from its change log (their tags).
-    func load(from store: Store) throws {
-        let tagged = try store.taggedVersions(after: 0)
+    func load(from store: Store) async throws {
+        let tagged = try await store.asyncTaggedVersions(after: 0)
         for (version, tag) in tagged {
             if tag.hasPrefix("copy "), let position = PGOutput.LSN(String(tag.dropFirst(5))) {
                 record(ReplicaCommit(version: version, position: position, isCopy: true))

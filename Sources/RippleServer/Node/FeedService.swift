@@ -25,7 +25,7 @@ struct FeedService: Service {
         let (feed, store, timeline) = (server.feed, server.store, server.timeline)
         try await feed.prepare()
         try await server.writer.prepare()
-        try timeline.load(from: store)
+        try await timeline.load(from: store)
         try await feed.catchUp()
         let cluster = try await feed.clusterIdentity()
         if try await feed.slotRetentionLimit() == "-1" {
@@ -40,7 +40,7 @@ struct FeedService: Service {
         if timeline.completed.version == 0 {
             // A replica with no commit yet (nothing synced moved since its copy): it stands
             // where the feed read through.
-            timeline.record(ReplicaCommit(version: try store.currentVersion(), position: await feed.consistentFrom, isCopy: true))
+            timeline.record(ReplicaCommit(version: try await store.asyncCurrentVersion(), position: await feed.consistentFrom, isCopy: true))
         }
         server.started.open()
     }

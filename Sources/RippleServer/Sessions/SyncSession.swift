@@ -272,7 +272,7 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
                     return
                 }
                 // Beyond the change log's reach, or across a schema change: a snapshot.
-                old = try? hub.rows(of: compiled, schema: schema, at: version)
+                old = try? await hub.asyncRows(of: compiled, schema: schema, at: version)
             case .ahead, .unknown:
                 break
             }

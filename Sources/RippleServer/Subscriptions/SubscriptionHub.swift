@@ -227,24 +227,12 @@ public final class SubscriptionHub: Sendable {
     }
 
     /// The rows of `compiled` as they were at replica `version` (time travel through the
-    /// replica's change log), as the wire has them.
+    /// replica's change log), as the wire has them. The replica's history is read on a thread of
+    /// the store's own while the calling task suspends (see `Store.asyncRead(_:)`).
     ///
     /// - Throws: a `StoreError` of kind `history` when the change log no longer reaches
-    ///   `version`, or a schema change lies between it and now.
-    ///
-    /// It blocks its thread while it reads: async code calls ``asyncRows(of:schema:at:)``.
-    public func rows(of compiled: CompiledQuery, schema: SyncedTableSchema, at version: Int64) throws -> [[WireValue]] {
-        let steps = try store.history(table: schema.name, sql: compiled.sql, arguments: compiled.arguments,
-                                      identity: compiled.identity, from: version, to: version)
-        let shape = WireShape(compiled, schema)
-        return (steps.first?.snapshot ?? []).map(shape.row)
-    }
-
-    /// ``rows(of:schema:at:)`` for async code: the replica's history is read on a thread of the
-    /// store's own while the calling task suspends (see `Store.asyncRead(_:)`).
-    ///
-    /// - Throws: as ``rows(of:schema:at:)``, or `CancellationError` when the task was cancelled
-    ///   before the read began.
+    ///   `version`, or a schema change lies between it and now; `CancellationError` when the task
+    ///   was cancelled before the read began.
     public func asyncRows(of compiled: CompiledQuery, schema: SyncedTableSchema, at version: Int64) async throws -> [[WireValue]] {
         let steps = try await store.asyncHistory(table: schema.name, sql: compiled.sql, arguments: compiled.arguments,
                                                  identity: compiled.identity, from: version, to: version)
