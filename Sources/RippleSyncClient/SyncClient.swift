@@ -239,15 +239,24 @@ public actor SyncClient {
         await send(.unsubscribe(id: id))
     }
 
-    /// The position subscription `id` stands at (`nil` before its first result).
-    public func position(of id: String) -> String? { subscriptions[id]?.result?.lsn }
+    /// The position subscription `id` stands at (`nil` before its first result): the local
+    /// store holds its rows at that position (it returns once the frame that moved it there is
+    /// written).
+    public func position(of id: String) async -> String? {
+        await storeCallsEnded()
+        return subscriptions[id]?.result?.lsn
+    }
 
     /// The codes of rejections the node did not store (no `lsn`): not a mutation's fate, so it
     /// is pushed again.
     static let notStored: Set<String> = ["out_of_order", "internal", "unavailable"]
 
-    /// The rows subscription `id` holds, in the query's order, as the wire has them.
-    public func rows(of id: String) -> [[WireValue]]? { subscriptions[id]?.result?.rows }
+    /// The rows subscription `id` holds, in the query's order, as the wire has them — and as the
+    /// local store holds them: it returns once the frame that brought them is written.
+    public func rows(of id: String) async -> [[WireValue]]? {
+        await storeCallsEnded()
+        return subscriptions[id]?.result?.rows
+    }
 
     // MARK: The connection
 
@@ -671,6 +680,17 @@ public actor SyncClient {
         }
         lastStoreCall = Task.detached { _ = await call.result }
         return try await call.value
+    }
+
+    /// Returns once no store call of the client is in flight. A frame changes the actor's
+    /// subscriptions before its local write runs (the actor is free meanwhile), so what the
+    /// actor says of its rows waits for that write: the app never hears of rows its local store
+    /// does not hold yet.
+    private func storeCallsEnded() async {
+        while let last = lastStoreCall {
+            await last.value
+            if lastStoreCall == last { return }
+        }
     }
 
     /// A write of the client's (origin `.sync`), in order with its other store calls.
