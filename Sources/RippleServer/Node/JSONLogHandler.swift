@@ -1,6 +1,7 @@
 #if Sync
 import Foundation
 import Logging
+import RippleSync
 
 /// A swift-log handler that writes each message as one line of JSON, for log collectors:
 ///
@@ -60,13 +61,13 @@ public struct JSONLogHandler: LogHandler {
         if let own = event.metadata { merged.merge(own) { $1 } }
         if let error = event.error { merged["error"] = .string(String(describing: error)) }
         var line = #"{"time":"#
-        Self.append(string: Date().formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)), to: &line)
+        line += JSONBytes.quoted(Date().formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
         line += #","level":"#
-        Self.append(string: event.level.rawValue, to: &line)
+        line += JSONBytes.quoted(event.level.rawValue)
         line += #","label":"#
-        Self.append(string: label, to: &line)
+        line += JSONBytes.quoted(label)
         line += #","message":"#
-        Self.append(string: event.message.description, to: &line)
+        line += JSONBytes.quoted(event.message.description)
         line += #","metadata":"#
         Self.append(.dictionary(merged), to: &line)
         line += "}\n"
@@ -76,8 +77,8 @@ public struct JSONLogHandler: LogHandler {
     /// `value` as JSON.
     static func append(_ value: Logger.MetadataValue, to line: inout String) {
         switch value {
-        case .string(let text): append(string: text, to: &line)
-        case .stringConvertible(let value): append(string: value.description, to: &line)
+        case .string(let text): line += JSONBytes.quoted(text)
+        case .stringConvertible(let value): line += JSONBytes.quoted(value.description)
         case .array(let values):
             line += "["
             for (index, value) in values.enumerated() {
@@ -89,31 +90,12 @@ public struct JSONLogHandler: LogHandler {
             line += "{"
             for (index, key) in values.keys.sorted().enumerated() {
                 if index > 0 { line += "," }
-                append(string: key, to: &line)
+                line += JSONBytes.quoted(key)
                 line += ":"
                 append(values[key]!, to: &line)
             }
             line += "}"
         }
-    }
-
-    /// `text` as a JSON string: quoted, with `"`, `\` and control characters escaped.
-    static func append(string text: String, to line: inout String) {
-        line += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": line += "\\\""
-            case "\\": line += "\\\\"
-            case "\n": line += "\\n"
-            case "\r": line += "\\r"
-            case "\t": line += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                line += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: line.unicodeScalars.append(scalar)
-            }
-        }
-        line += "\""
     }
 }
 #endif
