@@ -52,19 +52,7 @@ struct NodeLifecycleTests {
                 try? Wait.exit(of: process, "the node to stop")
             }
         }
-        let reader = output.fileHandleForReading
-        let served = try await Wait.value("the node to say where it serves") {
-            try await onOwnThread("node output") { () -> String in
-                var text = ""
-                while !text.contains("/sync") {
-                    let data = reader.availableData
-                    if data.isEmpty { break }
-                    text += String(decoding: data, as: UTF8.self)
-                }
-                return text
-            }
-        }
-        let port = try #require(served.firstMatch(of: /127\.0\.0\.1:(\d+)\/sync/).flatMap { Int($0.1) }, "\(served)")
+        let port = try await servedPort(output)
         let token = try SyncToken.sign(user: "u", expires: Date().addingTimeInterval(3600), secret: Array(secret.utf8))
 
         // Three sockets, each subscribed and up to date.

@@ -301,4 +301,22 @@ struct ClientRows {
         }
     }
 }
+
+/// The port a `ripple-server` child process serves `/sync` on, read from the line it prints
+/// once it listens (its standard output, `output`).
+func servedPort(_ output: Pipe) async throws -> Int {
+    let reader = output.fileHandleForReading
+    let served = try await Wait.value("the node to say where it serves") {
+        try await onOwnThread("node output") { () -> String in
+            var text = ""
+            while !text.contains("/sync") {
+                let data = reader.availableData
+                if data.isEmpty { break }
+                text += String(decoding: data, as: UTF8.self)
+            }
+            return text
+        }
+    }
+    return try #require(served.firstMatch(of: /127\.0\.0\.1:(\d+)\/sync/).flatMap { Int($0.1) }, "\(served)")
+}
 #endif
