@@ -261,6 +261,7 @@ private struct MessageFields {
             return connective == "and" ? .and(filters) : .or(filters)
         }
         if let (term, termPath) = optionalMember("not", of: filter, at: path) { return .not(try self.filter(term, at: termPath)) }
+        if let (exists, existsPath) = optionalMember("exists", of: filter, at: path) { return .exists(try self.exists(exists, at: existsPath)) }
         let (columnValue, columnPath) = try member("column", of: filter, at: path)
         let column = try string(columnValue, at: columnPath)
         let (opValue, opPath) = try member("op", of: filter, at: path)
@@ -269,6 +270,9 @@ private struct MessageFields {
         case "is null": return .isNull(column: column)
         case "is not null": return .isNotNull(column: column)
         case "in":
+            if let (query, queryPath) = optionalMember("query", of: filter, at: path) {
+                return .inQuery(column: column, query: try subquery(query, at: queryPath))
+            }
             let (values, valuesPath) = try member("values", of: filter, at: path)
             var list: [WireValue] = []
             for (index, element) in try array(values, at: valuesPath).enumerated() {
@@ -286,6 +290,39 @@ private struct MessageFields {
             let (bound, boundPath) = try member("value", of: filter, at: path)
             return .compare(column: column, op: comparison, value: try wireValue(bound, at: boundPath))
         }
+    }
+
+    /// An `in` filter's sub-query: `{"table": …, "columns": [one column], "filter": …}`.
+    func subquery(_ value: JSONTree, at path: String) throws(ClientMessageRefusal) -> SubqueryDescription {
+        let query = try object(value, at: path)
+        let (table, tablePath) = try member("table", of: query, at: path)
+        let (columns, columnsPath) = try member("columns", of: query, at: path)
+        let list = try array(columns, at: columnsPath)
+        guard list.count == 1 else { throw refusal("\(columnsPath): a sub-query selects exactly one column, not \(list.count)") }
+        var subquery = SubqueryDescription(table: try string(table, at: tablePath), column: try string(list[0], at: "\(columnsPath).0"))
+        if let (filter, filterPath) = optionalMember("filter", of: query, at: path) {
+            subquery.filter = try self.filter(filter, at: filterPath)
+        }
+        return subquery
+    }
+
+    /// An `exists` filter: `{"table": …, "on": {"this column": "its column", …}, "filter": …}`.
+    func exists(_ value: JSONTree, at path: String) throws(ClientMessageRefusal) -> ExistsDescription {
+        let exists = try object(value, at: path)
+        let (table, tablePath) = try member("table", of: exists, at: path)
+        let (on, onPath) = try member("on", of: exists, at: path)
+        guard case .object(let pairs) = on else { throw refusal("\(onPath) must be an object, not \(on.kind)") }
+        guard !pairs.isEmpty else { throw refusal("\(onPath) must map at least one column") }
+        var mapping: [String: String] = [:]
+        for pair in pairs {
+            guard mapping[pair.name] == nil else { throw refusal("\(onPath) maps \(JSONBytes.quoted(pair.name)) twice") }
+            mapping[pair.name] = try string(pair.value, at: "\(onPath).\(pair.name)")
+        }
+        var description = ExistsDescription(table: try string(table, at: tablePath), on: mapping)
+        if let (filter, filterPath) = optionalMember("filter", of: exists, at: path) {
+            description.filter = try self.filter(filter, at: filterPath)
+        }
+        return description
     }
 
     func resume(_ value: JSONTree, at path: String) throws(ClientMessageRefusal) -> ResumePoint {

@@ -95,20 +95,33 @@ public enum WireValue: Codable, Hashable, Sendable {
     }
 }
 
-/// A filter tree: comparisons of a column with a value, NULL tests, `in`, `like`, and `and`,
-/// `or`, `not` of filters.
+/// A filter tree: comparisons of a column with a value, NULL tests, `in` a list or a sub-query,
+/// `like`, `exists` over a related table, and `and`, `or`, `not` of filters.
 ///
 /// JSON: `{"column": "rank", "op": "<", "value": 3}` (ops `=`, `!=`, `<`, `<=`, `>`, `>=`),
 /// `{"column": "due", "op": "is null"}`, `{"column": "due", "op": "is not null"}`,
 /// `{"column": "tag", "op": "in", "values": ["a", "b"]}`, `{"column": "title", "op": "like",
 /// "value": "a%"}` (case-sensitive; `%` any run, `_` one character, `\` escapes),
-/// `{"and": [...]}`, `{"or": [...]}`, `{"not": {...}}`.
+/// `{"and": [...]}`, `{"or": [...]}`, `{"not": {...}}`, and over other tables:
+///
+/// ```json
+/// {"column": "project_id", "op": "in",
+///  "query": {"table": "members", "columns": ["project_id"], "filter": {"column": "role", "op": "=", "value": "owner"}}}
+/// {"exists": {"table": "comments", "on": {"id": "todo_id"}, "filter": {"column": "flagged", "op": "=", "value": true}}}
+/// ```
+///
+/// Both mean what they mean in PostgreSQL, NULLs included (see ``SubqueryDescription`` and
+/// ``ExistsDescription``); `not` of an `in` is SQL's `NOT IN`.
 public indirect enum FilterDescription: Codable, Hashable, Sendable {
     case compare(column: String, op: Comparison, value: WireValue)
     case isNull(column: String)
     case isNotNull(column: String)
     case isIn(column: String, values: [WireValue])
     case like(column: String, pattern: String)
+    /// The column's value is among the values a sub-query selects (SQL's `column IN (SELECT …)`).
+    case inQuery(column: String, query: SubqueryDescription)
+    /// Some row of another table relates to this one (SQL's correlated `EXISTS (SELECT …)`).
+    case exists(ExistsDescription)
     case and([FilterDescription])
     case or([FilterDescription])
     case not(FilterDescription)
@@ -117,18 +130,21 @@ public indirect enum FilterDescription: Codable, Hashable, Sendable {
         case equal = "=", notEqual = "!=", less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
     }
 
-    enum CodingKeys: String, CodingKey { case column, op, value, values, and, or, not }
+    enum CodingKeys: String, CodingKey { case column, op, value, values, query, exists, and, or, not }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         if let terms = try container.decodeIfPresent([FilterDescription].self, forKey: .and) { self = .and(terms); return }
         if let terms = try container.decodeIfPresent([FilterDescription].self, forKey: .or) { self = .or(terms); return }
         if let term = try container.decodeIfPresent(FilterDescription.self, forKey: .not) { self = .not(term); return }
+        if let exists = try container.decodeIfPresent(ExistsDescription.self, forKey: .exists) { self = .exists(exists); return }
         let column = try container.decode(String.self, forKey: .column)
         let op = try container.decode(String.self, forKey: .op)
         switch op {
         case "is null": self = .isNull(column: column)
         case "is not null": self = .isNotNull(column: column)
+        case "in" where container.contains(.query):
+            self = .inQuery(column: column, query: try container.decode(SubqueryDescription.self, forKey: .query))
         case "in": self = .isIn(column: column, values: try container.decode([WireValue].self, forKey: .values))
         case "like":
             guard case .text(let pattern) = try container.decode(WireValue.self, forKey: .value) else {
@@ -164,6 +180,12 @@ public indirect enum FilterDescription: Codable, Hashable, Sendable {
             try container.encode(column, forKey: .column)
             try container.encode("like", forKey: .op)
             try container.encode(WireValue.text(pattern), forKey: .value)
+        case .inQuery(let column, let query):
+            try container.encode(column, forKey: .column)
+            try container.encode("in", forKey: .op)
+            try container.encode(query, forKey: .query)
+        case .exists(let exists):
+            try container.encode(exists, forKey: .exists)
         case .and(let terms): try container.encode(terms, forKey: .and)
         case .or(let terms): try container.encode(terms, forKey: .or)
         case .not(let term): try container.encode(term, forKey: .not)

@@ -171,7 +171,7 @@ public enum QueryCompiler {
         case .isIn(let name, let values):
             let column = try self.column(name, in: table)
             return (.in(Column(orderedColumnName(column)), try values.map { try comparedValue($0, for: column) }), true)
-        case .like:
+        case .like, .inQuery, .exists:
             return nil
         case .and(let terms):
             let parts = try terms.map { try routingFilter($0, table) }
@@ -214,6 +214,8 @@ public enum QueryCompiler {
             }
             arguments.append(.text(try glob(likePattern: pattern)))
             return "\(SQLIdentifier.quoted(column.name)) GLOB ?"
+        case .inQuery, .exists:
+            throw QueryError("this node does not evaluate sub-queries")
         case .and(let terms):
             guard !terms.isEmpty else { return "1" }
             return joined(try terms.map { try condition($0, table, &arguments) }[...], by: "AND")
@@ -239,7 +241,7 @@ public enum QueryCompiler {
             return levels + (terms.map { self.levels(of: $0) }.max() ?? 0)
         case .not(let term):
             return 1 + levels(of: term)
-        case .compare, .isNull, .isNotNull, .isIn, .like:
+        case .compare, .isNull, .isNotNull, .isIn, .like, .inQuery, .exists:
             return 0
         }
     }

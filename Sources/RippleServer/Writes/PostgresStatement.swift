@@ -87,6 +87,8 @@ struct PostgresStatement {
         case .like(let name, let pattern):
             sql += "\(try column(name))::text LIKE "
             bind(.text(pattern), as: nil)
+        case .inQuery, .exists:
+            throw QueryError("this node does not evaluate sub-queries")
         case .and(let terms), .or(let terms):
             let isAnd = if case .and = filter { true } else { false }
             guard !terms.isEmpty else { sql += isAnd ? "TRUE" : "FALSE"; return }
