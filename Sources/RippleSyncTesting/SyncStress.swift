@@ -69,7 +69,8 @@ public struct SyncStressConfiguration: Sendable {
 public enum SyncStressStep: String, CaseIterable, Sendable {
     /// A device writes its local store (online or offline).
     case localWrites = "local-writes"
-    /// Another Postgres client writes the synced table (`psql`).
+    /// Another Postgres client writes the synced tables (`psql`): notes moving between users,
+    /// memberships granted and revoked, todos changing project, edited, inserted and deleted.
     case plainWrites = "plain-writes"
     /// A device goes offline, or comes back.
     case disconnects
@@ -103,7 +104,8 @@ public struct SyncStressReport: Sendable {
     public var lost = 0
     /// A mutation with more than one result, or a counter past what the client made.
     public var duplicated = 0
-    /// A row a client holds that its user's read rule excludes.
+    /// A row a client holds that its user's read rule excludes, or a row a frame carried that
+    /// the rule excluded at that frame's position.
     public var leaked = 0
     /// Local writes that failed (before a device had its first result: no table yet).
     public var localWriteErrors = 0
@@ -126,17 +128,29 @@ public struct SyncStressReport: Sendable {
 
 /// A model-checked run of Ripple Sync against a real PostgreSQL, a real node and real sockets:
 /// clients with random subscriptions write their local stores (online and offline), another
-/// writer changes Postgres directly (rows moving between users' rules), and faults come
-/// (disconnects, node restarts, Postgres restarts). At each quiescent point: every client's rows
-/// for each subscription equal the query on Postgres (with the user's read rule), every
-/// mutation a client made has exactly one result and its counter on the server matches, and
-/// no client holds a row its rule excludes.
+/// writer changes Postgres directly (rows moving between users' rules, memberships granted and
+/// revoked, todos changing project), and faults come (disconnects, node restarts, Postgres
+/// restarts). The tables are notes, read and written by their owner, and the team's
+/// (``TeamFixture``): todos read and written by their owner or their project's members. At each
+/// quiescent point: every client's rows for each subscription equal the query on Postgres (with
+/// the user's read rules), every mutation a client made has exactly one result and its counter
+/// on the server matches, no client holds a row its rules exclude, and every frame of each
+/// client's remote query of todos held exactly what its user could read at that frame's
+/// position — Postgres's history of memberships and todos, read from a logical slot of the
+/// run's own (``TeamHistory``).
 public enum SyncStress {
     static let users = ["u0", "u1", "u2"]
     static let rules = #"""
         {"tables": {"notes": {"read": {"column": "owner", "op": "=", "value": {"user": true}},
-                              "write": {"column": "owner", "op": "=", "value": {"user": true}}}}}
-        """#
+                              "write": {"column": "owner", "op": "=", "value": {"user": true}}},
+        """# + TeamFixture.ruleEntries + "}}"
+
+    /// The synced tables: the notes, and the team's (``TeamFixture``: projects, their members,
+    /// todos readable and writable by their owner or their project's members).
+    static let tables = ["notes"] + TeamFixture.tables
+
+    /// A todo the user may read, as SQL (the membership rule).
+    static let readableTodo = "(owner = $user OR project_id IN (SELECT project_id FROM members WHERE user_id = $user))"
 
     /// The queries clients subscribe to (each ANDed with the user's rule by the node), with the
     /// SQL that gives their result on Postgres for a user (`$user`).
@@ -149,7 +163,22 @@ public enum SyncStress {
         (QueryDescription(table: "notes", filter: .compare(column: "rank", op: .less, value: .integer(5)),
                           order: [OrderDescription(column: "id")]),
          "SELECT id, owner, rank, done, body FROM notes WHERE owner = $user AND rank < 5 ORDER BY id"),
+        (TeamFixture.allTodos,
+         "SELECT \(TeamFixture.todoColumns) FROM todos WHERE \(readableTodo) ORDER BY id"),
+        (QueryDescription(table: "todos", filter: .compare(column: "done", op: .equal, value: .bool(false)),
+                          order: [OrderDescription(column: "rank"), OrderDescription(column: "id")], limit: 5),
+         "SELECT \(TeamFixture.todoColumns) FROM todos WHERE \(readableTodo) AND NOT done ORDER BY rank, id LIMIT 5"),
+        // A client's sub-query: the todos of the project named p1, which reaches only projects the
+        // user may read (the node ANDs projects' read rule into it).
+        (QueryDescription(table: "todos", filter: .inQuery(column: "project_id", query: SubqueryDescription(
+                             table: "projects", column: "id", filter: .compare(column: "name", op: .equal, value: .text("p1")))),
+                          order: [OrderDescription(column: "id")]),
+         "SELECT \(TeamFixture.todoColumns) FROM todos WHERE \(readableTodo) AND project_id IN "
+            + "(SELECT id FROM projects WHERE name = 'p1' AND id IN (SELECT project_id FROM members WHERE user_id = $user)) ORDER BY id"),
     ]
+
+    /// The queries of notes (the others are of todos).
+    static let noteQueries = 0..<3
 
     /// Whether a node's resident memory after each storm (`history`, bytes) grows. A node that
     /// lets go of its sockets comes back to about the same memory, which varies by a factor of
@@ -248,6 +277,11 @@ final class StressDevice: @unchecked Sendable {   // used by the run's one drivi
 
     /// Writes the client's events to `<path>.events` (what it heard: for a failed run's files).
     let eventLog: Task<Void, Never>
+    /// Every frame of the device's remote query of all the todos its user may read (position,
+    /// rows as psql writes them), not yet checked against ``TeamHistory``.
+    let frames = Locked<[(lsn: String, rows: [[String]])]>([])
+    /// Records ``frames`` (started by ``followTodos()``).
+    var follower: Task<Void, Never>?
 
     init(user: String, index: Int, path: String, urls: [String], token: @escaping @Sendable () async throws -> String) throws {
         self.user = user
@@ -262,14 +296,33 @@ final class StressDevice: @unchecked Sendable {   // used by the run's one drivi
         }
     }
 
-    deinit { eventLog.cancel() }
+    deinit {
+        eventLog.cancel()
+        follower?.cancel()
+    }
 
-    /// The rows of the local `notes`, as Postgres's text output writes them.
-    func localRows() throws -> [[String]] {
-        try store.read { db in
-            guard try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = 'notes'", as: Int.self) == 1 else { return [] }
-            return try db.fetchAll("SELECT id, owner, rank, done, body FROM notes ORDER BY id").map { row in
-                row.values.enumerated().map { index, value in SyncStressRun.text(value, isBool: index == 3) }
+    /// Subscribes to a remote query of every todo the user may read and records each of its
+    /// events (one per frame that changes it) in ``frames``.
+    func followTodos() async {
+        let remote = await client.remoteQuery(TeamFixture.allTodos)
+        follower = Task { [frames] in
+            do {
+                for try await event in remote {
+                    frames.withLock { $0.append((event.lsn, event.rows.map { $0.map(\.psqlText) })) }
+                }
+            } catch {
+                frames.withLock { $0.append(("refused: \(error)", [])) }
+            }
+        }
+    }
+
+    /// The rows of the local `table` (`notes` or `todos`), as Postgres's text output writes them.
+    func localRows(_ table: String = "notes") throws -> [[String]] {
+        let (columns, boolean) = table == "notes" ? ("id, owner, rank, done, body", 3) : (TeamFixture.todoColumns, 4)
+        return try store.read { db in
+            guard try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = ?", [table], as: Int.self) == 1 else { return [] }
+            return try db.fetchAll("SELECT \(columns) FROM \(table) ORDER BY id").map { row in
+                row.values.enumerated().map { index, value in SyncStressRun.text(value, isBool: index == boolean) }
             }
         }
     }
@@ -294,6 +347,11 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
     var report: SyncStressReport
     let secret = Array("ripple sync stress: a token secret of 32 bytes or more".utf8)
     var nextPlainID: Int64 = 1
+    /// The next id of a todo another writer inserts.
+    var nextPlainTodo: Int64 = 1
+    /// Postgres's account of the team's tables at every position: what each frame is checked
+    /// against (``checkFrames()``); `nil` until the run starts.
+    var history: TeamHistory?
     /// What the run is doing, since when (for the watchdog of ``run()``).
     let progress = Locked<(String, ContinuousClock.Instant)>(("starting", .now))
 
@@ -321,8 +379,18 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
             try await postgres.psql("""
                 CREATE TABLE notes(id int8 PRIMARY KEY, owner text NOT NULL, rank int4 NOT NULL, done bool NOT NULL DEFAULT false, body text);
                 INSERT INTO notes SELECT i, 'u' || (i % 3), i % 10, i % 4 = 0, 'note ' || i FROM generate_series(1, 30) AS i;
+                """ + TeamFixture.schema)
+            // The history reads the team's tables from their first row on.
+            run.history = try await TeamHistory.start(postgres)
+            try await postgres.psql("""
+                INSERT INTO users SELECT 'u' || i, 'user ' || i FROM generate_series(0, 2) AS i;
+                INSERT INTO projects SELECT i, 'p' || i, 'u' || (i % 3) FROM generate_series(1, 4) AS i;
+                INSERT INTO members(project_id, user_id) SELECT i, 'u' || (i % 3) FROM generate_series(1, 4) AS i;
+                INSERT INTO members(project_id, user_id) VALUES (1, 'u0'), (2, 'u2');
+                INSERT INTO todos SELECT i, 1 + i % 4, 'u' || (i % 3), 'todo ' || i, i % 5 = 0, i % 10 FROM generate_series(1, 24) AS i;
                 """)
             run.nextPlainID = 31
+            run.nextPlainTodo = 25
             for index in run.nodes.indices { try await run.startNode(index) }
             // Two devices of u0, one each of u1 and u2.
             for (index, user) in ["u0", "u0", "u1", "u2"].enumerated() {
@@ -334,12 +402,17 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
                                               urls: urls, token: { token })
                 await device.client.setBackoff(min: .milliseconds(20), max: .milliseconds(300))
                 try await device.client.start()
+                // One or two queries of notes, one or two of todos.
                 var chosen = Set<Int>()
-                while chosen.count < 1 + Int(run.random.next() % 2) { chosen.insert(Int(run.random.next() % UInt64(SyncStress.queries.count))) }
+                let notes = SyncStress.noteQueries, todos = SyncStress.noteQueries.upperBound..<SyncStress.queries.count
+                while chosen.count < 1 + Int(run.random.next() % 2) { chosen.insert(notes.lowerBound + Int(run.random.next() % UInt64(notes.count))) }
+                let count = chosen.count
+                while chosen.count < count + 1 + Int(run.random.next() % 2) { chosen.insert(todos.lowerBound + Int(run.random.next() % UInt64(todos.count))) }
                 for query in chosen.sorted() {
                     try await device.client.subscribe("q\(query)", SyncStress.queries[query].0)
                     device.subscriptions["q\(query)"] = query
                 }
+                await device.followTodos()
                 run.devices.append(device)
             }
             return run
@@ -409,14 +482,14 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         let port = ports[index]
         if let executable = configuration.nodeExecutable {
             return .child(try await StressNodeProcess.start(executable, arguments: [
-                "serve", "--postgres", postgres.url, "--tables", "notes", "--rules", directory.path("rules.json"),
+                "serve", "--postgres", postgres.url, "--tables", SyncStress.tables.joined(separator: ","), "--rules", directory.path("rules.json"),
                 "--secret-file", directory.path("secret"), "--port", String(port), "--replica", replicaPath(index),
                 "--slot", "ripple_stress_\(index)", "--heartbeat", "0.2",
                 "--log-level", ProcessInfo.processInfo.environment["RIPPLE_STRESS_NODE_LOG"] ?? "info",
             ], log: directory.path("node\(index).log")))
         }
         var configuration = SyncServerConfiguration(
-            postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: ["notes"],
+            postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: SyncStress.tables,
             rules: try SyncRules(json: Data(SyncStress.rules.utf8)), secret: secret, replicaPath: replicaPath(index))
         configuration.port = port
         configuration.slot = "ripple_stress_\(index)"
@@ -551,6 +624,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
     /// A device writes its local store: a new note, or a change to a note it holds (sometimes
     /// one its user may not write: moving it to another user).
     private func localWrite(_ device: StressDevice) async throws {
+        if pick(2) == 0 { return try localTodoWrite(device) }
         let held = try device.localRows().compactMap { Int64($0[0]) }
         let rank = Int64(pick(10))
         do {
@@ -583,6 +657,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
     /// Another Postgres client changes the table: rows move between users, ranks change, rows
     /// come and go.
     private func plainWrite() async throws {
+        if pick(2) == 0 { return try await plainTeamWrite() }
         let id = Int64(1 + pick(Int(nextPlainID)))
         let sql: String
         switch pick(4) {
@@ -595,6 +670,69 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
             sql = "INSERT INTO notes VALUES (\(nextPlainID), 'u\(pick(3))', \(pick(10)), false, 'plain') ON CONFLICT DO NOTHING"
         default:
             sql = "DELETE FROM notes WHERE id = \(id)"
+        }
+        do {
+            try await postgres.psql(sql)
+        } catch {
+            // Postgres restarting: the write is not made (the model is Postgres itself).
+        }
+    }
+
+    /// A device writes its local todos under the membership rule: a new todo (its own, or
+    /// sometimes another user's in a random project: refused unless it is a member), a todo it
+    /// holds edited, moved to another project (refused when it neither owns the todo nor is a
+    /// member there), given to another user, or deleted.
+    private func localTodoWrite(_ device: StressDevice) throws {
+        let held = try device.localRows("todos").compactMap { Int64($0[0]) }
+        let rank = Int64(pick(10))
+        let project = Int64(1 + pick(4))
+        do {
+            let choice = held.isEmpty ? 0 : pick(6)
+            try device.store.write { db in
+                switch choice {
+                case 0:
+                    device.nextID += 1
+                    let owner = pick(4) == 0 ? SyncStress.users[pick(3)] : device.user
+                    try db.execute("INSERT INTO todos(id, project_id, owner, title, done, rank) VALUES (?, ?, ?, ?, 0, ?)",
+                                   [device.nextID, project, owner, "by \(device.user)", rank])
+                case 1, 2:
+                    try db.execute("UPDATE todos SET rank = ?, title = ?, done = NOT done WHERE id = ?",
+                                   [rank, "edit \(report.operations)", held[pick(held.count)]])
+                case 3:
+                    try db.execute("UPDATE todos SET project_id = ? WHERE id = ?", [project, held[pick(held.count)]])
+                case 4:
+                    try db.execute("UPDATE todos SET owner = ? WHERE id = ?", [SyncStress.users[pick(3)], held[pick(held.count)]])
+                default:
+                    try db.execute("DELETE FROM todos WHERE id = ?", [held[pick(held.count)]])
+                }
+            }
+        } catch {
+            // (Before its first result the local table does not exist: nothing to write yet.)
+            report.localWriteErrors += 1
+        }
+    }
+
+    /// Another Postgres client changes the team: memberships granted and revoked, todos
+    /// changing project, edited, inserted and deleted, or several of these in one transaction.
+    private func plainTeamWrite() async throws {
+        let todo = 1 + pick(Int(nextPlainTodo))
+        let (project, user, rank) = (1 + pick(4), "u\(pick(3))", pick(10))
+        let grant = "INSERT INTO members(project_id, user_id) VALUES (\(project), '\(user)') ON CONFLICT DO NOTHING"
+        let revoke = "DELETE FROM members WHERE project_id = \(project) AND user_id = '\(user)'"
+        let sql: String
+        switch pick(8) {
+        case 0, 1: sql = grant
+        case 2, 3: sql = revoke
+        case 4: sql = "UPDATE todos SET project_id = \(project) WHERE id = \(todo)"
+        case 5: sql = "UPDATE todos SET done = NOT done, rank = \(rank), title = 'plain \(report.operations)' WHERE id = \(todo)"
+        case 6:
+            nextPlainTodo += 1
+            sql = pick(3) == 0 ? "DELETE FROM todos WHERE id = \(todo)"
+                : "INSERT INTO todos VALUES (\(nextPlainTodo), \(project), '\(user)', 'plain', false, \(rank)) ON CONFLICT DO NOTHING"
+        default:
+            // A revoke, a move and a grant elsewhere, in one transaction: one frame each.
+            sql = "BEGIN; \(revoke); UPDATE todos SET project_id = \(project) WHERE id = \(todo); "
+                + "INSERT INTO members(project_id, user_id) VALUES (\(1 + project % 4), '\(user)') ON CONFLICT DO NOTHING; COMMIT;"
         }
         do {
             try await postgres.psql(sql)
@@ -655,7 +793,8 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         }
         try await configuration.beforeChecks?(postgres)
         try await checkMutations()
-        try checkRules()
+        try await checkRules()
+        try await checkFrames()
     }
 
     /// A reconnect storm on node `index`: ``SyncStressConfiguration/stormSockets`` sockets open
@@ -702,19 +841,21 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
 
     /// How the device's rows differ from Postgres (`nil`: they do not).
     private func firstDifference(_ device: StressDevice) async throws -> String? {
-        var union = Set<[String]>()
+        var union: [String: Set<[String]>] = ["notes": [], "todos": []]
         for (id, query) in device.subscriptions.sorted(by: { $0.key < $1.key }) {
             let sql = SyncStress.queries[query].1.replacingOccurrences(of: "$user", with: "'\(device.user)'")
             let expected = try await rows(sql)
-            union.formUnion(expected)
+            union[SyncStress.queries[query].0.table, default: []].formUnion(expected)
             let shown = await device.client.rows(of: id)?.map { row in row.map(\.psqlText) } ?? []
             if shown != expected {
                 return "subscription \(id) shows \(shown.map { $0.joined(separator: "|") }) where Postgres has \(expected.map { $0.joined(separator: "|") })"
             }
         }
-        let local = Set(try device.localRows())
-        if local != union {
-            return "the local store holds \(local.subtracting(union).count) rows no subscription has and misses \(union.subtracting(local).count)"
+        for (table, union) in union.sorted(by: { $0.key < $1.key }) {
+            let local = Set(try device.localRows(table))
+            if local != union {
+                return "the local \(table) holds \(local.subtracting(union).count) rows no subscription has and misses \(union.subtracting(local).count)"
+            }
         }
         return nil
     }
@@ -766,12 +907,54 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         report.mutations = made
     }
 
-    /// No device holds a row its user's read rule excludes.
-    private func checkRules() throws {
+    /// No device holds a row its user's read rule excludes: a note of another user, a todo
+    /// neither owned by the user nor in a project they are a member of (on Postgres now).
+    private func checkRules() async throws {
         for (index, device) in devices.enumerated() {
             for row in try device.localRows() where row[1] != device.user {
                 report.leaked += 1
                 report.findings.append("device \(index) of \(device.user) holds note \(row[0]) of \(row[1])")
+            }
+            let readable = Set(try await rows("SELECT id FROM todos WHERE "
+                                              + SyncStress.readableTodo.replacingOccurrences(of: "$user", with: "'\(device.user)'")).map { $0[0] })
+            for row in try device.localRows("todos") where !readable.contains(row[0]) {
+                report.leaked += 1
+                report.findings.append("device \(index) of \(device.user) holds todo \(row[0]) (\(row.joined(separator: "|"))), which the rule excludes")
+            }
+        }
+    }
+
+    /// Every frame each device's remote query of todos received since the last check held
+    /// exactly what its user could read at the frame's position, by Postgres's history
+    /// (``TeamHistory``): a row the user could not read there is a leak, a row missing or
+    /// stale (a transaction not whole) a discrepancy.
+    private func checkFrames() async throws {
+        guard let history else { return }
+        try await history.catchUp()
+        for (index, device) in devices.enumerated() {
+            let frames = device.frames.withLock { frames in
+                defer { frames = [] }
+                return frames
+            }
+            for frame in frames {
+                guard let state = history.state(at: frame.lsn) else {
+                    report.discrepancies += 1
+                    report.findings.append("round \(report.rounds + 1): device \(index)'s remote query of todos: \(frame.lsn)")
+                    continue
+                }
+                let expected = state.readableTodos(of: device.user, columns: ["id", "project_id", "owner", "title", "done", "rank"])
+                guard frame.rows != expected else { continue }
+                let readable = Set(expected.map { $0[0] })
+                let strangers = frame.rows.filter { !readable.contains($0[0]) }
+                if !strangers.isEmpty {
+                    report.leaked += strangers.count
+                    report.findings.append("round \(report.rounds + 1): device \(index) of \(device.user) got a frame at \(frame.lsn) carrying todos "
+                                           + "it could not read there: \(strangers.map { $0.joined(separator: "|") })")
+                } else {
+                    report.discrepancies += 1
+                    report.findings.append("round \(report.rounds + 1): device \(index) of \(device.user) got a frame at \(frame.lsn) showing "
+                                           + "\(frame.rows.map { $0.joined(separator: "|") }) where Postgres had \(expected.map { $0.joined(separator: "|") })")
+                }
             }
         }
     }

@@ -21,7 +21,10 @@ struct SubscribeCommand: AsyncParsableCommand {
     var token: String
 
     @Option(help: "The synced table.")
-    var table: String
+    var table: String?
+
+    @Option(help: "The whole query as JSON (instead of --table, --filter, --order and --limit), e.g. '{\"table\": \"todos\", \"order\": [{\"column\": \"rank\"}]}'.")
+    var query: String?
 
     @Option(help: "A filter as JSON, e.g. '{\"column\": \"done\", \"op\": \"=\", \"value\": false}'.")
     var filter: String?
@@ -36,17 +39,12 @@ struct SubscribeCommand: AsyncParsableCommand {
     var events: Int?
 
     func run() async throws {
-        var query = QueryDescription(table: table, limit: limit)
-        if let filter {
-            do {
-                query.filter = try JSONDecoder().decode(FilterDescription.self, from: Data(filter.utf8))
-            } catch {
-                throw ValidationError("--filter is not a filter: \(error)")
-            }
-        }
-        query.order = (order ?? "").split(separator: ",").map { term in
-            term.hasPrefix("-") ? OrderDescription(column: String(term.dropFirst()), descending: true) : OrderDescription(column: String(term))
-        }
+        let query = try description()
+        // What is subscribed to, as the wire has it: the node ANDs the token's user's read rules
+        // into it (into each sub-query's table too).
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        print("subscribing to \(String(decoding: try encoder.encode(query), as: UTF8.self))")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ripple-subscribe-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -78,6 +76,33 @@ struct SubscribeCommand: AsyncParsableCommand {
             }
         }
         await client.stop()
+    }
+
+    /// The query the options describe.
+    func description() throws -> QueryDescription {
+        if let query {
+            guard table == nil, filter == nil, order == nil, limit == nil else {
+                throw ValidationError("--query is the whole query: give it without --table, --filter, --order or --limit")
+            }
+            do {
+                return try JSONDecoder().decode(QueryDescription.self, from: Data(query.utf8))
+            } catch {
+                throw ValidationError("--query is not a query: \(error)")
+            }
+        }
+        guard let table else { throw ValidationError("give --table (or the whole query with --query)") }
+        var query = QueryDescription(table: table, limit: limit)
+        if let filter {
+            do {
+                query.filter = try JSONDecoder().decode(FilterDescription.self, from: Data(filter.utf8))
+            } catch {
+                throw ValidationError("--filter is not a filter: \(error)")
+            }
+        }
+        query.order = (order ?? "").split(separator: ",").map { term in
+            term.hasPrefix("-") ? OrderDescription(column: String(term.dropFirst()), descending: true) : OrderDescription(column: String(term))
+        }
+        return query
     }
 
     /// An event in lines: the first as a table, later ones as their steps.
