@@ -61,7 +61,10 @@ struct DemoCommand: AsyncParsableCommand {
             } catch where Task.isShuttingDownGracefully {}
         }
         try await runNode(server, with: [writer], logger: logger) { port in
-            let page = "http://127.0.0.1:\(port)/#table=todos&order=rank&token="
+            // The page's user switch: each user with their token.
+            let users = [("alice", alice), ("bob", bob), ("carol", carol)].map { user, token in
+                "as=" + "\(user):\(token)".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            }.joined(separator: "&")
             say("""
 
                 Ripple Sync demo: serving ws://127.0.0.1:\(port)/sync
@@ -71,10 +74,9 @@ struct DemoCommand: AsyncParsableCommand {
                   tables   users(id, name)  projects(id, name, owner)  members(id, project_id, user_id, role)
                            todos(id, project_id, owner, title, done, rank)
 
-                Open alice's and bob's live lists in a browser (Launch's todos are in both; each follows every
-                change, and reconnects by itself):
-                  alice    \(page)\(alice)
-                  bob      \(page)\(bob)
+                Open the live list in a browser; its user switch shows alice's, bob's and carol's todos (Launch's
+                are in alice's and bob's). It follows every change, and reconnects by itself:
+                  http://127.0.0.1:\(port)/#table=todos&order=project_id&\(users)
                   health   http://127.0.0.1:\(port)/health    metrics  http://127.0.0.1:\(port)/metrics
 
                 Watch bob's todos, live, under the membership rule (another terminal):

@@ -157,5 +157,49 @@ struct LiveListPageTests {
             }
         }
     }
+
+    /// The demo's page: the user switch (`#as=alice:…&as=bob:…`) shows the same query as each
+    /// user under the membership rules (the shared project's todos in both lists), and a
+    /// membership granted in Postgres brings its project's todos to the list.
+    @Test func theUserSwitchShowsEachUsersTodosUnderTheMembershipRules() async throws {
+        try await withThrowawayPostgres { postgres in
+            try await TeamFixture.prepare(postgres)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: TeamFixture.tables, rules: TeamFixture.rules, directory: directory) { node in
+                try await HeadlessChromium.with { browser in
+                    let users = try ["alice", "bob"].map { user in
+                        "as=" + "\(user):\(try node.token(user))".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                    }
+                    let page = try await browser.open("http://127.0.0.1:\(node.port)/#table=todos&order=id&" + users.joined(separator: "&"))
+                    /// Waits until the page shows the todos `user` reads on Postgres now.
+                    func pageShowsTodos(of user: String, _ step: String) async throws {
+                        let expected = try await postgres.psql("""
+                            SELECT coalesce(json_agg(json_build_array(id::text, project_id::text, owner, title, done::text, rank::text) ORDER BY id), '[]')
+                            FROM (\(TeamFixture.readableTodosSQL(user))) AS shown
+                            """).trimmingCharacters(in: .whitespacesAndNewlines)
+                        do {
+                            try await page.evaluate("""
+                                rippleList.until(() => rippleList.status() === "live"
+                                    && JSON.stringify(rippleList.rows()) === JSON.stringify(\(expected)), 60000)
+                                """)
+                        } catch {
+                            Issue.record("\(step): the page never showed \(user)'s todos \(expected): \(error)")
+                            throw error
+                        }
+                    }
+                    #expect(try await page.evaluate("rippleList.users()") as? [String] == ["alice", "bob"])
+                    try await pageShowsTodos(of: "alice", "alice, the first user")
+                    #expect((try await page.evaluate("rippleList.rows().map((row) => row[0])") as? [String]) == ["1", "2", "3", "4", "5", "6", "7"])
+                    try await page.evaluate(#"rippleList.switchUser("bob")"#)
+                    try await pageShowsTodos(of: "bob", "bob, switched to")
+                    #expect((try await page.evaluate("rippleList.rows().map((row) => row[0])") as? [String]) == ["1", "2", "3", "4", "8", "9", "10"])
+                    try await postgres.psql("INSERT INTO members(project_id, user_id) VALUES (2, 'bob')")
+                    try await pageShowsTodos(of: "bob", "bob, made a member of Garden")
+                    try await page.evaluate(#"rippleList.switchUser("alice")"#)
+                    try await pageShowsTodos(of: "alice", "alice, switched back")
+                }
+            }
+        }
+    }
 }
 #endif

@@ -94,6 +94,39 @@ struct RelationalSyncTests {
         return leaked
     }
 
+    /// The checker's own model: at each position Postgres stood at between writes, the history's
+    /// state gives each user the todos Postgres gave them then (no node involved).
+    @Test func theHistoryGivesWhatPostgresGaveAtEachPosition() async throws {
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql(TeamFixture.schema)
+            let history = try await TeamHistory.start(postgres)
+            try await postgres.psql(TeamFixture.seed)
+            var seen: [(lsn: String, readable: [String: [[String]]])] = []
+            let writes = [
+                "INSERT INTO members(project_id, user_id) VALUES (2, 'bob')",
+                "UPDATE todos SET project_id = 3, title = 'moved' WHERE id = 1",
+                "BEGIN; DELETE FROM members WHERE project_id = 1 AND user_id = 'bob'; INSERT INTO members(project_id, user_id) VALUES (1, 'carol'); COMMIT;",
+                "DELETE FROM todos WHERE id = 5",
+                "UPDATE members SET user_id = 'carol' WHERE project_id = 3",
+            ]
+            for write in [""] + writes {
+                if !write.isEmpty { try await postgres.psql(write) }
+                let lsn = try #require(try await postgres.rows("SELECT pg_current_wal_lsn()").first)
+                var readable: [String: [[String]]] = [:]
+                for user in ["alice", "bob", "carol"] { readable[user] = try await self.readable(postgres, user) }
+                seen.append((lsn, readable))
+            }
+            try await history.catchUp()
+            #expect(history.commits.count == 1 + writes.count, "one state per transaction")
+            for (lsn, readable) in seen {
+                let state = try #require(history.state(at: lsn))
+                for (user, rows) in readable {
+                    #expect(state.readableTodos(of: user, columns: Self.columns) == rows, "\(user) at \(lsn)")
+                }
+            }
+        }
+    }
+
     /// bob is made a member of alice's Garden: its three todos arrive in one frame. The
     /// membership revoked, they leave in one frame, and no later frame carries them — not the
     /// one of a Garden todo changing (bob gets none), not the one of his own todo changing.

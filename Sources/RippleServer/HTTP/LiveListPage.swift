@@ -7,7 +7,9 @@ import Foundation
 /// The page signs in with a token, subscribes to one query of a synced table over `/sync`, and
 /// applies each changeset to the DOM (rows removed, inserted and moved as nodes, changed cells
 /// rewritten and highlighted). It reconnects and resumes by itself. `GET /tables` tells it the
-/// synced tables and their columns.
+/// synced tables and their columns. A fragment that names users with their tokens
+/// (`#as=alice:v1.…&as=bob:v1.…`, as the demo prints) adds a user switch: the same query, shown
+/// as each user in turn.
 enum LiveListPage {
     static let html = PackageResources.live_list_html
     static let script = PackageResources.live_list_js

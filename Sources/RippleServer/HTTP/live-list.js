@@ -338,6 +338,13 @@
     }
   }
 
+  // The user switch: the fragment may name users with their tokens (#as=alice:v1.…&as=bob:v1.…);
+  // choosing one shows the same query as that user (a socket of their own).
+  $("user").addEventListener("change", () => {
+    $("token").value = $("user").value;
+    start();
+  });
+
   $("table").addEventListener("change", () => fillColumns());
   $("query").addEventListener("submit", (event) => { event.preventDefault(); start(); });
 
@@ -356,9 +363,15 @@
     $("filter").value = given.get("filter") || "";
     $("descending").checked = given.get("descending") === "1";
     $("limit").value = given.get("limit") || "";
+    const users = given.getAll("as").map((entry) => [entry.slice(0, entry.indexOf(":")), entry.slice(entry.indexOf(":") + 1)])
+      .filter(([name, userToken]) => name && userToken);
+    $("user").replaceChildren(...users.map(([name, userToken]) => new Option(name, userToken)));
+    $("users").hidden = users.length === 0;
+    if (!given.get("token") && users.length > 0) given.set("token", users[0][1]);
     if (given.get("token")) {
       $("token").value = given.get("token");
-      start();   // also drops the token from the address bar
+      if (users.some(([, userToken]) => userToken === given.get("token"))) $("user").value = given.get("token");
+      start();   // also drops the tokens from the address bar
     }
   }
 
@@ -367,6 +380,14 @@
     rows: () => Array.from(body.rows, (tr) => Array.from(tr.cells, (td) => (td.classList.contains("null") ? null : td.textContent))),
     columns: () => Array.from(headRow.cells, (th) => th.textContent),
     status: () => $("status").dataset.state,
+    // The user switch: the users the fragment named, and choosing one.
+    users: () => Array.from($("user").options, (option) => option.text),
+    switchUser(name) {
+      const option = Array.from($("user").options).find((o) => o.text === name);
+      if (!option) throw new Error(`no user ${name}`);
+      $("user").value = option.value;
+      $("user").dispatchEvent(new Event("change"));
+    },
     position: () => position,
     frames: () => frames,
     // Resolves once `condition()` holds after a frame (or now); rejects after `ms`.
