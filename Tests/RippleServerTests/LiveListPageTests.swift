@@ -189,10 +189,10 @@ struct LiveListPageTests {
                     }
                     #expect(try await page.evaluate("rippleList.users()") as? [String] == ["alice", "bob"])
                     try await pageShowsTodos(of: "alice", "alice, the first user")
-                    #expect((try await page.evaluate("rippleList.rows().map((row) => row[0])") as? [String]) == ["1", "2", "3", "4", "5", "6", "7"])
+                    #expect(try await page.evaluate("rippleList.rows().map((row) => row[0])") as? [String] == ["1", "2", "3", "4", "5", "6", "7"])
                     try await page.evaluate(#"rippleList.switchUser("bob")"#)
                     try await pageShowsTodos(of: "bob", "bob, switched to")
-                    #expect((try await page.evaluate("rippleList.rows().map((row) => row[0])") as? [String]) == ["1", "2", "3", "4", "8", "9", "10"])
+                    #expect(try await page.evaluate("rippleList.rows().map((row) => row[0])") as? [String] == ["1", "2", "3", "4", "8", "9", "10"])
                     try await postgres.psql("INSERT INTO members(project_id, user_id) VALUES (2, 'bob')")
                     try await pageShowsTodos(of: "bob", "bob, made a member of Garden")
                     try await page.evaluate(#"rippleList.switchUser("alice")"#)
