@@ -47,6 +47,9 @@ public struct SyncStressConfiguration: Sendable {
     /// Runs on the cluster before each quiescent point's checks: the checker's own tests break
     /// something there, to see the checks find it.
     package var beforeChecks: (@Sendable (ThrowawayPostgres) async throws -> Void)?
+    /// A read rule of todos (JSON) the node is given in place of the membership rule: the
+    /// checker's own tests give a wrong one, to see the checks find the rows it lets out.
+    package var todosReadRule: String?
 
     /// The defaults: seed 1, 30 seconds, 60 operations a round, every kind of step, the node in
     /// this process.
@@ -140,10 +143,15 @@ public struct SyncStressReport: Sendable {
 /// run's own (``TeamHistory``).
 public enum SyncStress {
     static let users = ["u0", "u1", "u2"]
-    static let rules = #"""
+    static let rules = rules(todosRead: nil)
+
+    /// The rules, with `todosRead` in place of the todos' read rule (`nil`: the membership rule).
+    static func rules(todosRead: String?) -> String {
+        #"""
         {"tables": {"notes": {"read": {"column": "owner", "op": "=", "value": {"user": true}},
                               "write": {"column": "owner", "op": "=", "value": {"user": true}}},
-        """# + TeamFixture.ruleEntries + "}}"
+        """# + TeamFixture.ruleEntries(todosRead: todosRead ?? TeamFixture.todosRule) + "}}"
+    }
 
     /// The synced tables: the notes, and the team's (``TeamFixture``: projects, their members,
     /// todos readable and writable by their owner or their project's members).
@@ -374,7 +382,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         SyncStress.running.withLock { $0.clusters[ObjectIdentifier(postgres)] = postgres }
         let run = SyncStressRun(configuration: configuration, postgres: postgres, directory: try TemporaryDirectory())
         do {
-            try Data(SyncStress.rules.utf8).write(to: URL(fileURLWithPath: run.directory.path("rules.json")))
+            try Data(SyncStress.rules(todosRead: configuration.todosReadRule).utf8).write(to: URL(fileURLWithPath: run.directory.path("rules.json")))
             try Data(run.secret).write(to: URL(fileURLWithPath: run.directory.path("secret")))
             try await postgres.psql("""
                 CREATE TABLE notes(id int8 PRIMARY KEY, owner text NOT NULL, rank int4 NOT NULL, done bool NOT NULL DEFAULT false, body text);
@@ -386,7 +394,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
                 INSERT INTO users SELECT 'u' || i, 'user ' || i FROM generate_series(0, 2) AS i;
                 INSERT INTO projects SELECT i, 'p' || i, 'u' || (i % 3) FROM generate_series(1, 4) AS i;
                 INSERT INTO members(project_id, user_id) SELECT i, 'u' || (i % 3) FROM generate_series(1, 4) AS i;
-                INSERT INTO members(project_id, user_id) VALUES (1, 'u0'), (2, 'u2');
+                INSERT INTO members(project_id, user_id) VALUES (1, 'u0'), (3, 'u2'), (2, 'u1') ON CONFLICT DO NOTHING;
                 INSERT INTO todos SELECT i, 1 + i % 4, 'u' || (i % 3), 'todo ' || i, i % 5 = 0, i % 10 FROM generate_series(1, 24) AS i;
                 """)
             run.nextPlainID = 31
@@ -490,7 +498,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         }
         var configuration = SyncServerConfiguration(
             postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: SyncStress.tables,
-            rules: try SyncRules(json: Data(SyncStress.rules.utf8)), secret: secret, replicaPath: replicaPath(index))
+            rules: try SyncRules(json: Data(SyncStress.rules(todosRead: self.configuration.todosReadRule).utf8)), secret: secret, replicaPath: replicaPath(index))
         configuration.port = port
         configuration.slot = "ripple_stress_\(index)"
         configuration.heartbeatInterval = .milliseconds(200)

@@ -25,16 +25,19 @@ package enum TeamFixture {
     /// The todos' rule: owned by the user, or in a project the user is a member of.
     package static let todosRule = #"{"or": [{"column": "owner", "op": "=", "value": {"user": true}}, \#(membership("project_id"))]}"#
 
-    /// The rules of the four tables, as the `"tables"` object's members (to merge with others).
-    package static let ruleEntries = """
+    /// The rules of the four tables, as the `"tables"` object's members (to merge with others);
+    /// `todosRead` in place of the todos' read rule.
+    package static func ruleEntries(todosRead: String = todosRule) -> String {
+        """
         "users": {"read": true},
         "projects": {"read": \(membership("id"))},
         "members": {"read": \(membership("project_id"))},
-        "todos": {"read": \(todosRule), "write": \(todosRule)}
+        "todos": {"read": \(todosRead), "write": \(todosRule)}
         """
+    }
 
     /// The rules (JSON) of the four tables.
-    package static let rules = "{\"tables\": {\(ruleEntries)}}"
+    package static let rules = "{\"tables\": {\(ruleEntries())}}"
 
     /// The synced tables.
     package static let tables = ["users", "projects", "members", "todos"]

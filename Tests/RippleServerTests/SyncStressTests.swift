@@ -42,6 +42,38 @@ struct SyncStressTests {
         #expect(report.steps["disconnects", default: 0] > 0)
     }
 
+    /// Memberships granted and revoked and todos changing project beside every fault: no
+    /// frame carries a todo its user could not read at that frame's position, and every
+    /// client's todos converge.
+    @Test func membershipsAndProjectMovesBesideEveryFaultFindNothing() async throws {
+        var configuration = SyncStressConfiguration()
+        configuration.seed = 11
+        configuration.seconds = 24 * 3600
+        configuration.maxOperations = 160
+        configuration.operationsPerRound = 80
+        configuration.stormSockets = 300
+        let report = try await SyncStress.run(configuration)
+        #expect(report.passed, "\(report.summaryLine): \(report.findings)")
+        #expect(report.rounds == 2)
+        #expect(report.steps["plain-writes", default: 0] > 20, "\(report.steps)")
+    }
+
+    /// A node whose rules let every todo out (`"read": true`) is found: the frames of the
+    /// devices' remote queries carry todos their users could not read at those positions.
+    @Test func aRuleThatLetsEveryTodoOutIsFoundInTheFrames() async throws {
+        var configuration = SyncStressConfiguration()
+        configuration.seed = 5
+        configuration.seconds = 24 * 3600
+        configuration.maxOperations = 30
+        configuration.operationsPerRound = 30
+        configuration.steps = [.plainWrites, .localWrites]
+        configuration.todosReadRule = "true"
+        let report = try await SyncStress.run(configuration)
+        #expect(!report.passed)
+        #expect(report.leaked > 0, "\(report.summaryLine)")
+        #expect(report.findings.contains { $0.contains("got a frame at") && $0.contains("it could not read there") }, "\(report.findings)")
+    }
+
     /// A node's memory after storm after storm: what seed 2 saw (174, 94, 240 MiB: the
     /// allocator, not a leak; an earlier rule called it growth) is not growth; a steady climb is.
     @Test func memoryThatVariesIsNotALeakAndMemoryThatClimbsIs() {
