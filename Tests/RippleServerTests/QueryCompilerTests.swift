@@ -86,58 +86,22 @@ import Testing
 struct QueryMeaningTests {
     /// The same description as Postgres SQL with its values bound: the oracle's query.
     static func postgresQuery(_ query: QueryDescription, _ table: SyncedTableSchema) -> PostgresQuery {
-        var bindings = PostgresBindings()
-        func bind(_ value: WireValue, _ type: UInt32) -> String {
-            switch value {
-            case .null: bindings.appendNull()
-            case .bool(let bool): bindings.append(bool)
-            case .integer(let integer): bindings.append(integer)
-            case .real(let real): bindings.append(real)
-            case .text(let text): bindings.append(text)
-            }
-            let cast = switch type {
-            case PostgresTypes.OID.int4: "::int8"
-            case PostgresTypes.OID.float8: "::float8"
-            case PostgresTypes.OID.numeric: "::numeric"
-            case PostgresTypes.OID.timestamptz: "::timestamptz"
-            case PostgresTypes.OID.date: "::date"
-            case PostgresTypes.OID.bpchar: "::bpchar"
-            default: ""
-            }
-            return "$\(bindings.count)\(cast)"
-        }
-        func column(_ name: String) -> (String, UInt32) {
+        var translator = PostgresFilterTranslator(tables: [table.name: table])
+        func column(_ name: String) -> String {
             let type = table.columns.first { $0.name == name }!.typeOID
-            return ([PostgresTypes.OID.text, PostgresTypes.OID.bpchar].contains(type) ? "\"\(name)\" COLLATE \"C\"" : "\"\(name)\"", type)
-        }
-        func condition(_ filter: FilterDescription) -> String {
-            switch filter {
-            case .compare(let name, let op, let value):
-                let (sql, type) = column(name)
-                return "\(sql) \(op == .notEqual ? "<>" : op.rawValue) \(bind(value, type))"
-            case .isNull(let name): return "\(column(name).0) IS NULL"
-            case .isNotNull(let name): return "\(column(name).0) IS NOT NULL"
-            case .isIn(let name, let values):
-                let (sql, type) = column(name)
-                return values.isEmpty ? "false" : "\(sql) IN (\(values.map { bind($0, type) }.joined(separator: ", ")))"
-            case .like(let name, let pattern): return "\(column(name).0) LIKE \(bind(.text(pattern), PostgresTypes.OID.text))"
-            case .inQuery, .exists: preconditionFailure("the random filters hold no sub-query")
-            case .and(let terms): return terms.isEmpty ? "true" : "(" + terms.map(condition).joined(separator: " AND ") + ")"
-            case .or(let terms): return terms.isEmpty ? "false" : "(" + terms.map(condition).joined(separator: " OR ") + ")"
-            case .not(let term): return "NOT (" + condition(term) + ")"
-            }
+            return [PostgresTypes.OID.text, PostgresTypes.OID.bpchar].contains(type) ? "\"\(name)\" COLLATE \"C\"" : "\"\(name)\""
         }
         let list = table.columns.prefix(QueryCompilerTests.comparedColumns).map { "CASE WHEN \"\($0.name)\" IS NULL THEN NULL ELSE concat(\"\($0.name)\") END" }
         var sql = "SELECT \(list.joined(separator: ", ")) FROM items"
-        if let filter = query.filter { sql += " WHERE " + condition(filter) }
+        if let filter = query.filter { sql += " WHERE " + translator.condition(filter, over: table, as: table.name, client: true) }
         let terms = query.order.map { term in
-            "\(column(term.column).0) \(term.descending ? "DESC" : "ASC")"
+            "\(column(term.column)) \(term.descending ? "DESC" : "ASC")"
                 + (term.nullsFirst.map { $0 ? " NULLS FIRST" : " NULLS LAST" } ?? "")
         } + ["id ASC"]
         sql += " ORDER BY " + terms.joined(separator: ", ")
         if let limit = query.limit { sql += " LIMIT \(limit)" }
         if let offset = query.offset { sql += " OFFSET \(offset)" }
-        return PostgresQuery(unsafeSQL: sql, binds: bindings)
+        return PostgresQuery(unsafeSQL: sql, binds: translator.bindings)
     }
 
     static let texts: [String?] = [nil, "a", "A", "b", "ab", "abc", "%", "_", "a_c", "é", "e\u{301}", "", "Z", "a%b", "[x]", "*"]

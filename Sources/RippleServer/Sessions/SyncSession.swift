@@ -231,10 +231,15 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
             send(.error(code: .invalidQuery, message: "there is no synced table \(query.table)", id: id))
             return
         }
+        // The schemas of the tables its sub-queries and its read rules' may read.
+        var tables: [String: SyncedTableSchema] = [:]
+        for name in hub.tablesNeeded(by: query) {
+            if let other = await server.schema(of: name) { tables[name] = other }
+        }
         let compiled: CompiledQuery
         let basis: String
         do {
-            (compiled, basis) = try hub.compile(query, user: user, schema: schema)
+            (compiled, basis) = try hub.compile(query, user: user, schema: schema, tables: tables)
         } catch let error as RulesError {
             send(.error(code: .forbidden, message: error.description, id: id))
             return
@@ -264,7 +269,9 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
     private func attach(id: String, generation: Int, compiled: CompiledQuery, basis: String, schema: SyncedTableSchema,
                         resume: ResumePoint?, hub: SubscriptionHub) async {
         var old: [[WireValue]]?
-        if let resume, resume.basis == basis, let position = PGOutput.LSN(resume.lsn) {
+        // The replica's history rewinds one table: a query whose sub-queries read others resumes
+        // from a snapshot.
+        if let resume, resume.basis == basis, compiled.dependencies.isEmpty, let position = PGOutput.LSN(resume.lsn) {
             switch await resumeVersion(for: position) {
             case .version(let version):
                 guard await server.resumeGate.admit() else {

@@ -33,10 +33,13 @@ public struct CompiledQuery: Hashable, Sendable {
     /// How the replica routes commits to the query and patches its result (`nil`: it runs
     /// again after every commit to its table — a composite key, an offset).
     package var routing: RowRouting?
+    /// What the result depends on in the tables its sub-queries read: one interest per
+    /// sub-query, at every depth, in the order they are written (empty: no sub-query).
+    package var dependencies: [SubqueryInterest] = []
 }
 
-/// Compiles described queries against a synced table's schema into the replica's SQL, with
-/// PostgreSQL's meaning (text under `COLLATE "C"`):
+/// Compiles described queries against a synced table's schema (and, for sub-queries, the other
+/// synced tables') into the replica's SQL, with PostgreSQL's meaning (text under `COLLATE "C"`):
 ///
 /// * **NULL order**: last in ascending order and first in descending order unless the term says
 ///   otherwise (SQLite's default is the reverse), written out as `NULLS FIRST`/`NULLS LAST`;
@@ -48,28 +51,44 @@ public struct CompiledQuery: Hashable, Sendable {
 ///   numbers;
 /// * **numeric** by value, **date** and **timestamp(tz)** by time, **bpchar** ignoring trailing
 ///   spaces: through the order keys the replica keeps beside them (`ripple_order:<column>`);
+/// * **sub-queries**: `in` compiles to `IN (SELECT …)` and `exists` to a correlated
+///   `EXISTS (SELECT 1 …)`, whose NULL logic is SQL's on both sides (a NULL on either side of
+///   `in` or of an `on` pair matches nothing; `NOT IN` a sub-query that selects a NULL is never
+///   true). The compared columns must compare alike: integers and floats together, text types
+///   together, uuid with uuid, bool with bool, and each order-keyed type with itself;
 /// * a query is ordered totally: the key's columns, ascending, break ties.
 ///
 /// Comparing or ordering `time`, `interval`, JSON and `bytea` columns (and other types kept as
 /// text) is refused with an error saying so; they can be selected.
 public enum QueryCompiler {
-    /// The most values a query may bind (comparisons' values and `in` lists', its read rule's
-    /// included): well within what the replica's SQLite binds in one statement (32,766).
+    /// The most values a query may bind (comparisons' values and `in` lists', its sub-queries'
+    /// and its read rules' included): well within what the replica's SQLite binds in one
+    /// statement (32,766).
     public static let maximumValues = 10_000
     /// The longest `like` pattern, in bytes: its GLOB form (at most three times as long) stays
     /// within what the replica's SQLite matches (50,000 bytes).
     public static let maximumPatternBytes = 10_000
-    /// How deep a filter may nest `and`, `or` and `not`, the read rule's included (see
-    /// ``levels(of:)``): the replica's SQLite parses about 35 nested parentheses at most.
+    /// How deep a filter may nest `and`, `or`, `not` and sub-queries, the read rules' included
+    /// (see ``levels(of:)``): the replica's SQLite parses about 35 nested parentheses at most.
     public static let maximumFilterLevels = 20
+    /// How deep a client's query may nest sub-queries (`in` a sub-query, `exists`), before the
+    /// read rules are applied (see ``subqueryLevels(of:)`` and ``checkClientQuery(_:tables:)``).
+    public static let maximumClientSubqueryLevels = 3
+    /// How deep a compiled query may nest sub-queries, its read rules' included.
+    public static let maximumSubqueryLevels = 5
 
-    /// Compiles `query` for `table`.
+    /// Compiles `query` for `table`; `tables` are the synced tables its sub-queries may read
+    /// (by name; `table` need not be among them).
     ///
-    /// - Throws: ``QueryError`` naming what is wrong: another table, an unknown column, a value
-    ///   of the wrong type, a negative limit, an operator the column's type does not support.
-    public static func compile(_ query: QueryDescription, for table: SyncedTableSchema) throws -> CompiledQuery {
+    /// - Throws: ``QueryError`` naming what is wrong: another table, an unknown table or column,
+    ///   a value of the wrong type, a negative limit, an operator the column's type does not
+    ///   support, columns that do not compare alike, sub-queries nested too deep.
+    public static func compile(_ query: QueryDescription, for table: SyncedTableSchema,
+                               tables: [String: SyncedTableSchema] = [:]) throws -> CompiledQuery {
         guard query.table == table.name else { throw QueryError("the query is over \(query.table), not \(table.name)") }
-        var arguments: [SQLValue] = []
+        var catalog = tables
+        catalog[table.name] = table
+        var context = Context(catalog: catalog, dependencies: [])
         let keyNames = table.key.map { table.columns[$0].name }
         var selected: [String] = []
         for name in query.columns ?? table.columns.map(\.name) {
@@ -118,15 +137,21 @@ public enum QueryCompiler {
         if let filter = query.filter {
             let levels = levels(of: filter)
             guard levels <= maximumFilterLevels else {
-                throw QueryError("the filter nests \(levels) levels of and, or and not (with the read rule's); at most "
+                throw QueryError("the filter nests \(levels) levels of and, or, not and sub-queries (with the read rules'); at most "
                                  + "\(maximumFilterLevels) are allowed")
             }
-            filterSQL = try condition(filter, table, &arguments)
+            let subqueryLevels = subqueryLevels(of: filter)
+            guard subqueryLevels <= maximumSubqueryLevels else {
+                throw QueryError("the filter nests sub-queries \(subqueryLevels) levels deep (with the read rules'); at most "
+                                 + "\(maximumSubqueryLevels) are allowed")
+            }
+            filterSQL = try condition(filter, Scope(table), &context)
             sql += " WHERE " + filterSQL
         }
+        let arguments = context.arguments
         guard arguments.count <= maximumValues else {
-            throw QueryError("the query holds \(arguments.count) values (its filter's and its read rule's); at most \(maximumValues) "
-                             + "are allowed")
+            throw QueryError("the query holds \(arguments.count) values (its filter's, its sub-queries' and its read rules'); at most "
+                             + "\(maximumValues) are allowed")
         }
         sql += " ORDER BY " + terms.joined(separator: ", ")
         // LIMIT and OFFSET are written as the integers they were decoded to.
@@ -140,12 +165,105 @@ public enum QueryCompiler {
             sql += " OFFSET \(offset)"
         }
         var compiled = CompiledQuery(sql: sql, arguments: arguments, identity: identity, columns: selected)
-        if keyNames.count == 1, (query.offset ?? 0) == 0 {
+        compiled.dependencies = context.dependencies ?? []
+        // A query with sub-queries reads other rows than its table's: the replica runs it again
+        // after every commit to any table it reads (row-precise routing by its dependencies is
+        // the store's to add).
+        if keyNames.count == 1, (query.offset ?? 0) == 0, compiled.dependencies.isEmpty {
             compiled.routing = RowRouting(table: table.name, keyColumn: keyNames[0], filterSQL: filterSQL, filterArguments: arguments,
                                           filter: try query.filter.flatMap { try routingFilter($0, table)?.filter },
                                           orderColumns: orderColumns, isWindowed: query.limit != nil, selectSQL: select)
         }
         return compiled
+    }
+
+    /// Checks what a client may ask before its read rules are applied: its sub-queries nest at
+    /// most ``maximumClientSubqueryLevels`` deep and read synced tables (in `tables`).
+    ///
+    /// - Throws: ``QueryError`` naming the table that is not synced, or saying the limit.
+    public static func checkClientQuery(_ query: QueryDescription, tables: [String: SyncedTableSchema]) throws {
+        guard let filter = query.filter else { return }
+        let levels = subqueryLevels(of: filter)
+        guard levels <= maximumClientSubqueryLevels else {
+            throw QueryError("the filter nests sub-queries \(levels) levels deep; at most \(maximumClientSubqueryLevels) are allowed")
+        }
+        for name in self.tables(readBy: filter).sorted() where name != query.table && tables[name] == nil {
+            throw QueryError("there is no synced table \(name)")
+        }
+    }
+
+    /// The tables `filter`'s sub-queries read, at every depth.
+    public static func tables(readBy filter: FilterDescription) -> Set<String> {
+        switch filter {
+        case .inQuery(_, let query): Set([query.table]).union(query.filter.map(tables(readBy:)) ?? [])
+        case .exists(let exists): Set([exists.table]).union(exists.filter.map(tables(readBy:)) ?? [])
+        case .and(let terms), .or(let terms): terms.reduce(into: []) { $0.formUnion(tables(readBy: $1)) }
+        case .not(let term): tables(readBy: term)
+        case .compare, .isNull, .isNotNull, .isIn, .like: []
+        }
+    }
+
+    /// How deep `filter` nests sub-queries: 0 without any, 1 for an `in` sub-query or an
+    /// `exists` whose own filter has none, and so on.
+    public static func subqueryLevels(of filter: FilterDescription) -> Int {
+        switch filter {
+        case .inQuery(_, let query): 1 + (query.filter.map(subqueryLevels(of:)) ?? 0)
+        case .exists(let exists): 1 + (exists.filter.map(subqueryLevels(of:)) ?? 0)
+        case .and(let terms), .or(let terms): terms.map(subqueryLevels(of:)).max() ?? 0
+        case .not(let term): subqueryLevels(of: term)
+        case .compare, .isNull, .isNotNull, .isIn, .like: 0
+        }
+    }
+
+    /// Where a condition's columns are: a table, under its own name (the query's table,
+    /// unqualified) or an alias (a sub-query's).
+    private struct Scope {
+        let table: SyncedTableSchema
+        let alias: String?
+
+        init(_ table: SyncedTableSchema, alias: String? = nil) { (self.table, self.alias) = (table, alias) }
+
+        /// `column` as a condition names it: qualified by the alias in a sub-query.
+        func name(_ column: String) -> String {
+            alias.map { SQLIdentifier.quoted($0) + "." + SQLIdentifier.quoted(column) } ?? SQLIdentifier.quoted(column)
+        }
+
+        /// `column` as a correlated sub-query names it: always qualified.
+        func outerName(_ column: String) -> String {
+            SQLIdentifier.quoted(alias ?? table.name) + "." + SQLIdentifier.quoted(column)
+        }
+    }
+
+    /// What compiling a filter gathers: its values, its sub-queries' aliases and interests.
+    private struct Context {
+        let catalog: [String: SyncedTableSchema]
+        var arguments: [SQLValue] = []
+        var aliases = 0
+        /// `nil`: not gathered (a sub-query's condition compiled alone, for its interest).
+        var dependencies: [SubqueryInterest]?
+
+        init(catalog: [String: SyncedTableSchema], dependencies: [SubqueryInterest]?) {
+            (self.catalog, self.dependencies) = (catalog, dependencies)
+        }
+
+        func table(_ name: String) throws -> SyncedTableSchema {
+            guard let table = catalog[name] else { throw QueryError("there is no synced table \(name)") }
+            return table
+        }
+
+        mutating func alias() -> String {
+            aliases += 1
+            return "ripple_s\(aliases)"
+        }
+
+        /// Records a sub-query's interest: its condition over `table`, compiled alone.
+        mutating func record(_ table: SyncedTableSchema, _ filter: FilterDescription?) throws {
+            guard dependencies != nil else { return }
+            var alone = Context(catalog: catalog, dependencies: nil)
+            let sql = try filter.map { try QueryCompiler.condition($0, Scope(table), &alone) } ?? ""
+            dependencies!.append(SubqueryInterest(table: table.name, filterSQL: sql, filterArguments: alone.arguments,
+                                                  filter: try filter.flatMap { try QueryCompiler.routingFilter($0, table)?.filter }))
+        }
     }
 
     /// A Ripple filter that every row `filter` selects matches, for the replica's filter index,
@@ -189,47 +307,76 @@ public enum QueryCompiler {
         }
     }
 
-    private static func condition(_ filter: FilterDescription, _ table: SyncedTableSchema, _ arguments: inout [SQLValue]) throws -> String {
+    private static func condition(_ filter: FilterDescription, _ scope: Scope, _ context: inout Context) throws -> String {
+        let table = scope.table
         switch filter {
         case .compare(let name, let op, let value):
             let column = try self.column(name, in: table)
             try requireComparable(column, "compared")
-            arguments.append(try comparedValue(value, for: column))
-            return "\(orderedName(column)) \(op == .notEqual ? "<>" : op.rawValue) ?"
+            context.arguments.append(try comparedValue(value, for: column))
+            return "\(scope.name(orderedColumnName(column))) \(op == .notEqual ? "<>" : op.rawValue) ?"
         case .isNull(let name):
-            return "\(SQLIdentifier.quoted(try column(name, in: table).name)) IS NULL"
+            return "\(scope.name(try column(name, in: table).name)) IS NULL"
         case .isNotNull(let name):
-            return "\(SQLIdentifier.quoted(try column(name, in: table).name)) IS NOT NULL"
+            return "\(scope.name(try column(name, in: table).name)) IS NOT NULL"
         case .isIn(let name, let values):
             let column = try self.column(name, in: table)
             try requireComparable(column, "compared")
             guard !values.isEmpty else { return "0" }
-            for value in values { arguments.append(try comparedValue(value, for: column)) }
-            return "\(orderedName(column)) IN (\(Array(repeating: "?", count: values.count).joined(separator: ", ")))"
+            for value in values { context.arguments.append(try comparedValue(value, for: column)) }
+            return "\(scope.name(orderedColumnName(column))) IN (\(Array(repeating: "?", count: values.count).joined(separator: ", ")))"
         case .like(let name, let pattern):
             let column = try self.column(name, in: table)
             guard isText(column.typeOID) else { throw QueryError("like needs a text column; \(name) is not one") }
             guard pattern.utf8.count <= maximumPatternBytes else {
                 throw QueryError("a like pattern may hold at most \(maximumPatternBytes) bytes; this one holds \(pattern.utf8.count)")
             }
-            arguments.append(.text(try glob(likePattern: pattern)))
-            return "\(SQLIdentifier.quoted(column.name)) GLOB ?"
-        case .inQuery, .exists:
-            throw QueryError("this node does not evaluate sub-queries")
+            context.arguments.append(.text(try glob(likePattern: pattern)))
+            return "\(scope.name(column.name)) GLOB ?"
+        case .inQuery(let name, let query):
+            let column = try self.column(name, in: table)
+            let other = try context.table(query.table)
+            let selected = try self.column(query.column, in: other)
+            try requireAlike(column, of: table, selected, of: other)
+            try context.record(other, query.filter)
+            let inner = Scope(other, alias: context.alias())
+            var sql = "\(scope.name(orderedColumnName(column))) IN (SELECT \(inner.name(orderedColumnName(selected))) FROM "
+                + "\(SQLIdentifier.quoted(other.name)) AS \(SQLIdentifier.quoted(inner.alias!))"
+            if let filter = query.filter { sql += " WHERE " + (try condition(filter, inner, &context)) }
+            return sql + ")"
+        case .exists(let exists):
+            let other = try context.table(exists.table)
+            guard !exists.on.isEmpty else { throw QueryError("exists over \(exists.table) relates no columns: on needs a pair at least") }
+            var pairs: [(SyncedTableSchema.Column, SyncedTableSchema.Column)] = []
+            for pair in exists.pairs {
+                let column = try self.column(pair.column, in: table)
+                let related = try self.column(pair.related, in: other)
+                try requireAlike(column, of: table, related, of: other)
+                pairs.append((column, related))
+            }
+            try context.record(other, exists.filter)
+            let inner = Scope(other, alias: context.alias())
+            var conditions = pairs.map { column, related in
+                "\(inner.name(orderedColumnName(related))) = \(scope.outerName(orderedColumnName(column)))"
+            }
+            if let filter = exists.filter { conditions.append(try condition(filter, inner, &context)) }
+            return "EXISTS (SELECT 1 FROM \(SQLIdentifier.quoted(other.name)) AS \(SQLIdentifier.quoted(inner.alias!)) WHERE "
+                + conditions.joined(separator: " AND ") + ")"
         case .and(let terms):
             guard !terms.isEmpty else { return "1" }
-            return joined(try terms.map { try condition($0, table, &arguments) }[...], by: "AND")
+            return joined(try terms.map { try condition($0, scope, &context) }[...], by: "AND")
         case .or(let terms):
             guard !terms.isEmpty else { return "0" }
-            return joined(try terms.map { try condition($0, table, &arguments) }[...], by: "OR")
+            return joined(try terms.map { try condition($0, scope, &context) }[...], by: "OR")
         case .not(let term):
-            return "NOT (" + (try condition(term, table, &arguments)) + ")"
+            return "NOT (" + (try condition(term, scope, &context)) + ")"
         }
     }
 
     /// How many levels of parentheses `filter` compiles to: one per `and`, `or` and `not` on
-    /// its deepest path, and for an `and` or `or` of more than 8 filters, one more for each
-    /// doubling (long lists compile as balanced groups of 8).
+    /// its deepest path, two per sub-query (its parentheses and its `SELECT`), and for an `and`
+    /// or `or` of more than 8 filters, one more for each doubling (long lists compile as
+    /// balanced groups of 8).
     public static func levels(of filter: FilterDescription) -> Int {
         switch filter {
         case .and(let terms), .or(let terms):
@@ -241,7 +388,11 @@ public enum QueryCompiler {
             return levels + (terms.map { self.levels(of: $0) }.max() ?? 0)
         case .not(let term):
             return 1 + levels(of: term)
-        case .compare, .isNull, .isNotNull, .isIn, .like, .inQuery, .exists:
+        case .inQuery(_, let query):
+            return 2 + (query.filter.map(levels(of:)) ?? 0)
+        case .exists(let exists):
+            return 2 + (exists.filter.map(levels(of:)) ?? 0)
+        case .compare, .isNull, .isNotNull, .isIn, .like:
             return 0
         }
     }
@@ -293,11 +444,7 @@ public enum QueryCompiler {
         [PostgresTypes.OID.text, PostgresTypes.OID.varchar, PostgresTypes.OID.name].contains(oid)
     }
 
-    /// What a column compares and orders by, quoted: itself, or its order key (see ``OrderKeys``).
-    private static func orderedName(_ column: SyncedTableSchema.Column) -> String {
-        SQLIdentifier.quoted(orderedColumnName(column))
-    }
-
+    /// What a column compares and orders by: itself, or its order key (see ``OrderKeys``).
     private static func orderedColumnName(_ column: SyncedTableSchema.Column) -> String {
         OrderKeys.applies(to: column.typeOID) ? OrderKeys.column(for: column.name) : column.name
     }
@@ -327,6 +474,27 @@ public enum QueryCompiler {
         guard comparable.contains(column.typeOID) || OrderKeys.applies(to: column.typeOID) else {
             throw QueryError("column \(column.name) cannot be \(what) yet: its type (OID \(column.typeOID)) does not compare in "
                              + "the replica as Postgres compares it")
+        }
+    }
+
+    /// Requires `column` of `table` and `other` of `otherTable` to compare alike on the replica
+    /// as on Postgres: integers and floats together, the text types together, uuid, bool, and
+    /// each type compared by its order key with itself.
+    private static func requireAlike(_ column: SyncedTableSchema.Column, of table: SyncedTableSchema,
+                                     _ other: SyncedTableSchema.Column, of otherTable: SyncedTableSchema) throws {
+        try requireComparable(column, "compared")
+        try requireComparable(other, "compared")
+        func family(_ oid: UInt32) -> UInt32 {
+            switch oid {
+            case PostgresTypes.OID.int2, PostgresTypes.OID.int4, PostgresTypes.OID.int8, PostgresTypes.OID.float4,
+                 PostgresTypes.OID.float8: PostgresTypes.OID.float8
+            case PostgresTypes.OID.varchar, PostgresTypes.OID.name: PostgresTypes.OID.text
+            default: oid
+            }
+        }
+        guard family(column.typeOID) == family(other.typeOID) else {
+            throw QueryError("column \(column.name) of \(table.name) (\(PostgresTypes.wireName(of: column.typeOID))) and column "
+                             + "\(other.name) of \(otherTable.name) (\(PostgresTypes.wireName(of: other.typeOID))) do not compare alike")
         }
     }
 

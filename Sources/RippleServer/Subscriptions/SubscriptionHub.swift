@@ -137,14 +137,27 @@ public final class SubscriptionHub: Sendable {
     /// How many live queries the hub runs (subscriptions sharing one count once).
     public var liveQueryCount: Int { shared.withLock { $0.count } }
 
-    /// `query` restricted to `user`'s rule and compiled over `schema`, with the basis a resume
-    /// of it must present.
+    /// `query` restricted to `user`'s rules and compiled over `schema`, with the basis a resume
+    /// of it must present. `tables`: the synced tables its sub-queries (and its read rules')
+    /// may read (see ``tablesNeeded(by:)``).
     ///
-    /// - Throws: ``RulesError`` when the user may not read the table, ``QueryError`` when the
-    ///   query does not fit the schema.
-    public func compile(_ query: QueryDescription, user: String, schema: SyncedTableSchema) throws -> (CompiledQuery, basis: String) {
-        let compiled = try QueryCompiler.compile(try rules.restrict(query, to: user), for: schema)
+    /// The client's query is checked first (its sub-queries nest at most
+    /// ``QueryCompiler/maximumClientSubqueryLevels`` deep, over synced tables), then every
+    /// table it reads gets its read rule (see ``SyncRules/restrict(_:to:)``), then it compiles.
+    ///
+    /// - Throws: ``RulesError`` when the user may not read the table or a table a sub-query
+    ///   reads, ``QueryError`` when the query does not fit the schemas.
+    public func compile(_ query: QueryDescription, user: String, schema: SyncedTableSchema,
+                        tables: [String: SyncedTableSchema] = [:]) throws -> (CompiledQuery, basis: String) {
+        try QueryCompiler.checkClientQuery(query, tables: tables)
+        let compiled = try QueryCompiler.compile(try rules.restrict(query, to: user), for: schema, tables: tables)
         return (compiled, basis(of: compiled))
+    }
+
+    /// The synced tables compiling `query` may need the schemas of: its own, those its
+    /// sub-queries read, and those the read rules' sub-queries read.
+    public func tablesNeeded(by query: QueryDescription) -> Set<String> {
+        Set([query.table]).union(query.filter.map(QueryCompiler.tables(readBy:)) ?? []).union(rules.tablesReadByReadRules)
     }
 
     /// The basis of a compiled query: the cluster, and a digest of its SQL and bound values (the
@@ -160,7 +173,8 @@ public final class SubscriptionHub: Sendable {
         return cluster.isEmpty ? digest : "\(cluster).\(digest)"
     }
 
-    /// Subscribes `user` to `query` over `schema`: `handler` receives the result now (a
+    /// Subscribes `user` to `query` over `schema` (`tables`: as for
+    /// ``compile(_:user:schema:tables:)``): `handler` receives the result now (a
     /// snapshot), then each change, in version order. It runs inside the replica's commit (or
     /// this call) and must return quickly: hand the event to the socket's queue, and subscribe
     /// or cancel elsewhere, never from inside it.
@@ -171,13 +185,13 @@ public final class SubscriptionHub: Sendable {
     /// - Throws: ``RulesError`` when the user may not read the table, ``QueryError`` when the
     ///   query does not fit the schema.
     public func subscribe(_ query: QueryDescription, user: String, schema: SyncedTableSchema,
-                          resumingFrom old: [[WireValue]]? = nil,
+                          tables: [String: SyncedTableSchema] = [:], resumingFrom old: [[WireValue]]? = nil,
                           handler: @escaping @Sendable (SubscriptionEvent) -> Void) throws -> SubscriptionToken {
-        let (compiled, basis) = try compile(query, user: user, schema: schema)
+        let (compiled, basis) = try compile(query, user: user, schema: schema, tables: tables)
         return subscribe(compiled, basis: basis, schema: schema, resumingFrom: old, handler: handler)
     }
 
-    /// ``subscribe(_:user:schema:resumingFrom:handler:)`` for a query already compiled.
+    /// ``subscribe(_:user:schema:tables:resumingFrom:handler:)`` for a query already compiled.
     public func subscribe(_ compiled: CompiledQuery, basis: String, schema: SyncedTableSchema,
                           resumingFrom old: [[WireValue]]? = nil,
                           handler: @escaping @Sendable (SubscriptionEvent) -> Void) -> SubscriptionToken {
@@ -275,10 +289,12 @@ public final class SubscriptionHub: Sendable {
         if let ended { ended.lock.withLock { ended.subscription }?.cancel() }
     }
 
-    /// Ends the subscriptions over `table` (its columns changed, or it was dropped), saying
-    /// `reason`; later subscriptions to it are compiled afresh.
+    /// Ends the subscriptions that read `table` (its columns changed, or it was dropped) — over
+    /// it, or through a sub-query — saying `reason`; later subscriptions are compiled afresh.
     public func endSubscriptions(on table: String, reason: String) {
-        let ending = shared.withLock { entries in entries.values.filter { $0.table == table } }
+        let ending = shared.withLock { entries in
+            entries.values.filter { $0.table == table || $0.compiled.dependencies.contains { $0.table == table } }
+        }
         for entry in ending {
             end(entry, as: .ended(reason: reason))
             entry.lock.withLock { entry.subscription }?.cancel()

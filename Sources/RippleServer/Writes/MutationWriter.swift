@@ -272,7 +272,7 @@ public final class MutationWriter: Sendable {
             for op in mutation.ops {
                 let table = try await writable(op.table, user: user)
                 try validate(op, of: table)
-                let rule = try rules.writeRule(of: table.name, for: user)
+                let rule = try await writeRule(of: table, for: user)
                 var decided = op
                 if let connection, let resolver = resolvers[table.name] {
                     let step: Step
@@ -331,7 +331,7 @@ public final class MutationWriter: Sendable {
     /// gets this operation's effect) — and the user. A row the write rule does not let the user
     /// change is not shown to the resolver: the operation goes as it is, and the function
     /// rejects it (`write_rule`).
-    private func resolve(_ op: MutationOp, of table: WritableTable, rule: FilterDescription?, with resolver: MutationResolver,
+    private func resolve(_ op: MutationOp, of table: WritableTable, rule: WriteRule?, with resolver: MutationResolver,
                          user: String, rows: inout [RowKey: [String: WireValue]?], on connection: PostgresConnection) async throws -> Step {
         let key = RowKey(op, of: table)
         let current: [String: WireValue]?
@@ -390,11 +390,11 @@ public final class MutationWriter: Sendable {
 
     /// `SELECT <the write rule, or TRUE> FROM table WHERE <key> FOR UPDATE` (`withValues`: and
     /// every column as text, for a resolver).
-    private static func lockedRead(_ op: MutationOp, of table: WritableTable, rule: FilterDescription?, withValues: Bool,
+    private static func lockedRead(_ op: MutationOp, of table: WritableTable, rule: WriteRule?, withValues: Bool,
                                    packed: Bool = false) throws -> PostgresStatement {
         var read = PostgresStatement(packed: packed)
         read.sql = "SELECT "
-        if let rule { try read.append(rule, of: table) } else { read.sql += "TRUE" }
+        if let rule { try read.append(rule.filter, of: table, tables: rule.tables) } else { read.sql += "TRUE" }
         if withValues { for name in table.columns { read.sql += ", \(SQLIdentifier.quoted(name))::text" } }
         read.sql += " FROM \(table.quoted) WHERE "
         read.appendKey(of: table, op.values)
@@ -437,19 +437,19 @@ public final class MutationWriter: Sendable {
 
     /// `SELECT <the write rule> FROM table WHERE <key>`, for the row as `op` left it (`nil`: no
     /// rule, or a delete).
-    private static func ruleAfter(_ op: MutationOp, of table: WritableTable, rule: FilterDescription?,
+    private static func ruleAfter(_ op: MutationOp, of table: WritableTable, rule: WriteRule?,
                                   packed: Bool = false) throws -> PostgresStatement? {
         guard let rule, op.kind != .delete else { return nil }
         var check = PostgresStatement(packed: packed)
         check.sql = "SELECT "
-        try check.append(rule, of: table)
+        try check.append(rule.filter, of: table, tables: rule.tables)
         check.sql += " FROM \(table.quoted) WHERE "
         check.appendKey(of: table, op.values)
         return check
     }
 
     /// One operation's statements for ``MutationBatch``'s function.
-    private static func plan(_ op: MutationOp, of table: WritableTable, rule: FilterDescription?) throws -> MutationBatch.PlannedOp {
+    private static func plan(_ op: MutationOp, of table: WritableTable, rule: WriteRule?) throws -> MutationBatch.PlannedOp {
         let read = try lockedRead(op, of: table, rule: rule, withValues: false, packed: true)
         let write = write(op, of: table, packed: true)
         let check = write == nil ? nil : try ruleAfter(op, of: table, rule: rule, packed: true)
@@ -476,6 +476,31 @@ public final class MutationWriter: Sendable {
         guard !name.lowercased().hasPrefix("ripple_"), rules.tables[name]?.write != nil else {
             throw Rejection(code: "write_rule", message: "the rules let no one write table \(name)")
         }
+        return try await describe(name)
+    }
+
+    /// A table's write rule for `user`, with the tables its sub-queries read described (`nil`:
+    /// any row).
+    private func writeRule(of table: WritableTable, for user: String) async throws -> WriteRule? {
+        guard let filter = try rules.writeRule(of: table.name, for: user) else { return nil }
+        var tables: [String: WritableTable] = [:]
+        for name in QueryCompiler.tables(readBy: filter).sorted() {
+            guard !name.lowercased().hasPrefix("ripple_") else {
+                throw Rejection(code: "write_rule", message: "the write rule of \(table.name) reads \(name), which is not a synced table")
+            }
+            tables[name] = try await describe(name)
+        }
+        return WriteRule(filter: filter, tables: tables)
+    }
+
+    /// A write rule as statements check it: its filter, and the tables its sub-queries read.
+    private struct WriteRule {
+        var filter: FilterDescription
+        var tables: [String: WritableTable]
+    }
+
+    /// The table `name` as Postgres describes it (kept until ``forgetTables()``).
+    private func describe(_ name: String) async throws -> WritableTable {
         if let table = described.withLock({ $0[name] }) { return table }
         let columns = try await texts(PostgresCatalog.columns(of: name))
         let key = try await texts(PostgresCatalog.primaryKey(of: name)).compactMap { $0[0] }

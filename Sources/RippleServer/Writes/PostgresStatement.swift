@@ -27,6 +27,7 @@ struct PostgresStatement {
     /// as `$1->>n` (for ``MutationBatch``'s function, which runs statements with one argument).
     private(set) var packed: [String?]?
     private var count = 0
+    private var aliases = 0
 
     init(packed: Bool = false) {
         if packed { self.packed = [] }
@@ -60,13 +61,27 @@ struct PostgresStatement {
     }
 
     /// Appends `filter` as a boolean expression over `table`'s columns, with Postgres's own
-    /// meaning (its comparisons, NULL logic and LIKE).
+    /// meaning (its comparisons, NULL logic, LIKE, `IN (SELECT …)` and correlated `EXISTS`).
+    /// `tables`: the tables its sub-queries read, described (their columns' types cast the
+    /// values compared with them). `table` is named by its own name (as the statement's `FROM`
+    /// names it); a sub-query's table by an alias of its own, so a table related to itself works.
     ///
-    /// - Throws: ``QueryError`` naming a column the table does not have.
-    mutating func append(_ filter: FilterDescription, of table: WritableTable) throws {
-        func column(_ name: String) throws -> String {
+    /// - Throws: ``QueryError`` naming a column or a table that is not there.
+    mutating func append(_ filter: FilterDescription, of table: WritableTable, tables: [String: WritableTable] = [:]) throws {
+        try append(filter, of: table, alias: nil, tables: tables)
+    }
+
+    private mutating func append(_ filter: FilterDescription, of table: WritableTable, alias: String?,
+                                 tables: [String: WritableTable]) throws {
+        func column(_ name: String, of table: WritableTable, alias: String?) throws -> String {
             guard table.types[name] != nil else { throw QueryError("table \(table.name) has no column \(name)") }
-            return SQLIdentifier.quoted(name)
+            let quoted = SQLIdentifier.quoted(name)
+            return alias.map { SQLIdentifier.quoted($0) + "." + quoted } ?? quoted
+        }
+        func column(_ name: String) throws -> String { try column(name, of: table, alias: alias) }
+        func other(_ name: String) throws -> WritableTable {
+            guard let other = tables[name] else { throw QueryError("there is no table \(name)") }
+            return other
         }
         switch filter {
         case .compare(let name, let op, let value):
@@ -87,22 +102,53 @@ struct PostgresStatement {
         case .like(let name, let pattern):
             sql += "\(try column(name))::text LIKE "
             bind(.text(pattern), as: nil)
-        case .inQuery, .exists:
-            throw QueryError("this node does not evaluate sub-queries")
+        case .inQuery(let name, let query):
+            let inner = try other(query.table)
+            let innerAlias = nextAlias()
+            sql += "\(try column(name)) IN (SELECT \(try column(query.column, of: inner, alias: innerAlias)) FROM \(inner.quoted) AS "
+                + SQLIdentifier.quoted(innerAlias)
+            if let filter = query.filter {
+                sql += " WHERE "
+                try append(filter, of: inner, alias: innerAlias, tables: tables)
+            }
+            sql += ")"
+        case .exists(let exists):
+            let inner = try other(exists.table)
+            guard !exists.on.isEmpty else { throw QueryError("exists over \(exists.table) relates no columns: on needs a pair at least") }
+            let innerAlias = nextAlias()
+            let outer = SQLIdentifier.quoted(alias ?? table.name)
+            sql += "EXISTS (SELECT 1 FROM \(inner.quoted) AS \(SQLIdentifier.quoted(innerAlias)) WHERE "
+            for (offset, pair) in exists.pairs.enumerated() {
+                if offset > 0 { sql += " AND " }
+                _ = try column(pair.column)
+                sql += "\(try column(pair.related, of: inner, alias: innerAlias)) = \(outer).\(SQLIdentifier.quoted(pair.column))"
+            }
+            if let filter = exists.filter {
+                sql += " AND ("
+                try append(filter, of: inner, alias: innerAlias, tables: tables)
+                sql += ")"
+            }
+            sql += ")"
         case .and(let terms), .or(let terms):
             let isAnd = if case .and = filter { true } else { false }
             guard !terms.isEmpty else { sql += isAnd ? "TRUE" : "FALSE"; return }
             sql += "("
             for (offset, term) in terms.enumerated() {
                 if offset > 0 { sql += isAnd ? " AND " : " OR " }
-                try append(term, of: table)
+                try append(term, of: table, alias: alias, tables: tables)
             }
             sql += ")"
         case .not(let term):
             sql += "NOT ("
-            try append(term, of: table)
+            try append(term, of: table, alias: alias, tables: tables)
             sql += ")"
         }
+    }
+
+    /// A new alias for a sub-query's table.
+    private mutating func nextAlias() -> String {
+        aliases += 1
+        return "ripple_s\(aliases)"
     }
 
     /// Appends `WHERE`'s condition for the row whose key `values` hold.

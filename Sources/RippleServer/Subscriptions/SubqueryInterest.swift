@@ -1,0 +1,28 @@
+#if Sync
+import Ripple
+
+/// What a compiled query's result depends on in another table (or its own, for a table related
+/// to itself): one of its sub-queries — an `in` sub-query's or an `exists`'s rows.
+///
+/// A change to a row of ``table`` can change the query's result only when the row, before or
+/// after the change, passes ``filterSQL`` (the sub-query's own condition, with its read rule:
+/// the parts that do not mention the outer row; an `exists`'s `on` pairs are left out). The
+/// replica routes commits by it: a membership rule's sub-query for alice makes the query's
+/// interest in `members` the rows `"user_id" = 'alice'`, so another user's membership change
+/// does not run alice's subscriptions again.
+package struct SubqueryInterest: Hashable, Sendable {
+    /// The table the sub-query reads.
+    package var table: String
+    /// Its condition over ``table``'s columns (unqualified, or qualified by the table's name in
+    /// its own nested sub-queries), values as `?` parameters; empty: every row.
+    package var filterSQL: String
+    package var filterArguments: [SQLValue]
+    /// A filter that every row the condition selects matches (`nil`: any row may), for the
+    /// replica's filter index; it may match more rows than the condition, never fewer.
+    package var filter: Filter?
+
+    package init(table: String, filterSQL: String, filterArguments: [SQLValue], filter: Filter?) {
+        (self.table, self.filterSQL, self.filterArguments, self.filter) = (table, filterSQL, filterArguments, filter)
+    }
+}
+#endif
