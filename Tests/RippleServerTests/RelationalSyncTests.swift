@@ -247,14 +247,14 @@ struct RelationalSyncTests {
         try await withTeam { postgres, node, _ in
             try await withSockets { sockets in
                 let bob = try await sockets.open(node.url)
-                _ = try await bob.hello(try node.token("bob"))
+                _ = try await bob.hello(try node.token("bob"), client: "")
                 let accepted = try await bob.push([Mutation(id: 1, ops: [
                     MutationOp(.patch, table: "todos", values: ["id": .integer(1), "done": .bool(true)]),
                 ])])
                 #expect(accepted.map(\.status) == [.applied], "\(accepted)")
 
                 let carol = try await sockets.open(node.url)
-                _ = try await carol.hello(try node.token("carol"))
+                _ = try await carol.hello(try node.token("carol"), client: "")
                 let refused = try await carol.push([
                     Mutation(id: 1, ops: [MutationOp(.patch, table: "todos", values: ["id": .integer(1), "title": .text("mine now")])]),
                     Mutation(id: 2, ops: [MutationOp(.put, table: "todos", values: [
