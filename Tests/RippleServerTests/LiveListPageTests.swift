@@ -187,8 +187,8 @@ struct LiveListPageTests {
                             throw error
                         }
                     }
-                    #expect(try await page.evaluate("rippleList.users()") as? [String] == ["alice", "bob"])
                     try await pageShowsTodos(of: "alice", "alice, the first user")
+                    #expect(try await page.evaluate("rippleList.users()") as? [String] == ["alice", "bob"])
                     #expect(try await page.evaluate("rippleList.rows().map((row) => row[0])") as? [String] == ["1", "2", "3", "4", "5", "6", "7"])
                     try await page.evaluate(#"rippleList.switchUser("bob")"#)
                     try await pageShowsTodos(of: "bob", "bob, switched to")
