@@ -112,6 +112,8 @@ public struct SyncStressReport: Sendable {
     public var leaked = 0
     /// Local writes that failed (before a device had its first result: no table yet).
     public var localWriteErrors = 0
+    /// Frames of the devices' remote queries of todos checked against Postgres's history.
+    public var framesChecked = 0
     /// How many steps of each kind the run took (by ``SyncStressStep`` raw value).
     public var steps: [String: Int] = [:]
     /// What went wrong, first things first.
@@ -568,6 +570,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
             try await quiescentPoint()
             report.rounds += 1
             configuration.log?("sync-stress: round \(report.rounds): \(report.summaryLine)")
+            configuration.log?("sync-stress: round \(report.rounds): \(report.framesChecked) frames of todos checked against Postgres's history so far")
             for finding in report.findings[known...] { configuration.log?("sync-stress: finding: \(finding)") }
             if !report.passed {
                 report.failedAt = report.operations
@@ -944,6 +947,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
                 defer { frames = [] }
                 return frames
             }
+            report.framesChecked += frames.count
             for frame in frames {
                 guard let state = history.state(at: frame.lsn) else {
                     report.discrepancies += 1
