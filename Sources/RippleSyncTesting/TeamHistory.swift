@@ -31,12 +31,7 @@ package final class TeamHistory: @unchecked Sendable {   // used by one task at 
             Set(members.values.filter { $0["user_id"] == user }.compactMap { $0["project_id"] ?? nil })
         }
 
-        /// Whether `user` may read a todo with these values (the fixture's rule).
-        package func canRead(todo row: [String: String?], user: String) -> Bool {
-            row["owner"] == user || (row["project_id"].flatMap { $0 }.map { memberships(of: user).contains($0) } ?? false)
-        }
-
-        /// The todos `user` may read, by id, as psql writes their rows (`columns` in order).
+        /// The todos `user` may read (the fixture's rule: owned, or in one of their projects), by id, as psql writes their rows (`columns` in order).
         package func readableTodos(of user: String, columns: [String]) -> [[String]] {
             let projects = memberships(of: user)
             return todos.values

@@ -63,7 +63,7 @@ struct DemoCommand: AsyncParsableCommand {
         try await runNode(server, with: [writer], logger: logger) { port in
             // The page's user switch: each user with their token.
             let users = [("alice", alice), ("bob", bob), ("carol", carol)].map { user, token in
-                "as=" + "\(user):\(token)".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                "as=" + "\(user):\(token)".addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "-._~:").union(.alphanumerics))!
             }.joined(separator: "&")
             say("""
 

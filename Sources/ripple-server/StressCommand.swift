@@ -12,10 +12,12 @@ struct StressCommand: AsyncParsableCommand {
         abstract: "Check Ripple Sync against PostgreSQL under random writes and faults (a throwaway cluster; needs postgresql-15).",
         discussion: """
             Clients with random subscriptions write their local stores online and offline, another \
-            writer changes PostgreSQL directly, and devices disconnect, the node (a child process) is \
+            writer changes PostgreSQL directly (notes moving between users, memberships granted and \
+            revoked, todos moving between projects), and devices disconnect, the node (a child process) is \
             stopped or killed and starts again, and PostgreSQL restarts. At each quiescent point every \
             client's rows must equal the queries on PostgreSQL, every mutation must have exactly one \
-            result, and no client may hold a row its rule excludes. A failing run stops at its round and \
+            result, no client may hold a row its rules exclude, and every frame of a client's todos must \
+            hold exactly what its user could read at that frame's position. A failing run stops at its round and \
             is shrunk (fewer operations, fewer kinds of step), and the command that repeats the smaller \
             failure is printed. The last line is the summary; the exit status is 1 when something was found.
             """)
