@@ -255,6 +255,40 @@ import Testing
         }
     }
 
+    /// Records whether a subscription's events ended it.
+    final class Endings: @unchecked Sendable {   // every access holds `lock`
+        private let lock = NSLock()
+        private var ended: Set<String> = []
+        func handler(_ name: String) -> @Sendable (SubscriptionEvent) -> Void {
+            { [self] event in
+                if case .ended = event.kind { lock.withLock { _ = ended.insert(name) } }
+            }
+        }
+        var all: Set<String> { lock.withLock { ended } }
+    }
+
+    @Test func aTableChangingShapeEndsTheSubscriptionsWhoseSubqueriesReadIt() throws {
+        try Self.withReplica { (store: Store, hub: SubscriptionHub) throws in
+            let endings = Endings()
+            var tokens: [SubscriptionToken] = []
+            defer { tokens.forEach { $0.cancel() } }
+            // todos: its rule reads members; projects with todos: its filter reads todos, whose
+            // rule (applied to the sub-query) reads members; projects: only projects.
+            for (name, query) in [("todos", QueryDescription(table: "todos")),
+                                  ("projects with todos", QueryDescription(table: "projects", filter: .exists(ExistsDescription(
+                                      table: "todos", on: ["id": "project_id"])))),
+                                  ("members", QueryDescription(table: "members")),
+                                  ("projects", QueryDescription(table: "projects"))] {
+                tokens.append(try hub.subscribe(query, user: "alice", schema: Self.tables[query.table]!, tables: Self.tables,
+                                                handler: endings.handler(name)))
+            }
+            hub.endSubscriptions(on: "members", reason: "members changed")
+            #expect(endings.all == ["todos", "projects with todos", "members"])
+            hub.endSubscriptions(on: "projects", reason: "projects changed")
+            #expect(endings.all == ["todos", "projects with todos", "members", "projects"])
+        }
+    }
+
     /// The deepest filter the levels allow (sub-queries and parentheses) parses on the replica.
     @Test func theDeepestFilterAllowedParses() throws {
         try Self.withReplica { (store: Store, hub: SubscriptionHub) throws in
