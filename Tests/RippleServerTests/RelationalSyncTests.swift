@@ -89,6 +89,10 @@ struct RelationalSyncTests {
             #expect(strangers.isEmpty, "\(reader.user)'s frame at \(frame.lsn) carries \(strangers), which they cannot read there")
             #expect(frame.rows == expected, "\(reader.user)'s frame at \(frame.lsn) shows \(frame.rows) where Postgres had \(expected)")
         }
+        // A changeset stands at the commit of the transaction it carries.
+        let commits = Set(history.commits.map(\.lsn.description))
+        let elsewhere = reader.frames.filter { $0.changeset != nil && !commits.contains($0.lsn) }.map(\.lsn)
+        #expect(elsewhere.isEmpty, "\(reader.user)'s frames at \(elsewhere) stand at no commit of the team's tables")
         let positions = reader.frames.compactMap { PGOutput.LSN($0.lsn) }
         #expect(zip(positions, positions.dropFirst()).allSatisfy { $0 < $1 }, "\(reader.user)'s frames come in commit order")
         return leaked
