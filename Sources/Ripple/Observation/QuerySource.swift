@@ -430,3 +430,38 @@ struct RowOrder: Sendable {
         return low
     }
 }
+
+/// How a row-precise observer reads the keys of the rows one of its dependencies selects (see
+/// ``RowInterest/dependencies``): at each run of its query, in the same read, so that the store
+/// holds them as it holds the result's keys and a commit that changes one — deletes it, or moves
+/// it out of the dependency's filter — tells the observer.
+struct DependencyRead: Sendable {
+    /// The table, folded.
+    let table: String
+    private let key: LoggedRowKey
+    private let sql: String
+    private let arguments: [SQLValue]
+
+    /// The read of `dependency`'s keys, with the table's key as the change log names its rows.
+    init(_ dependency: RowInterest, in db: Database) throws {
+        guard let layout = try TableLayout.read(db, table: dependency.table), let key = LoggedRowKey(layout) else {
+            throw StoreError(.invalidQuery, "a routed live query reads \(dependency.table) in a sub-query, which is no table "
+                             + "of the store whose rows the change log names by key: route it by table instead")
+        }
+        table = dependency.table
+        self.key = key
+        sql = "SELECT " + key.columns.joined(separator: ", ") + " FROM " + dependency.quotedTable
+            + (dependency.filterSQL.isEmpty ? "" : " WHERE (" + dependency.filterSQL + ")")
+        arguments = dependency.filterArguments
+    }
+
+    /// The keys of the rows the dependency selects now.
+    func keys(in db: Database) throws -> [RowKey] {
+        let statement = try db.cachedStatement(sql)
+        defer { statement.reset() }
+        try statement.bind(arguments)
+        var keys: [RowKey] = []
+        while try statement.step() { keys.append(key.read(from: statement.handle)) }
+        return keys
+    }
+}
