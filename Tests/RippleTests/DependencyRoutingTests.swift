@@ -204,6 +204,38 @@ import Testing
         try expectCurrent(observers)
     }
 
+    /// The race the held keys must survive: a read sees a membership granted at version V, and
+    /// before its observer becomes idle another thread revokes it (V + 1, routed while the
+    /// store does not hold that row for the observer yet, and matching no filter: the row is
+    /// gone). Becoming idle, the observer learns of it and runs again: it ends without the project.
+    @Test func aMembershipRevokedWhileItsGrantIsReadStillReachesTheObserver() throws {
+        try seedTodos()
+        let alice = observe("alice")
+        defer { alice.subscription.cancel() }
+        let armed = Locked(false)
+        let store = self.store
+        store.observation.readFault.withLock {
+            $0 = {
+                guard armed.withLock({ armed in defer { armed = false }; return armed }) else { return }
+                let revoked = DispatchSemaphore(value: 0)
+                Thread.detachNewThread {
+                    do { try store.write { db in try db.execute("DELETE FROM members WHERE id = 1") } } catch { Issue.record(error) }
+                    revoked.signal()
+                }
+                try Wait.for(revoked, "another thread to revoke the membership during the read")
+            }
+        }
+        defer { store.observation.readFault.withLock { $0 = nil } }
+        armed.withLock { $0 = true }
+        try store.write { db in try db.execute("INSERT INTO members VALUES (1, 1, 'alice')") }
+        #expect(!armed.withLock { $0 }, "the read under way did not run the revocation")
+        let revokedAt = try store.currentVersion()
+        #expect(alice.subscriber.waitFor(version: revokedAt))
+        #expect(alice.subscriber.items.isEmpty)
+        #expect(alice.subscriber.events.count == 3, "initial, granted, revoked")
+        try expectCurrent([alice])
+    }
+
     /// A composite key (`PRIMARY KEY (project_id, user_id)`, as a replica of Postgres has it):
     /// the store names its rows as the change log does, and a revoked membership still tells.
     @Test func aDependencyTableWithACompositeKeyIsRoutedRowByRow() throws {
@@ -321,6 +353,55 @@ import Testing
                 let untouched = observers.filter { !touchedUsers.contains($0.user) }.count
                 #expect(skips - skipped == untouched, "seed \(seed) step \(step): touched \(touchedUsers.sorted())")
             }
+        }
+        #expect(store.observation.routingInvariantViolations.isEmpty)
+    }
+
+    /// Writers on several threads change memberships and todos while observers delivered on
+    /// queues read (a membership row selected by a read under way, changed before its observer
+    /// becomes idle, must still tell it): at quiescence, every observer shows its query.
+    @Test(arguments: 1...3)
+    func concurrentCommitsLeaveEveryObserverEqualToItsQuery(seed: UInt64) throws {
+        try seedTodos()
+        let users = ["u0", "u1", "u2"]
+        func observeOnQueue(_ user: String, _ form: Form) -> Observed {
+            let query = MembershipQuery(user: user, form: form)
+            let subscriber = ListViewSubscriber<Row>()
+            let live = store.liveQuery(sql: query.sql, arguments: query.arguments, identity: "id", routing: query.routing)
+            let queue = DispatchQueue(label: "dependency-routing.\(user)")
+            return Observed(user: user, query: query, subscriber: subscriber,
+                            subscription: subscriber.subscribe(to: live, on: .queue(queue)))
+        }
+        let observers = users.flatMap { [observeOnQueue($0, .inSubquery), observeOnQueue($0, .exists)] }
+        defer { for observed in observers { observed.subscription.cancel() } }
+        let writer = store
+        let failures = Locked<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 3) { worker in
+            var random = SeededGenerator(seed: seed &* 31 &+ UInt64(worker))
+            for step in 0..<40 {
+                let id = worker * 1_000 + step % 6
+                let user = users.randomElement(using: &random)!
+                let project = Int.random(in: 0..<4, using: &random)
+                do {
+                    try writer.write { db in
+                        switch Int.random(in: 0..<5, using: &random) {
+                        case 0: try db.execute("INSERT OR REPLACE INTO members VALUES (?, ?, ?)", [id, project, user])
+                        case 1: try db.execute("DELETE FROM members WHERE id = ?", [id])
+                        case 2: try db.execute("UPDATE members SET user_id = ? WHERE id = ?", [user, id])
+                        case 3: try db.execute("UPDATE members SET project_id = ? WHERE id = ?", [project, id])
+                        default: try db.execute("UPDATE todos SET project_id = ? WHERE id = ?", [project, 1 + step % 12])
+                        }
+                    }
+                } catch {
+                    failures.withLock { $0.append("worker \(worker) step \(step): \(error)") }
+                }
+            }
+        }
+        #expect(failures.withLock { $0 }.isEmpty)
+        for observed in observers {
+            let expected = try fresh(observed)
+            #expect(observed.subscriber.waitFor(items: expected), "seed \(seed): \(observed.user) never showed its query")
+            #expect(observed.subscriber.failures.isEmpty, "\(observed.subscriber.failures)")
         }
         #expect(store.observation.routingInvariantViolations.isEmpty)
     }
