@@ -236,6 +236,34 @@ import Testing
         try expectCurrent([alice])
     }
 
+    /// A schema change to a dependency's table, and a write to it made without Ripple (another
+    /// process: which rows it changed is unknown), still reach the observer, which then shows its
+    /// query (the dependency's table is among the tables it knows it reads).
+    @Test func aSchemaChangeAndAForeignWriteToADependencyReachTheObserver() throws {
+        try seedTodos()
+        let alice = observe("alice")
+        let bob = observe("bob")
+        defer { for observed in [alice, bob] { observed.subscription.cancel() } }
+        try store.write { db in try db.execute("INSERT INTO members VALUES (1, 1, 'alice')") }
+        try store.write { db in try db.execute("ALTER TABLE members ADD COLUMN role TEXT") }
+        try expectCurrent([alice, bob], "after the schema change")
+        // Routed row by row again after it: revoked, then bob's grant tells only bob's.
+        try store.write { db in try db.execute("DELETE FROM members WHERE id = 1") }
+        #expect(alice.subscriber.items.isEmpty)
+        let skipped = skips
+        try store.write { db in try db.execute("INSERT INTO members VALUES (2, 2, 'bob', 'owner')") }
+        #expect(skips - skipped == 1)
+        try expectCurrent([alice, bob], "after the schema change, routed")
+        // Another process grants alice a membership.
+        let (status, errors) = try SQLiteShell.run("INSERT INTO members VALUES (3, 3, 'alice', NULL)",
+                                                   on: directory.path("relations.sqlite"))
+        #expect(status == 0, "\(errors)")
+        try store.noticeExternalWrites()
+        #expect(!alice.subscriber.items.isEmpty)
+        try expectCurrent([alice, bob], "after a foreign write")
+        #expect(store.observation.routingInvariantViolations.isEmpty)
+    }
+
     /// A composite key (`PRIMARY KEY (project_id, user_id)`, as a replica of Postgres has it):
     /// the store names its rows as the change log does, and a revoked membership still tells.
     @Test func aDependencyTableWithACompositeKeyIsRoutedRowByRow() throws {
