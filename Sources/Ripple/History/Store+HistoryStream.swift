@@ -160,19 +160,21 @@ extension Store {
             }
             // The versions that changed any of the tables, oldest first.
             let versions = changedBy.count == 1 ? changedBy[0] : Array(Set(changedBy.joined())).sorted()
-            let changing = changedBy.map(Set.init)
+            // Which versions changed each table (a single table: every one of `versions`).
+            let changing = changedBy.count == 1 ? [] : changedBy.map(Set.init)
+            func changed(_ index: Int, at version: Int64) -> Bool { changing.isEmpty || changing[index].contains(version) }
             for index in rewinders.indices {
                 redos.append(changedBy[index].isEmpty ? nil : try RedoLog(db, shape: rewinders[index].shape, slot: index))
             }
             for version in versions.reversed() {
-                for index in rewinders.indices where changing[index].contains(version) {
+                for index in rewinders.indices where changed(index, at: version) {
                     try redos[index]!.record(version) { try rewinders[index].undo(version) }
                 }
             }
             for index in redos.indices { try redos[index]?.stopRecording() }
             // Oldest first: the result as of `from`, then forward one version at a time. Row by
             // row only over one table (``HistoryQuery/rows``).
-            let keyColumn = query.rows.flatMap { rows in rewinders.count == 1 ? rewinders[0].shape.columns.firstIndex(of: rows.keyColumn) : nil }
+            let keyColumn = rewinders.count == 1 ? query.rows.flatMap { rewinders[0].shape.columns.firstIndex(of: $0.keyColumn) } : nil
             var cursor = try HistoryCursor(query, in: db)
             var previous = cursor.snapshot.items
             let reason = "a store call was made inside a history handler: history's read shows a rewound copy of the "
@@ -189,7 +191,7 @@ extension Store {
                 } else {
                     // Over several tables the query runs again: only the count matters.
                     changes = RedoLog.Changes()
-                    for index in redos.indices where changing[index].contains(version) {
+                    for index in redos.indices where changed(index, at: version) {
                         changes.count += try redos[index]!.redo(version, keyColumn: nil).count
                     }
                 }
