@@ -73,6 +73,9 @@ extension Store {
     ///                   from: 120, to: 120) { step in print(step.snapshot) }
     /// ```
     ///
+    /// - Complexity: as ``history(of:from:to:_:)`` for each table named — every one is copied
+    ///   whole (a membership table too), and its changes in the range rewound and replayed —
+    ///   plus a run of the query for each version that changed any of them.
     /// - Throws: ``StoreError`` of kind ``StoreError/Kind/history`` as ``snapshot(of:at:)`` does,
     ///   for `from` (or when `from > to`): a version older than the change log keeps, in the
     ///   future, or before a schema change or an untracked write — whichever of the tables it
