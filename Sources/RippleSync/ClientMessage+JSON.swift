@@ -314,8 +314,8 @@ private struct MessageFields {
         guard case .object(let pairs) = on else { throw refusal("\(onPath) must be an object, not \(on.kind)") }
         guard !pairs.isEmpty else { throw refusal("\(onPath) must map at least one column") }
         var mapping: [String: String] = [:]
-        for pair in pairs {
-            guard mapping[pair.name] == nil else { throw refusal("\(onPath) maps \(JSONBytes.quoted(pair.name)) twice") }
+        // A name given twice: the first counts, as everywhere in a message.
+        for pair in pairs where mapping[pair.name] == nil {
             mapping[pair.name] = try string(pair.value, at: "\(onPath).\(pair.name)")
         }
         var description = ExistsDescription(table: try string(table, at: tablePath), on: mapping)

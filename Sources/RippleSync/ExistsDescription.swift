@@ -23,6 +23,18 @@ public struct ExistsDescription: Codable, Hashable, Sendable {
         (self.table, self.on, self.filter) = (table, on, filter)
     }
 
+    enum CodingKeys: String, CodingKey { case table, on, filter }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        table = try container.decode(String.self, forKey: .table)
+        on = try container.decode([String: String].self, forKey: .on)
+        guard !on.isEmpty else {
+            throw DecodingError.dataCorruptedError(forKey: .on, in: container, debugDescription: "on must map at least one column")
+        }
+        filter = try container.decodeIfPresent(FilterDescription.self, forKey: .filter)
+    }
+
     /// `on`'s pairs in a fixed order (by this table's column), as the query is compiled.
     public var pairs: [(column: String, related: String)] {
         on.sorted { $0.key < $1.key }.map { (column: $0.key, related: $0.value) }

@@ -92,5 +92,22 @@ extension SyncClient {
     public func subscribe<Record>(_ id: String, _ query: RecordQuery<Record>) async throws {
         try await subscribe(id, try query.syncDescription())
     }
+
+    /// Subscribes under `id` to a typed query narrowed by a filter over other synced tables (an
+    /// `in` sub-query or an `exists`, which a local `RecordQuery` cannot say): the server selects
+    /// the rows of `query` that `relation` also selects, and they are kept in the local store.
+    ///
+    /// ```swift
+    /// // The open todos of the projects I am a member of.
+    /// try await client.subscribe("team-todos", todos.filter(Column("done") == false).order(by: Column("rank")),
+    ///                            where: .column("project_id", in: "members", selecting: "project_id",
+    ///                                           where: .compare(column: "user_id", op: .equal, value: .text(me))))
+    /// ```
+    ///
+    /// - Throws: ``SyncClientError`` when the query cannot be described, or the client already
+    ///   has a subscription `id`.
+    public func subscribe<Record>(_ id: String, _ query: RecordQuery<Record>, where relation: FilterDescription) async throws {
+        try await subscribe(id, try query.syncDescription().filtered(by: relation))
+    }
 }
 #endif

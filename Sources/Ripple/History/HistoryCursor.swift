@@ -3,13 +3,14 @@ import RippleDiff
 /// What history reads of one query, and how it can read less than the whole result when it moves
 /// from one version to the next (see ``HistoryCursor``).
 struct HistoryQuery<Element: Sendable> {
-    /// The table the query reads, which history rewinds.
-    let table: String
+    /// The tables history rewinds together, in the order given (the query's own table for a
+    /// collection's); `nil`: every table `rawSQL` reads, as SQLite reports them.
+    let tables: [String]?
     /// Names the query in an error when its rows may come in table order (its order is not
     /// total), which the rewound copy must then keep; `nil` when its order is total.
     let unordered: String?
-    /// For a collection query without offset: how to follow it row by row. `nil`: a version that
-    /// changed the table re-runs the query.
+    /// For a collection query without offset (over one table): how to follow it row by row.
+    /// `nil`: a version that changed a rewound table re-runs the query.
     let rows: RowPrecision?
     /// Reads the whole result.
     let fetch: (Database) throws -> Snapshot<Element>
@@ -56,7 +57,7 @@ extension RecordQuery {
             rows = HistoryQuery.RowPrecision(keyColumn: schema.primaryKey, rowCheck: rowCheck, fetchRows: source.fetchRows,
                                              orderColumns: source.orderColumns, limit: limit, firstOfTwoSQL: firstOfTwo)
         }
-        return HistoryQuery(table: schema.table, unordered: orderings.isEmpty ? "a query without an order" : nil,
+        return HistoryQuery(tables: [schema.table], unordered: orderings.isEmpty ? "a query without an order" : nil,
                             rows: rows, fetch: source.fetch)
     }
 }

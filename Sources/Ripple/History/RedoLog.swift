@@ -31,17 +31,23 @@ struct RedoLog {
     /// `PRAGMA recursive_triggers` before recording turned it on.
     private var recursiveTriggers = false
 
-    private static let table = "ripple_history_redo"
-    private static let triggers = ["ripple_history_redo_insert", "ripple_history_redo_delete", "ripple_history_redo_update"]
+    /// The records' table, and the triggers that fill it.
+    private let table: String
+    private let triggers: [String]
 
     /// Starts recording what happens to the copy of `shape`'s table (in `temp`, under its name).
-    init(_ db: Database, shape: TableShape) throws {
+    /// `slot` tells apart the logs of the tables one history rewinds together (0 for the first):
+    /// each has its records' table and triggers.
+    init(_ db: Database, shape: TableShape, slot: Int = 0) throws {
         self.db = db
         self.shape = shape
+        let table = slot == 0 ? "ripple_history_redo" : "ripple_history_redo_\(slot)"
+        self.table = table
+        triggers = ["insert", "delete", "update"].map { "\(table)_\($0)" }
         let values = shape.columns.indices.map { "c\($0)" }
-        try db.execute("DROP TABLE IF EXISTS temp.\(Self.table)")
+        try db.execute("DROP TABLE IF EXISTS temp.\(table)")
         // Columns without a type keep every value as it is stored in the copy.
-        try db.execute("CREATE TEMP TABLE \(Self.table) (seq INTEGER PRIMARY KEY, op INTEGER NOT NULL, r, "
+        try db.execute("CREATE TEMP TABLE \(table) (seq INTEGER PRIMARY KEY, op INTEGER NOT NULL, r, "
                        + values.joined(separator: ", ") + ")")
         do {
             // So that rows a REPLACE deletes to make room fire the delete trigger too.
@@ -50,15 +56,15 @@ struct RedoLog {
             let list = "op, r, " + values.joined(separator: ", ")
             func row(_ op: Int, _ image: String) -> String {
                 let rowid = shape.rowid.map { "\(image).\($0)" } ?? "NULL"
-                return "INSERT INTO \(Self.table) (\(list)) VALUES (\(op), \(rowid), "
+                return "INSERT INTO \(table) (\(list)) VALUES (\(op), \(rowid), "
                     + shape.columns.map { "\(image).\(SQLIdentifier.quoted($0))" }.joined(separator: ", ") + ");"
             }
             // op 1: the undo inserted this row (redo deletes it); op 0: the undo deleted it
             // (redo inserts it). An update records both, old image first.
             let on = "ON \(shape.quotedTable) BEGIN "
-            try db.execute("CREATE TEMP TRIGGER \(Self.triggers[0]) AFTER INSERT \(on)\(row(1, "NEW")) END")
-            try db.execute("CREATE TEMP TRIGGER \(Self.triggers[1]) AFTER DELETE \(on)\(row(0, "OLD")) END")
-            try db.execute("CREATE TEMP TRIGGER \(Self.triggers[2]) AFTER UPDATE \(on)\(row(0, "OLD")) \(row(1, "NEW")) END")
+            try db.execute("CREATE TEMP TRIGGER \(triggers[0]) AFTER INSERT \(on)\(row(1, "NEW")) END")
+            try db.execute("CREATE TEMP TRIGGER \(triggers[1]) AFTER DELETE \(on)\(row(0, "OLD")) END")
+            try db.execute("CREATE TEMP TRIGGER \(triggers[2]) AFTER UPDATE \(on)\(row(0, "OLD")) \(row(1, "NEW")) END")
         } catch {
             close()
             throw error
@@ -70,7 +76,7 @@ struct RedoLog {
         precondition(recording, "RedoLog.record(_:_:) after stopRecording()")
         try undo()
         let start = end
-        end = try db.fetchValue("SELECT max(seq) FROM temp.\(Self.table)", as: Int64.self) ?? 0
+        end = try db.fetchValue("SELECT max(seq) FROM temp.\(table)", as: Int64.self) ?? 0
         ranges[version] = (start, end)
     }
 
@@ -78,7 +84,7 @@ struct RedoLog {
     mutating func stopRecording() throws {
         guard recording else { return }
         recording = false
-        for trigger in Self.triggers { try db.execute("DROP TRIGGER IF EXISTS temp.\(trigger)") }
+        for trigger in triggers { try db.execute("DROP TRIGGER IF EXISTS temp.\(trigger)") }
         if !recursiveTriggers { try db.execute("PRAGMA recursive_triggers = OFF") }
     }
 
@@ -91,7 +97,7 @@ struct RedoLog {
         var changes = Changes(keys: keyColumn == nil ? nil : [])
         guard let range = ranges[version], range.end > range.start else { return changes }
         let key = keyColumn.map { "c\($0)" } ?? "NULL"
-        let read = try db.cachedStatement("SELECT seq, op, \(key) FROM temp.\(Self.table) WHERE seq > ? AND seq <= ? ORDER BY seq DESC")
+        let read = try db.cachedStatement("SELECT seq, op, \(key) FROM temp.\(table) WHERE seq > ? AND seq <= ? ORDER BY seq DESC")
         defer { read.reset() }
         try read.bind([range.start, range.end])
         var records: [(seq: Int64, inserted: Bool)] = []
@@ -116,13 +122,13 @@ struct RedoLog {
     private var deleteSQL: String {
         let condition: String
         if let rowid = shape.rowid {
-            condition = "\(rowid) = (SELECT r FROM temp.\(Self.table) WHERE seq = ?1)"
+            condition = "\(rowid) = (SELECT r FROM temp.\(table) WHERE seq = ?1)"
         } else {
             // No rowid to name (WITHOUT ROWID, or hidden by columns): the declared key.
             let key = shape.keyColumns ?? []
             let columns = key.map(SQLIdentifier.quoted).joined(separator: ", ")
             let values = key.compactMap { shape.columns.firstIndex(of: $0) }.map { "c\($0)" }.joined(separator: ", ")
-            condition = "(\(columns)) IS (SELECT \(values) FROM temp.\(Self.table) WHERE seq = ?1)"
+            condition = "(\(columns)) IS (SELECT \(values) FROM temp.\(table) WHERE seq = ?1)"
         }
         return "DELETE FROM temp.\(shape.quotedTable) WHERE \(condition)"
     }
@@ -131,15 +137,15 @@ struct RedoLog {
     private var insertSQL: String {
         let rowid = shape.separateRowid.map { ("\($0), ", "r, ") } ?? ("", "")
         return "INSERT INTO temp.\(shape.quotedTable) (\(rowid.0)\(shape.columns.map(SQLIdentifier.quoted).joined(separator: ", "))) "
-            + "SELECT \(rowid.1)\(shape.columns.indices.map { "c\($0)" }.joined(separator: ", ")) FROM temp.\(Self.table) WHERE seq = ?1"
+            + "SELECT \(rowid.1)\(shape.columns.indices.map { "c\($0)" }.joined(separator: ", ")) FROM temp.\(table) WHERE seq = ?1"
     }
 
     /// Drops the triggers and the records.
     mutating func close() {
         guard open else { return }
         open = false
-        for trigger in Self.triggers { try? db.execute("DROP TRIGGER IF EXISTS temp.\(trigger)") }
+        for trigger in triggers { try? db.execute("DROP TRIGGER IF EXISTS temp.\(trigger)") }
         if !recursiveTriggers { try? db.execute("PRAGMA recursive_triggers = OFF") }
-        try? db.execute("DROP TABLE IF EXISTS temp.\(Self.table)")
+        try? db.execute("DROP TABLE IF EXISTS temp.\(table)")
     }
 }

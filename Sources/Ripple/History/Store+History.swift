@@ -23,7 +23,7 @@ extension Store {
     /// The result of `query` as it was right after `version` committed (time travel).
     ///
     /// Reconstructed exactly from the current rows and the change log's before-images, in one
-    /// read transaction. Only the query's own table is rewound.
+    /// read transaction. The query's own table is rewound (a collection query reads no other).
     ///
     /// - Throws: ``StoreError`` of kind ``StoreError/Kind/history`` when `version` is older than
     ///   the change log's retention keeps, newer than the store, or before a schema change or a
@@ -49,22 +49,40 @@ extension Store {
     }
 
     /// The history of a raw SQL query over rows of `table` (see ``history(of:from:to:)``): only
-    /// `table` is rewound, other tables the SQL reads are seen as they are now. `identity` names
+    /// `table` is rewound, other tables the SQL reads are seen as they are now
+    /// (``history(tables:sql:arguments:identity:from:to:)`` rewinds several). `identity` names
     /// the result column that identifies a row across snapshots. Arguments are bound.
     ///
     /// This collects every step; ``history(table:sql:arguments:identity:from:to:_:)`` hands them
     /// out one at a time.
     public func history(table: String, sql: String, arguments: [any SQLValueConvertible] = [], identity: String,
                         from: Int64, to: Int64) throws -> [HistoryStep<Row>] {
+        try history(tables: [table], sql: sql, arguments: arguments, identity: identity, from: from, to: to)
+    }
+
+    /// The history of a raw SQL query over rows of several tables (a join, an `IN (SELECT …)` or
+    /// `EXISTS` sub-query over another table), see ``history(of:from:to:)``: every table named in
+    /// `tables` is rewound, all together, version by version, so that each step shows every one
+    /// of them as it was right after that step's version committed; a table the SQL reads and
+    /// `tables` does not name is seen as it is now. `identity` names the result column that
+    /// identifies a row across snapshots. Arguments are bound.
+    ///
+    /// This collects every step; ``history(tables:sql:arguments:identity:from:to:_:)`` hands them
+    /// out one at a time.
+    ///
+    /// - Throws: as ``history(tables:sql:arguments:identity:from:to:_:)``.
+    public func history(tables: [String], sql: String, arguments: [any SQLValueConvertible] = [], identity: String,
+                        from: Int64, to: Int64) throws -> [HistoryStep<Row>] {
         var steps: [HistoryStep<Row>] = []
-        try history(table: table, sql: sql, arguments: arguments, identity: identity, from: from, to: to) { steps.append($0) }
+        try history(tables: tables, sql: sql, arguments: arguments, identity: identity, from: from, to: to) { steps.append($0) }
         return steps
     }
 }
 
 /// A copy of one table, in the connection's `temp` schema under the same name (so that a query's
 /// SQL reads it instead of the table), rewound version by version with the change log's
-/// before-images. Lives inside one read transaction.
+/// before-images. Lives inside one read transaction; history rewinds several tables with one
+/// rewinder each, in the same transaction.
 struct TableRewinder {
     private let db: Database
     private let table: String
@@ -106,7 +124,7 @@ struct TableRewinder {
         do {
             try db.execute("CREATE TEMP TABLE " + shape.sql.dropFirst("CREATE TABLE ".count))
             for index in try db.fetchAll("SELECT sql FROM main.sqlite_schema WHERE type = 'index' AND tbl_name = ? AND sql NOT NULL",
-                                         [table]) {
+                                         [shape.table]) {
                 // Same indexes, so that a query without ORDER BY scans in the same order.
                 let text = try index.value("sql", as: String.self)
                 for prefix in ["CREATE INDEX ", "CREATE UNIQUE INDEX "] where text.hasPrefix(prefix) {

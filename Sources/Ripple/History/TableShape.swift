@@ -31,7 +31,7 @@ struct TableShape {
             if try db.fetchValue("SELECT count(*) FROM pragma_table_list(?) WHERE schema = 'main' AND type = 'view'", [table],
                                  as: Int.self) == 1 {
                 throw StoreError(.history, "\(table) is a view: the change log holds the changes of the tables it reads, "
-                                 + "and history rewinds one table; ask the history of a query over those tables instead")
+                                 + "and history rewinds tables: name the tables the view reads, with a query over them instead")
             }
             throw StoreError(.invalidQuery, "no table \(table) in the store")
         }

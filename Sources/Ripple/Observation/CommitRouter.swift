@@ -12,6 +12,15 @@
 /// - **by table**: told of every commit to the tables it reads (of every commit while those are
 ///   not known yet).
 ///
+/// A row-precise observer may also read other tables in sub-queries (its *dependencies*, see
+/// ``RowInterest/dependencies``): it is told of a commit that changes a row of a dependency's
+/// table that matches the dependency's filter after the change (evaluated in the commit, as its
+/// own filter is), or that the dependency selected at the observer's last full read (those
+/// keys are held as its result's are, so a row deleted or moved out of the filter tells it too),
+/// or that could not be evaluated, or while it is busy; then it runs its whole query again. A
+/// commit that changes only rows of a dependency's table that neither match nor are held by it
+/// does not tell it.
+///
 /// Every observer is told of a commit of unknown extent (``ChangeLog/everyTable``).
 struct CommitRouter {
     typealias ObserverID = ObservationCenter.ObserverID
@@ -29,11 +38,16 @@ struct CommitRouter {
         var unknownSince: Int64 = 0
         /// Row-precise: the keys of its result when it last became idle.
         var heldKeys: [RowKey] = []
+        /// Row-precise: the tables its dependencies read.
+        var dependencyTables: Set<String> = []
+        /// Row-precise: per dependency table, the keys of the rows its dependencies selected when
+        /// it last became idle.
+        var heldDependencyKeys: [String: [RowKey]] = [:]
         /// Row-precise: the version of the commit evaluated last when it registered. That commit
         /// may commit after the observer's first read without having evaluated its filter: the
         /// observer hears every commit until it has read at least that version.
         var registeredDuring: Int64 = 0
-        /// Row-precise: the commits it was told of and has not read yet (see ``told(_:through:after:holding:)``).
+        /// Row-precise: the commits it was told of and has not read yet (see ``told(_:through:after:holding:holdingDependencies:)``).
         var told: [ToldCommit] = []
         /// Row-precise: past ``toldLimit`` commits, the list is dropped: what it told is unknown up
         /// to this version (0: nothing lost).
@@ -60,6 +74,12 @@ struct CommitRouter {
     /// Per table, the row-precise observers whose result holds each key (as of when they last
     /// became idle): told of every commit that changes the row.
     private var holders: [String: [RowKey: [ObserverID]]] = [:]
+    /// Row-precise observers with a dependency on a table, by table.
+    private var dependents: [String: Set<ObserverID>] = [:]
+    /// Per table, the row-precise observers whose dependencies selected each key (as of when
+    /// they last became idle): told of every commit that changes the row, which may take it out
+    /// of the dependency's filter (a deleted row is gone when filters are evaluated).
+    private var dependencyHolders: [String: [RowKey: [ObserverID]]] = [:]
     /// Every commit with a version up to this one was routed (routing happens in version order).
     private(set) var routedThrough: Int64 = 0
     /// How many times a row-precise observer of a changed table was not told of a commit (for
@@ -74,11 +94,15 @@ struct CommitRouter {
 
     // MARK: Registering
 
-    /// Registers a row-precise observer of `table`; `registeredDuring` is the version of the
-    /// commit whose filters were evaluated last when its filter was added.
-    mutating func registerRowPrecise(_ id: ObserverID, table: String, registeredDuring: Int64) {
-        observers[id] = Registered(rowTable: table, tables: nil, registeredDuring: registeredDuring)
+    /// Registers a row-precise observer of `table` whose dependencies read `dependencies`;
+    /// `registeredDuring` is the version of the commit whose filters were evaluated last when its
+    /// filters were added.
+    mutating func registerRowPrecise(_ id: ObserverID, table: String, dependencies: Set<String> = [],
+                                     registeredDuring: Int64) {
+        observers[id] = Registered(rowTable: table, tables: nil, dependencyTables: dependencies,
+                                   registeredDuring: registeredDuring)
         rowPrecise[table, default: []].insert(id)
+        for dependency in dependencies { dependents[dependency, default: []].insert(id) }
         busy.insert(id)
         checkInvariantsInDebug()
     }
@@ -98,7 +122,11 @@ struct CommitRouter {
         if let table = observer.rowTable {
             rowPrecise[table]?.remove(id)
             busy.remove(id)
-            release(observer.heldKeys, of: id, in: table)
+            Self.release(observer.heldKeys, of: id, in: table, from: &holders)
+            for dependency in observer.dependencyTables { dependents[dependency]?.remove(id) }
+            for (dependency, keys) in observer.heldDependencyKeys {
+                Self.release(keys, of: id, in: dependency, from: &dependencyHolders)
+            }
         } else if let tables = observer.tables {
             for table in tables { byTable[table]?.remove(id) }
         } else {
@@ -127,10 +155,11 @@ struct CommitRouter {
 
     /// Decides who a commit concerns: for a table whose changed rows are known and whose filters
     /// were evaluated (`matches`), the row-precise observers that matched, hold a changed row (as
-    /// of when they last became idle), are busy, or could not be evaluated; every other observer
-    /// of a changed table; every observer for ``ChangeLog/everyTable``. A row-precise observer
-    /// told of it keeps its changed keys until it reads. Such a commit is kept among the recent
-    /// ones (``RecentCommits``). Returns the observers told.
+    /// of when they last became idle), are busy, or could not be evaluated — of the table, or of
+    /// a dependency on it (those run their query again); every other observer of a changed
+    /// table; every observer for ``ChangeLog/everyTable``. A row-precise observer told of it
+    /// keeps its changed keys until it reads. Such a commit is kept among the recent ones
+    /// (``RecentCommits``). Returns the observers told.
     ///
     /// Commits must be routed in version order (an observer then skips, unread, the commits it
     /// was not told of).
@@ -138,6 +167,8 @@ struct CommitRouter {
     /// - Complexity: O(changed rows + observers told), not O(observers).
     mutating func route(_ summary: CommitSummary, _ matches: FilterMatches) -> [ObserverID] {
         var told: Set<ObserverID>
+        // Row-precise observers told on account of a dependency: they run their query again.
+        var reruns: Set<ObserverID> = []
         if summary.tables.contains(ChangeLog.everyTable) {
             told = Set(observers.keys)
             // The commit may have changed which tables a query reads (a view redefined, a table
@@ -154,22 +185,41 @@ struct CommitRouter {
             told = untabled
             for table in summary.tables {
                 told.formUnion(byTable[table] ?? [])
-                guard let precise = rowPrecise[table], !precise.isEmpty else { continue }
+                let precise = rowPrecise[table] ?? []
+                let dependent = dependents[table] ?? []
+                guard !precise.isEmpty || !dependent.isEmpty else { continue }
                 guard let keys = summary.rowKeys?[table], matches.evaluatedTables.contains(table) else {
                     told.formUnion(precise)
+                    told.formUnion(dependent)
+                    reruns.formUnion(dependent)
                     continue
                 }
-                var concerned = matches.matching.union(matches.unevaluated)
-                if let holders = holders[table] {
-                    for key in keys { concerned.formUnion(holders[key] ?? []) }
-                }
-                concerned.formUnion(busy)
                 if summary.version > 0 {
                     recent.append(ToldCommit(summary, table: table, keys: keys, matched: false), to: table)
                 }
-                concerned.formIntersection(precise)
-                told.formUnion(concerned)
-                skipped += precise.count - concerned.count
+                if !precise.isEmpty {
+                    var concerned = matches.matching.union(matches.unevaluated)
+                    if let holders = holders[table] {
+                        for key in keys { concerned.formUnion(holders[key] ?? []) }
+                    }
+                    concerned.formUnion(busy)
+                    concerned.formIntersection(precise)
+                    told.formUnion(concerned)
+                    skipped += precise.count - concerned.count
+                }
+                if !dependent.isEmpty {
+                    // A row that matches a dependency's filter now (inserted, or moved into it),
+                    // or that the dependency selected (deleted, or moved out of it).
+                    var concerned = matches.dependencyMatching.union(matches.dependencyUnevaluated)
+                    if let holders = dependencyHolders[table] {
+                        for key in keys { concerned.formUnion(holders[key] ?? []) }
+                    }
+                    concerned.formUnion(busy)
+                    concerned.formIntersection(dependent)
+                    told.formUnion(concerned)
+                    reruns.formUnion(concerned)
+                    skipped += dependent.count - concerned.count
+                }
             }
         }
         for id in told {
@@ -177,8 +227,10 @@ struct CommitRouter {
             // would copy that.
             guard let slot = observers.index(forKey: id), let table = observers.values[slot].rowTable,
                   summary.version > 0 else { continue }
-            let keys = matches.evaluatedTables.contains(table) ? summary.rowKeys?[table] : nil
-            let commit = ToldCommit(summary, table: table, keys: keys, matched: keys != nil && matches.matching.contains(id))
+            let rerun = reruns.contains(id)
+            let keys = !rerun && matches.evaluatedTables.contains(table) ? summary.rowKeys?[table] : nil
+            let commit = ToldCommit(summary, table: table, keys: keys, matched: keys != nil && matches.matching.contains(id),
+                                    rerun: rerun)
             if observers.values[slot].told.count < Self.toldLimit {
                 observers.values[slot].told.append(commit)
             } else {
@@ -205,8 +257,11 @@ struct CommitRouter {
     /// (it is reading again at once): the commits after `since` that changed a row that entered
     /// it then were not routed to it, and are told now (from the recent commits; when they are
     /// older than what is kept, the whole range is lost: read from the change log).
+    /// `dependencyKeys`, likewise, the rows its dependencies selected at that read, per table
+    /// (a commit that changed one that entered is told as one to run the query again for).
     mutating func told(_ id: ObserverID, through version: Int64, after since: Int64? = nil,
-                       holding keys: [RowKey]? = nil) -> ObservationCenter.Told {
+                       holding keys: [RowKey]? = nil,
+                       holdingDependencies dependencyKeys: [String: [RowKey]]? = nil) -> ObservationCenter.Told {
         guard let slot = observers.index(forKey: id) else {
             return ObservationCenter.Told(commits: [], routedThrough: 0, lostThrough: 0)
         }
@@ -225,13 +280,26 @@ struct CommitRouter {
                 }
             }
         }
+        if let since, let dependencyKeys, recent.newestVersion > since {
+            for (table, keys) in dependencyKeys {
+                let held = Set(observers.values[slot].heldDependencyKeys[table] ?? [])
+                let entered = Set(keys.filter { !held.contains($0) })
+                guard !entered.isEmpty else { continue }
+                if let missed = recent.commits(to: table, after: since, changingAnyOf: entered, besides: []) {
+                    Self.addReruns(missed.filter { $0.coveredFrom <= version }, to: &commits)
+                } else {
+                    lost = max(lost, version)
+                }
+            }
+        }
         return ObservationCenter.Told(commits: commits.sorted { $0.version < $1.version }, routedThrough: routedThrough,
                                       lostThrough: lost)
     }
 
-    /// A row-precise observer became idle with a result of `keys` as of `version`: from now on
-    /// it hears only of commits that change one of them or a row matching its filter. Returns
-    /// whether it must read again.
+    /// A row-precise observer became idle with a result of `keys` as of `version`, its
+    /// dependencies selecting the rows of `dependencyKeys` (per table): from now on it hears only
+    /// of commits that change one of them or a row matching its filters. Returns whether it must
+    /// read again.
     ///
     /// While it read and delivered, it was told only of the commits that change a row it held
     /// before, or a row matching its filter; a commit after `version` may also have changed a
@@ -241,40 +309,87 @@ struct CommitRouter {
     ///
     /// - Complexity: O(keys) (the keys that left or joined its result are re-indexed), plus
     ///   O(changed keys) of the commits routed since `version`.
-    mutating func observerBecameIdle(_ id: ObserverID, keys: [RowKey], version: Int64) -> Bool {
+    mutating func observerBecameIdle(_ id: ObserverID, keys: [RowKey], dependencyKeys: [String: [RowKey]] = [:],
+                                     version: Int64) -> Bool {
         defer { checkInvariantsInDebug() }
         // In place (a copy of the record would share its lists, and changing them would copy them).
         guard let slot = observers.index(forKey: id), let table = observers.values[slot].rowTable else { return false }
-        let held = observers.values[slot].heldKeys
-        var entered: Set<RowKey> = []
-        if held != keys {
-            let kept = Set(keys)
-            let old = Set(held)
-            release(held.filter { !kept.contains($0) }, of: id, in: table)
-            for key in keys where !old.contains(key) {
-                holders[table, default: [:]][key, default: []].append(id)
-                entered.insert(key)
+        let entered = Self.hold(keys, of: id, in: table, replacing: &observers.values[slot].heldKeys, in: &holders)
+        var enteredDependencies: [String: Set<RowKey>] = [:]
+        for dependency in observers.values[slot].dependencyTables {
+            let keys = dependencyKeys[dependency] ?? []
+            let entered = Self.hold(keys, of: id, in: dependency,
+                                    replacing: &observers.values[slot].heldDependencyKeys[dependency, default: []],
+                                    in: &dependencyHolders)
+            if observers.values[slot].heldDependencyKeys[dependency]?.isEmpty == true {
+                observers.values[slot].heldDependencyKeys[dependency] = nil
             }
-            observers.values[slot].heldKeys = keys
+            if !entered.isEmpty { enteredDependencies[dependency] = entered }
         }
         if version >= observers.values[slot].registeredDuring { busy.remove(id) }
         // The keys it held before were routed by; only those that entered need a look.
-        guard !entered.isEmpty, recent.newestVersion > version else { return false }
-        guard let missed = recent.commits(to: table, after: version, changingAnyOf: entered,
-                                          besides: observers.values[slot].told) else {
-            observers.values[slot].lostThrough = max(observers.values[slot].lostThrough, routedThrough)
-            return true
+        guard !entered.isEmpty || !enteredDependencies.isEmpty, recent.newestVersion > version else { return false }
+        var readsAgain = false
+        if !entered.isEmpty {
+            guard let missed = recent.commits(to: table, after: version, changingAnyOf: entered,
+                                              besides: observers.values[slot].told) else {
+                observers.values[slot].lostThrough = max(observers.values[slot].lostThrough, routedThrough)
+                return true
+            }
+            observers.values[slot].told += missed
+            readsAgain = !missed.isEmpty
         }
-        observers.values[slot].told += missed
-        return !missed.isEmpty
+        for (dependency, entered) in enteredDependencies {
+            guard let missed = recent.commits(to: dependency, after: version, changingAnyOf: entered, besides: []) else {
+                observers.values[slot].lostThrough = max(observers.values[slot].lostThrough, routedThrough)
+                return true
+            }
+            Self.addReruns(missed, to: &observers.values[slot].told)
+            readsAgain = readsAgain || !missed.isEmpty
+        }
+        return readsAgain
     }
 
-    private mutating func release(_ keys: [RowKey], of id: ObserverID, in table: String) {
-        for key in keys {
-            guard var list = holders[table]?[key] else { continue }
-            list.removeAll { $0 == id }
-            holders[table]![key] = list.isEmpty ? nil : list
+    /// Makes `keys` the keys `id` holds in `table` (`held`, indexed in `index`); returns those
+    /// that entered.
+    private static func hold(_ keys: [RowKey], of id: ObserverID, in table: String, replacing held: inout [RowKey],
+                             in index: inout [String: [RowKey: [ObserverID]]]) -> Set<RowKey> {
+        guard held != keys else { return [] }
+        var entered: Set<RowKey> = []
+        let kept = Set(keys)
+        let old = Set(held)
+        release(held.filter { !kept.contains($0) }, of: id, in: table, from: &index)
+        for key in keys where !old.contains(key) {
+            index[table, default: [:]][key, default: []].append(id)
+            entered.insert(key)
         }
+        held = keys
+        return entered
+    }
+
+    private static func release(_ keys: [RowKey], of id: ObserverID, in table: String,
+                                from index: inout [String: [RowKey: [ObserverID]]]) {
+        for key in keys {
+            guard var list = index[table]?[key] else { continue }
+            list.removeAll { $0 == id }
+            index[table]![key] = list.isEmpty ? nil : list
+        }
+    }
+
+    /// Adds `missed` (commits that changed a row a dependency selected) to `told` as commits to
+    /// run the query again for: a commit already told (for the observer's own table) is marked so.
+    private static func addReruns(_ missed: [ToldCommit], to told: inout [ToldCommit]) {
+        for var commit in missed {
+            if let index = told.firstIndex(where: { $0.version == commit.version }) {
+                told[index].rerun = true
+                told[index].keys = nil
+            } else {
+                commit.rerun = true
+                commit.keys = nil
+                told.append(commit)
+            }
+        }
+        told.sort { $0.version < $1.version }
     }
 
     // MARK: Invariants
@@ -289,6 +404,17 @@ struct CommitRouter {
                 if rowPrecise[table]?.contains(id) != true { found.append("row-precise \(id) missing from its table's set") }
                 for key in observer.heldKeys where holders[table]?[key]?.contains(id) != true {
                     found.append("row-precise \(id) holds a key that no holder list names")
+                }
+                for dependency in observer.dependencyTables where dependents[dependency]?.contains(id) != true {
+                    found.append("row-precise \(id) missing from the dependents of \(dependency)")
+                }
+                for (dependency, keys) in observer.heldDependencyKeys {
+                    if !observer.dependencyTables.contains(dependency) {
+                        found.append("row-precise \(id) holds keys of \(dependency), no dependency of it")
+                    }
+                    for key in keys where dependencyHolders[dependency]?[key]?.contains(id) != true {
+                        found.append("row-precise \(id) holds a dependency key that no holder list names")
+                    }
                 }
                 if observer.told.count > Self.toldLimit { found.append("row-precise \(id): more told commits than kept") }
                 if let newest = observer.told.last, newest.version > routedThrough {
@@ -321,6 +447,19 @@ struct CommitRouter {
                 }
             }
         }
+        for (table, ids) in dependents {
+            for id in ids where observers[id]?.dependencyTables.contains(table) != true {
+                found.append("\(table)'s dependents name \(id)")
+            }
+        }
+        for (table, keys) in dependencyHolders {
+            for (key, ids) in keys {
+                if ids.isEmpty { found.append("an empty dependency holder list in \(table)") }
+                for id in ids where observers[id]?.heldDependencyKeys[table]?.contains(key) != true {
+                    found.append("a dependency holder list of \(table) names \(id), which does not hold the key")
+                }
+            }
+        }
         return found
     }
 
@@ -328,7 +467,8 @@ struct CommitRouter {
     /// the check to be cheap (its cost grows with every key held).
     private func checkInvariantsInDebug() {
         #if DEBUG
-        guard observers.count <= 16, holders.count <= 4, holders.values.allSatisfy({ $0.count <= 256 }) else { return }
+        guard observers.count <= 16, holders.count <= 4, holders.values.allSatisfy({ $0.count <= 256 }),
+              dependencyHolders.values.allSatisfy({ $0.count <= 256 }) else { return }
         let violations = invariantViolations()
         precondition(violations.isEmpty, "CommitRouter invariants broken: \(violations.joined(separator: "; "))")
         #endif

@@ -36,14 +36,22 @@ struct FilterRegistry {
     /// The version of the commit evaluated last (see ``ObservationCenter/register(_:store:interest:)``).
     private(set) var lastEvaluatedVersion: Int64 = 0
     private var tables: [String: TableFilters] = [:]
-    private var memberships: [ObservationCenter.ObserverID: (table: String, key: FilterKey)] = [:]
+    /// Per observer, its filters: that of its table, then those of its dependencies (see
+    /// ``RowInterest/dependencies``).
+    private var memberships: [ObservationCenter.ObserverID: [(table: String, key: FilterKey, isDependency: Bool)]] = [:]
 
-    /// Adds an observer's filter; returns the version of the commit evaluated last, which may
-    /// commit after the observer's first read without having evaluated its filter.
+    /// Adds an observer's filter, and those of its dependencies; returns the version of the
+    /// commit evaluated last, which may commit after the observer's first read without having
+    /// evaluated its filters.
     mutating func add(_ id: ObservationCenter.ObserverID, _ interest: RowInterest) -> Int64 {
-        let key = FilterKey(filterSQL: interest.filterSQL, arguments: interest.filterArguments)
-        memberships[id] = (interest.table, key)
-        tables[interest.table, default: TableFilters(interest: interest)].add(id, key: key, interest: interest)
+        var added: [(table: String, key: FilterKey, isDependency: Bool)] = []
+        for (interest, isDependency) in [(interest, false)] + interest.dependencies.map({ ($0, true) }) {
+            let key = FilterKey(filterSQL: interest.filterSQL, arguments: interest.filterArguments)
+            added.append((interest.table, key, isDependency))
+            tables[interest.table, default: TableFilters(interest: interest)]
+                .add(id, key: key, interest: interest, isDependency: isDependency)
+        }
+        memberships[id] = added
         return lastEvaluatedVersion
     }
 
@@ -51,10 +59,10 @@ struct FilterRegistry {
     func groupCount(of table: String) -> Int { tables[table]?.groupCount ?? 0 }
 
     mutating func remove(_ id: ObservationCenter.ObserverID) {
-        guard let (table, key) = memberships.removeValue(forKey: id) else { return }
+        guard let filters = memberships.removeValue(forKey: id) else { return }
         // The table's index stays, even empty: its statements belong to the writer connection and
         // are released by its next rebuild, on the writer (this may be any thread).
-        tables[table]?.remove(id, key: key)
+        for (table, key, isDependency) in filters { tables[table]?.remove(id, key: key, isDependency: isDependency) }
     }
 
     /// Evaluates, inside the write transaction about to commit, the filters of the changed tables
@@ -89,19 +97,37 @@ struct FilterMatches: Sendable {
     var matching: Set<ObservationCenter.ObserverID> = []
     /// The observers whose filter could not be evaluated (they are told).
     var unevaluated: Set<ObservationCenter.ObserverID> = []
+    /// The observers whose filter of a dependency (``RowInterest/dependencies``) matched a
+    /// changed row of that table (they run their query again).
+    var dependencyMatching: Set<ObservationCenter.ObserverID> = []
+    /// The observers whose filter of a dependency could not be evaluated (told, as matched).
+    var dependencyUnevaluated: Set<ObservationCenter.ObserverID> = []
 }
 
 /// The filter groups of one table and their index.
 struct TableFilters {
     private struct Group {
         var key: FilterKey
+        /// The observers of the table with this filter.
         var members: Set<ObservationCenter.ObserverID> = []
+        /// The observers with this filter for a dependency on the table.
+        var dependents: Set<ObservationCenter.ObserverID> = []
         var interest: RowInterest
         var plan: FilterPlan = .unindexed
+
+        var isEmpty: Bool { members.isEmpty && dependents.isEmpty }
     }
 
     private let quotedTable: String
-    private let quotedKey: String
+    /// How SQL names a row of the table as the change log does (a `?` slot's counterpart in
+    /// `IN` lists): the observers' key column, or for a table only dependencies read, found from
+    /// the table's layout at each build (empty until found; `nil` found: no way to name it, its
+    /// filters cannot be evaluated).
+    private var quotedKey: String
+    /// The number of columns of the key (a composite key is compared as a row value).
+    private var keyWidth = 1
+    /// Whether the key is found from the table's layout (no observer of the table named it).
+    private var findsKey: Bool
     private let table: String
     private var groups: [Int: Group] = [:]
     private var groupOfKey: [FilterKey: Int] = [:]
@@ -126,26 +152,33 @@ struct TableFilters {
         table = interest.table
         quotedTable = interest.quotedTable
         quotedKey = interest.quotedKey
+        findsKey = interest.quotedKey.isEmpty
     }
 
     var groupCount: Int { groups.count }
 
-    mutating func add(_ id: ObservationCenter.ObserverID, key: FilterKey, interest: RowInterest) {
+    mutating func add(_ id: ObservationCenter.ObserverID, key: FilterKey, interest: RowInterest, isDependency: Bool) {
+        if findsKey && !interest.quotedKey.isEmpty {
+            // An observer of the table names its key: the index reads rows by it.
+            (quotedKey, keyWidth, findsKey) = (interest.quotedKey, 1, false)
+            isBuilt = false
+        }
         if let group = groupOfKey[key] {
-            groups[group]!.members.insert(id)
+            if isDependency { groups[group]!.dependents.insert(id) } else { groups[group]!.members.insert(id) }
             return
         }
         let group = nextGroup
         nextGroup += 1
-        groups[group] = Group(key: key, members: [id], interest: interest)
+        groups[group] = Group(key: key, members: isDependency ? [] : [id], dependents: isDependency ? [id] : [],
+                              interest: interest)
         groupOfKey[key] = group
         isBuilt = false
     }
 
-    mutating func remove(_ id: ObservationCenter.ObserverID, key: FilterKey) {
+    mutating func remove(_ id: ObservationCenter.ObserverID, key: FilterKey, isDependency: Bool) {
         guard let group = groupOfKey[key] else { return }
-        groups[group]!.members.remove(id)
-        if groups[group]!.members.isEmpty {
+        if isDependency { groups[group]!.dependents.remove(id) } else { groups[group]!.members.remove(id) }
+        if groups[group]!.isEmpty {
             groups[group] = nil
             groupOfKey[key] = nil
             isBuilt = false
@@ -194,6 +227,12 @@ struct TableFilters {
                 unindexed.append(id)
             }
         }
+        if findsKey {
+            // Only dependencies read the table: its key as the change log names its rows.
+            let key = (try? TableLayout.read(db, table: table))?.flatMap(LoggedRowKey.init)
+            quotedKey = key?.sql ?? ""
+            keyWidth = key?.columns.count ?? 1
+        }
         columns = columnIndex.sorted { $0.value < $1.value }.map(\.key)
         equality = equalityEntries
         intervals = intervalEntries.map(IntervalIndex.init)
@@ -205,6 +244,14 @@ struct TableFilters {
 
     mutating func evaluate(_ keys: [RowKey], schemaVersion: Int64, into matches: inout FilterMatches, in db: Database) {
         if !isBuilt || builtSchemaVersion != schemaVersion { build(schemaVersion: schemaVersion, in: db) }
+        guard !quotedKey.isEmpty else {
+            // Rows of the table cannot be named: every filter is told as not evaluated.
+            for group in groups.values {
+                matches.unevaluated.formUnion(group.members)
+                matches.dependencyUnevaluated.formUnion(group.dependents)
+            }
+            return
+        }
         var matched: [Int] = []
         var toVerify: [Int] = []
         var failed: [Int] = []
@@ -241,16 +288,23 @@ struct TableFilters {
             let members = Array(toVerify[start..<min(start + Self.batchSize, toVerify.count)])
             evaluateInSQLite(members, batch: nil, keys: keys, matched: &matched, failed: &failed, in: db)
         }
-        for group in matched { matches.matching.formUnion(groups[group]?.members ?? []) }
-        for group in failed { matches.unevaluated.formUnion(groups[group]?.members ?? []) }
+        for group in matched {
+            matches.matching.formUnion(groups[group]?.members ?? [])
+            matches.dependencyMatching.formUnion(groups[group]?.dependents ?? [])
+        }
+        for group in failed {
+            matches.unevaluated.formUnion(groups[group]?.members ?? [])
+            matches.dependencyUnevaluated.formUnion(groups[group]?.dependents ?? [])
+        }
     }
 
     /// The SQL of ``readIndexedColumns(of:sql:in:_:)`` for `count` keys (built once per size).
     private mutating func columnRead(for count: Int) -> String {
         let slots = Self.slotCount(for: count)
         if let built = columnReads[slots] { return built }
-        let selected = ([quotedKey] + columns.map(SQLIdentifier.quoted)).joined(separator: ", ")
-        let sql = "SELECT \(selected) FROM \(quotedTable) WHERE \(quotedKey) IN (" + Self.keySlots(for: count) + ")"
+        // (Column 0 is not read: a composite key, a row value, is no result column.)
+        let selected = ([keyWidth == 1 ? quotedKey : "1"] + columns.map(SQLIdentifier.quoted)).joined(separator: ", ")
+        let sql = "SELECT \(selected) FROM \(quotedTable) WHERE \(quotedKey) IN (" + keySlots(for: count) + ")"
         columnReads[slots] = sql
         return sql
     }
@@ -275,9 +329,12 @@ struct TableFilters {
     }
 
     /// The `?`s of an `IN` list for `count` keys: a power of two of them, so that a statement is
-    /// reused as the count varies (see ``bind(_:to:from:)``).
-    private static func keySlots(for count: Int) -> String {
-        Array(repeating: "?", count: slotCount(for: count)).joined(separator: ", ")
+    /// reused as the count varies (see ``bind(_:to:from:)``); for a composite key, a `VALUES`
+    /// list of row values.
+    private func keySlots(for count: Int) -> String {
+        guard keyWidth > 1 else { return Array(repeating: "?", count: Self.slotCount(for: count)).joined(separator: ", ") }
+        let row = "(" + Array(repeating: "?", count: keyWidth).joined(separator: ", ") + ")"
+        return "VALUES " + Array(repeating: row, count: Self.slotCount(for: count)).joined(separator: ", ")
     }
 
     /// The power of two of `?`s an `IN` list for `count` keys has.
@@ -320,7 +377,7 @@ struct TableFilters {
                 return "max(" + (sql.isEmpty ? "1" : "(" + sql + ")") + ")"
             }
             let sql = "SELECT " + conditions.joined(separator: ", ") + " FROM " + quotedTable + " WHERE " + quotedKey
-                + " IN (" + Self.keySlots(for: keys.count) + ")"
+                + " IN (" + keySlots(for: keys.count) + ")"
             let statement: Statement
             if let batch, let cached = batchStatements[batch], cached.sql == sql {
                 statement = cached

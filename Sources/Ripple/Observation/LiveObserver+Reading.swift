@@ -56,7 +56,8 @@ extension LiveObserver {
         // what this read covers is done with).
         let told = isRowPrecise
             ? store.observation.told(observerID, through: version, after: checkedVersion,
-                                     holding: storeHoldsKeys ? nil : snapshots[0]?.items.map(\.key))
+                                     holding: storeHoldsKeys ? nil : snapshots[0]?.items.map(\.key),
+                                     holdingDependencies: storeHoldsKeys || dependencyKeys.isEmpty ? nil : dependencyKeys)
             : nil
         storeHoldsKeys = false
         // Until a read succeeds, what was told is gone: a failure from here on leaves the next
@@ -70,6 +71,9 @@ extension LiveObserver {
         if isInitial || schemaChanged {
             tables = try sources.map { try $0.tables(in: db) }
             logQueries = tables.map { ChangeLog.changedKeysSQL(of: $0, limit: Self.rowCheckLimit + 1) }
+            if isRowPrecise, let dependencies = sources[0].rowCheck?.interest.dependencies, !dependencies.isEmpty {
+                dependencyReads = try dependencies.map { try DependencyRead($0, in: db) }
+            }
         }
         // Until it knows its tables (first read, or after a commit of unknown extent), it hears
         // every commit; a read at or after that commit tells them.
@@ -130,6 +134,24 @@ extension LiveObserver {
                     new = try sources[index].fetch(db)
                     store.observation.diagnostics.withLock { $0.fetches += 1 }
                     shares[index]?.keep(new, at: version)
+                }
+                if !dependencyReads.isEmpty {
+                    // What the dependencies select at this version: held by the store from when
+                    // this observer becomes idle, so that a commit changing one of those rows
+                    // (a membership revoked) tells it. Only a run of the query changes them: a
+                    // commit that changes what they select tells it, and it runs again.
+                    var keys: [String: [RowKey]] = [:]
+                    for read in dependencyReads {
+                        let found = try read.keys(in: db)
+                        if let known = keys[read.table] {
+                            // Two dependencies on one table: each key once.
+                            var seen = Set(known)
+                            keys[read.table] = known + found.filter { seen.insert($0).inserted }
+                        } else {
+                            keys[read.table] = found
+                        }
+                    }
+                    dependencyKeys = keys
                 }
                 let changeset: Changeset
                 var columns: [Set<String>] = []
@@ -225,6 +247,8 @@ extension LiveObserver {
         var updatesOnly = true
         var matched = false
         for commit in told.commits where commit.version > since {
+            // A dependency's rows changed: the query runs again.
+            if commit.rerun { return .everything }
             // A commit whose changed rows were not told (another connection's, too many rows), or
             // one that stands for several, not all of them in this read.
             guard let changed = commit.keys, commit.version <= version else {

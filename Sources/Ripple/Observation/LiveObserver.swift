@@ -72,9 +72,14 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     var checkedVersion: Int64?
     /// Whether the store knows the keys of the result as its own (told when it last became idle,
     /// see ``tellStoreIfIdle(_:)``): else, a read checks the commits since the last one against
-    /// them (``ObservationCenter/told(_:through:after:holding:)``).
+    /// them (``ObservationCenter/told(_:through:after:holding:holdingDependencies:)``).
     var storeHoldsKeys = false
     var deliveredVersion: Int64?
+    /// For a row-precise source with dependencies: how to read the keys of the rows each selects
+    /// (found again with the tables, after a schema change), and the keys its last run of the
+    /// query read, per table (see ``DependencyRead``).
+    var dependencyReads: [DependencyRead] = []
+    var dependencyKeys: [String: [RowKey]] = [:]
     /// The last refresh failed after it took what the store told it of the commits it covered:
     /// the next one reads every result again.
     var rereadsEverything = false
@@ -183,7 +188,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         guard state.phase == .idle, isRowPrecise, let version = checkedVersion else { return action }
         let keys = snapshots[0]?.items.map(\.key) ?? []
         storeHoldsKeys = true
-        guard store.observation.observerBecameIdle(observerID, keys: keys, version: version) else { return action }
+        guard store.observation.observerBecameIdle(observerID, keys: keys, dependencyKeys: dependencyKeys, version: version)
+        else { return action }
         return state.invalidate()
     }
 

@@ -154,11 +154,48 @@ package struct RowRouting: Hashable, Sendable {
     package var isWindowed: Bool
     /// `SELECT <the query's result columns> FROM <table>`, to read changed rows by key.
     package var selectSQL: String
+    /// The other tables the query reads in sub-queries (`IN (SELECT …)`, `EXISTS (…)`), and which
+    /// of their rows can change its result: a commit that changes such a row runs the query
+    /// again; one that changes only other rows of those tables does not. Every table the query
+    /// reads besides ``table`` must be named here (a dependency's condition may read other
+    /// tables only if they are dependencies too).
+    package var dependencies: [RowDependency]
 
     package init(table: String, keyColumn: String, filterSQL: String, filterArguments: [SQLValue], filter: Filter?,
-                 orderColumns: [Int], isWindowed: Bool, selectSQL: String) {
+                 orderColumns: [Int], isWindowed: Bool, selectSQL: String, dependencies: [RowDependency] = []) {
         (self.table, self.keyColumn, self.filterSQL, self.filterArguments) = (table, keyColumn, filterSQL, filterArguments)
         (self.filter, self.orderColumns, self.isWindowed, self.selectSQL) = (filter, orderColumns, isWindowed, selectSQL)
+        self.dependencies = dependencies
+    }
+}
+
+/// Another table a routed query reads (in a sub-query), and which of its rows can change the result.
+///
+/// A commit that changes a row of ``table`` that matches ``filterSQL`` before or after the change
+/// tells the query, which then runs again; a commit that changes only other rows of the table
+/// does not. After the change is evaluated inside the commit by the store's filter index (with
+/// ``filter``); before the change, by the keys of the rows ``filterSQL`` selected at the query's
+/// last run, which the store holds as it holds the result's keys (read with the result, in the
+/// same transaction).
+///
+/// For a sub-query bound to a user (`"project_id" IN (SELECT "project_id" FROM "members" WHERE
+/// "user_id" = ?)`), that is the user's rows: one user's membership change tells only that user's
+/// queries, whatever the number of other users' queries.
+package struct RowDependency: Hashable, Sendable {
+    /// The table, as the query names it.
+    package var table: String
+    /// The sub-query's condition on `table` with `?` parameters (empty: every row may matter), and its arguments.
+    ///
+    /// It must not mention the outer query's row: for a correlated `EXISTS`, only the parts of the
+    /// sub-query's condition that do not (possibly none). It may select more rows than matter
+    /// (those only cost a run of the query when they change); never fewer.
+    package var filterSQL: String
+    package var filterArguments: [SQLValue]
+    /// A filter every row the condition selects matches, for the filter index (`nil`: every row of the table).
+    package var filter: Filter?
+
+    package init(table: String, filterSQL: String, filterArguments: [SQLValue], filter: Filter?) {
+        (self.table, self.filterSQL, self.filterArguments, self.filter) = (table, filterSQL, filterArguments, filter)
     }
 }
 
@@ -166,13 +203,22 @@ extension Store {
     /// ``liveQuery(sql:arguments:identity:)`` for a query over one table that says how to route
     /// commits to it (see ``RowRouting``): a commit whose changed rows are neither in the result
     /// nor match the filter does not run it again, and a few changed rows of the result are read
-    /// alone and put in place.
+    /// alone and put in place. A commit that changes a row its dependencies (``RowDependency``)
+    /// select, before or after, runs it again.
     package func liveQuery(sql: String, arguments: [SQLValue], identity: String, routing: RowRouting) -> LiveQuery<Row> {
+        let dependencies = routing.dependencies.map { dependency in
+            RowInterest(table: SQLIdentifier.folded(dependency.table), quotedTable: "main." + SQLIdentifier.quoted(dependency.table),
+                        quotedKey: "", filterSQL: dependency.filterSQL, filterArguments: dependency.filterArguments,
+                        filter: dependency.filter)
+        }
         let rowCheck = RowCheck(interest: RowInterest(
             table: SQLIdentifier.folded(routing.table), quotedTable: "main." + SQLIdentifier.quoted(routing.table),
             quotedKey: SQLIdentifier.quoted(routing.keyColumn), filterSQL: routing.filterSQL,
-            filterArguments: routing.filterArguments, filter: routing.filter))
-        var source = QuerySource<Row>(description: sql, sql: sql, arguments: arguments, knownTables: [routing.table],
+            filterArguments: routing.filterArguments, filter: routing.filter, dependencies: dependencies))
+        // A schema change or a commit of unknown extent to a dependency's table reaches it as one
+        // to its own table does.
+        let tables = Set([routing.table] + routing.dependencies.map(\.table))
+        var source = QuerySource<Row>(description: sql, sql: sql, arguments: arguments, knownTables: tables,
                                       rowCheck: rowCheck) { db in
             let statement = try db.cachedStatement(sql)
             defer { statement.reset() }

@@ -31,14 +31,18 @@ final class ObservationCenter: Sendable {
         var updatesOnly: Bool
         /// Whether its filter matched one of the changed rows (evaluated in the commit).
         var matched: Bool
+        /// Whether it changed rows of a dependency (``RowInterest/dependencies``) that may change
+        /// the result: the query runs again.
+        var rerun: Bool
 
         /// `summary`'s commit, as told to a row-precise observer of `table`.
-        init(_ summary: CommitSummary, table: String, keys: Set<RowKey>?, matched: Bool) {
+        init(_ summary: CommitSummary, table: String, keys: Set<RowKey>?, matched: Bool, rerun: Bool = false) {
             version = summary.version
             coveredFrom = summary.coveredFrom ?? summary.version
             self.keys = keys
             updatesOnly = !summary.insertedOrDeleted.contains(table)
             self.matched = matched
+            self.rerun = rerun
         }
     }
 
@@ -129,7 +133,8 @@ final class ObservationCenter: Sendable {
         state.withLock { state in
             state.targets[id] = target
             if let interest {
-                state.router.registerRowPrecise(id, table: interest.table, registeredDuring: registeredDuring)
+                state.router.registerRowPrecise(id, table: interest.table, dependencies: Set(interest.dependencies.map(\.table)),
+                                                registeredDuring: registeredDuring)
             } else {
                 state.router.registerByTable(id)
             }
@@ -156,9 +161,11 @@ final class ObservationCenter: Sendable {
     }
 
     /// A row-precise observer became idle (called under its own lock) with a result of `keys` as
-    /// of `version`; returns whether it must read again (see ``CommitRouter/observerBecameIdle(_:keys:version:)``).
-    func observerBecameIdle(_ id: ObserverID, keys: [RowKey], version: Int64) -> Bool {
-        state.withLock { $0.router.observerBecameIdle(id, keys: keys, version: version) }
+    /// of `version`, its dependencies selecting `dependencyKeys`; returns whether it must read
+    /// again (see ``CommitRouter/observerBecameIdle(_:keys:dependencyKeys:version:)``).
+    func observerBecameIdle(_ id: ObserverID, keys: [RowKey], dependencyKeys: [String: [RowKey]] = [:],
+                            version: Int64) -> Bool {
+        state.withLock { $0.router.observerBecameIdle(id, keys: keys, dependencyKeys: dependencyKeys, version: version) }
     }
 
     /// Evaluates, inside a write transaction about to commit, the filters of the row-precise
@@ -210,9 +217,12 @@ final class ObservationCenter: Sendable {
     }
 
     /// For a row-precise observer reading at `version`: what it was told of the commits since
-    /// its last read (see ``CommitRouter/told(_:through:after:holding:)``).
-    func told(_ id: ObserverID, through version: Int64, after since: Int64? = nil, holding keys: [RowKey]? = nil) -> Told {
-        state.withLock { $0.router.told(id, through: version, after: since, holding: keys) }
+    /// its last read (see ``CommitRouter/told(_:through:after:holding:holdingDependencies:)``).
+    func told(_ id: ObserverID, through version: Int64, after since: Int64? = nil, holding keys: [RowKey]? = nil,
+              holdingDependencies dependencyKeys: [String: [RowKey]]? = nil) -> Told {
+        state.withLock {
+            $0.router.told(id, through: version, after: since, holding: keys, holdingDependencies: dependencyKeys)
+        }
     }
 }
 
@@ -243,4 +253,8 @@ struct RowInterest: Sendable {
     let filterArguments: [SQLValue]
     /// The filter itself (`nil`: every row), for the index.
     let filter: Filter?
+    /// The other tables the query reads in sub-queries, each with the filter of the rows that can
+    /// change its result (see ``RowDependency``); their `quotedKey` is empty (the index finds how
+    /// the change log names their rows).
+    var dependencies: [RowInterest] = []
 }

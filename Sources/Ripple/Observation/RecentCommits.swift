@@ -1,7 +1,7 @@
 /// The last commits the store routed row by row, each with the keys of one table's changed
 /// rows, newest last: what an observer checks the rows that entered its result against, when
-/// it becomes idle (``CommitRouter/observerBecameIdle(_:keys:version:)``) or reads again
-/// at once (``CommitRouter/told(_:through:after:holding:)``). Until then, those rows were
+/// it becomes idle (``CommitRouter/observerBecameIdle(_:keys:dependencyKeys:version:)``) or reads again
+/// at once (``CommitRouter/told(_:through:after:holding:holdingDependencies:)``). Until then, those rows were
 /// not known to be its own, and a commit that changed one of them was not routed to it.
 ///
 /// Bounded: the oldest commits give way past ``limit``, and a commit that changed more than

@@ -94,9 +94,32 @@ extension Store {
     /// begins, it does not run and throws `CancellationError`; once begun, it runs to its end.
     package func asyncHistory(table: String, sql: String, arguments: [SQLValue], identity: String,
                               from: Int64, to: Int64) async throws -> [HistoryStep<Row>] {
+        try await asyncHistory(tables: [table], sql: sql, arguments: arguments, identity: identity, from: from, to: to)
+    }
+
+    /// ``history(tables:sql:arguments:identity:from:to:)`` for async code: every table named is
+    /// rewound, all together. Read as ``asyncHistory(table:sql:arguments:identity:from:to:)`` is.
+    package func asyncHistory(tables: [String], sql: String, arguments: [SQLValue], identity: String,
+                              from: Int64, to: Int64) async throws -> [HistoryStep<Row>] {
         try await runSuspending(on: readLane) { call in
             if call.isCancelled { throw CancellationError() }
-            return try self.history(table: table, sql: sql, arguments: arguments, identity: identity, from: from, to: to)
+            return try self.history(tables: tables, sql: sql, arguments: arguments, identity: identity, from: from, to: to)
+        }
+    }
+
+    /// The history of a raw SQL query with every table it reads rewound, all together (the
+    /// tables SQLite reports while preparing `sql`, learned in the history's own read
+    /// transaction), for async code: read as ``asyncHistory(table:sql:arguments:identity:from:to:)``
+    /// is. A sync node resumes a subscription with it, whatever tables its query's sub-queries read.
+    package func asyncHistory(rewindingTablesReadBy sql: String, arguments: [SQLValue], identity: String,
+                              from: Int64, to: Int64) async throws -> [HistoryStep<Row>] {
+        try await runSuspending(on: readLane) { call in
+            if call.isCancelled { throw CancellationError() }
+            var steps: [HistoryStep<Row>] = []
+            try self.history(rewindingTablesReadBy: sql, arguments: arguments, identity: identity, from: from, to: to) {
+                steps.append($0)
+            }
+            return steps
         }
     }
 

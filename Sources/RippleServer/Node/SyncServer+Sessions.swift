@@ -50,7 +50,8 @@ extension SyncServer {
     /// The position of a finished replica version (for labelling frames).
     func position(of version: Int64) -> PGOutput.LSN { timeline.position(of: version) }
 
-    /// The schema of a synced table, as the replica holds it now.
-    func schema(of table: String) async -> SyncedTableSchema? { await feed.schema(of: table) }
+    /// The schema of synced table `table` as the node's replica holds it (`nil`: not synced, or
+    /// not prepared yet), for compiling queries over it.
+    public func schema(of table: String) async -> SyncedTableSchema? { await feed.schema(of: table) }
 }
 #endif

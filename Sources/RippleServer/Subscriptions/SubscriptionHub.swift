@@ -241,14 +241,17 @@ public final class SubscriptionHub: Sendable {
     }
 
     /// The rows of `compiled` as they were at replica `version` (time travel through the
-    /// replica's change log), as the wire has them. The replica's history is read on a thread of
+    /// replica's change log), as the wire has them. Every table the compiled SQL reads — its
+    /// own, and those its sub-queries read (memberships) — is rewound to `version` together, as
+    /// SQLite reports them while preparing it: a row a since-revoked membership gave is among
+    /// them, so a resume's changeset deletes it. The replica's history is read on a thread of
     /// the store's own while the calling task suspends (see `Store.asyncRead(_:)`).
     ///
     /// - Throws: a `StoreError` of kind `history` when the change log no longer reaches
-    ///   `version`, or a schema change lies between it and now; `CancellationError` when the task
-    ///   was cancelled before the read began.
+    ///   `version`, or a schema change of any of those tables lies between it and now;
+    ///   `CancellationError` when the task was cancelled before the read began.
     public func asyncRows(of compiled: CompiledQuery, schema: SyncedTableSchema, at version: Int64) async throws -> [[WireValue]] {
-        let steps = try await store.asyncHistory(table: schema.name, sql: compiled.sql, arguments: compiled.arguments,
+        let steps = try await store.asyncHistory(rewindingTablesReadBy: compiled.sql, arguments: compiled.arguments,
                                                  identity: compiled.identity, from: version, to: version)
         let shape = WireShape(compiled, schema)
         return (steps.first?.snapshot ?? []).map(shape.row)

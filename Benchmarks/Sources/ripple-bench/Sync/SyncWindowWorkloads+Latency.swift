@@ -312,7 +312,7 @@ extension SyncWindowWorkloads {
         }, arrival: arrival)
     }
 
-    private func timeCommits(writer: PostgresConnection, statement: (Int) -> PostgresQuery,
+    func timeCommits(writer: PostgresConnection, statement: (Int) -> PostgresQuery,
                              arrival: () async throws -> ContinuousClock.Instant) async throws -> (SyncLatencies, SyncLatencies) {
         var random = SeededGenerator(seed: 0x5C2)
         var latencies = SyncLatencies()
