@@ -84,6 +84,26 @@ import Testing
                                                              filter: .comparison(Column("user_id"), .equal, .text("alice"))))
     }
 
+    @Test func interestsInOneTableMergeIntoOnePerTable() throws {
+        // The membership rule's sub-query and the client's exists both read members.
+        let rules = try SyncRules(json: Data(Self.rulesJSON.utf8))
+        let query = try rules.restrict(QueryDescription(table: "todos", filter: .exists(ExistsDescription(
+            table: "members", on: ["project_id": "project_id"], filter: .compare(column: "user_id", op: .equal, value: .text("bob"))))), to: "alice")
+        let compiled = try QueryCompiler.compile(query, for: Self.todos, tables: Self.tables)
+        #expect(compiled.dependencies.map(\.table) == ["members", "members"])
+        let merged = SubqueryInterest.perTable(compiled.dependencies)
+        #expect(merged == [SubqueryInterest(
+            table: "members", filterSQL: #"("user_id" = ?) OR (("user_id" = ? AND "user_id" = ?))"#,
+            filterArguments: [.text("alice"), .text("alice"), .text("bob")],
+            filter: .or([.comparison(Column("user_id"), .equal, .text("alice")),
+                         .and([.comparison(Column("user_id"), .equal, .text("alice")), .comparison(Column("user_id"), .equal, .text("bob"))])]))])
+        // A sub-query without a condition: every row of its table matters.
+        #expect(SubqueryInterest.perTable([merged[0], SubqueryInterest(table: "members", filterSQL: "", filterArguments: [], filter: nil),
+                                           SubqueryInterest(table: "projects", filterSQL: "", filterArguments: [], filter: nil)])
+                == [SubqueryInterest(table: "members", filterSQL: "", filterArguments: [], filter: nil),
+                    SubqueryInterest(table: "projects", filterSQL: "", filterArguments: [], filter: nil)])
+    }
+
     static func nested(_ levels: Int) -> FilterDescription {
         var filter = FilterDescription.isNotNull(column: "project_id")
         for _ in 0..<levels {

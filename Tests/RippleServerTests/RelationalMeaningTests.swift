@@ -111,7 +111,7 @@ struct RelationalMeaningTests {
                 var (compared, selecting, rows, refused) = (0, 0, 0, 0)
                 for (query, user, json) in planned {
                     let rules = try SyncRules(json: Data(json.utf8))
-                    let reached = Set([query.table]).union(query.filter.map(QueryCompiler.tables(readBy:)) ?? [])
+                    let reached = Set([query.table]).union(query.filter?.relatedTables ?? [])
                     let hub = SubscriptionHub(store: store, rules: rules)
                     let compiled: RippleServer.CompiledQuery
                     do {

@@ -269,9 +269,7 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
     private func attach(id: String, generation: Int, compiled: CompiledQuery, basis: String, schema: SyncedTableSchema,
                         resume: ResumePoint?, hub: SubscriptionHub) async {
         var old: [[WireValue]]?
-        // The replica's history rewinds one table: a query whose sub-queries read others resumes
-        // from a snapshot.
-        if let resume, resume.basis == basis, compiled.dependencies.isEmpty, let position = PGOutput.LSN(resume.lsn) {
+        if let resume, resume.basis == basis, let position = PGOutput.LSN(resume.lsn) {
             switch await resumeVersion(for: position) {
             case .version(let version):
                 guard await server.resumeGate.admit() else {

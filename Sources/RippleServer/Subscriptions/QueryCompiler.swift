@@ -187,19 +187,8 @@ public enum QueryCompiler {
         guard levels <= maximumClientSubqueryLevels else {
             throw QueryError("the filter nests sub-queries \(levels) levels deep; at most \(maximumClientSubqueryLevels) are allowed")
         }
-        for name in self.tables(readBy: filter).sorted() where name != query.table && tables[name] == nil {
+        for name in filter.relatedTables where name != query.table && tables[name] == nil {
             throw QueryError("there is no synced table \(name)")
-        }
-    }
-
-    /// The tables `filter`'s sub-queries read, at every depth.
-    public static func tables(readBy filter: FilterDescription) -> Set<String> {
-        switch filter {
-        case .inQuery(_, let query): Set([query.table]).union(query.filter.map(tables(readBy:)) ?? [])
-        case .exists(let exists): Set([exists.table]).union(exists.filter.map(tables(readBy:)) ?? [])
-        case .and(let terms), .or(let terms): terms.reduce(into: []) { $0.formUnion(tables(readBy: $1)) }
-        case .not(let term): tables(readBy: term)
-        case .compare, .isNull, .isNotNull, .isIn, .like: []
         }
     }
 

@@ -24,5 +24,32 @@ package struct SubqueryInterest: Hashable, Sendable {
     package init(table: String, filterSQL: String, filterArguments: [SQLValue], filter: Filter?) {
         (self.table, self.filterSQL, self.filterArguments, self.filter) = (table, filterSQL, filterArguments, filter)
     }
+
+    /// `interests` with one per table, in the order each table first appears: the conditions of
+    /// a table's sub-queries ORed (a row that matters to any of them matters), every row when
+    /// any of them has no condition. For a router that keeps one interest per table.
+    package static func perTable(_ interests: [SubqueryInterest]) -> [SubqueryInterest] {
+        var merged: [SubqueryInterest] = []
+        for interest in interests {
+            guard let index = merged.firstIndex(where: { $0.table == interest.table }) else {
+                merged.append(interest)
+                continue
+            }
+            let earlier = merged[index]
+            if earlier.filterSQL.isEmpty || interest.filterSQL.isEmpty {
+                merged[index] = SubqueryInterest(table: interest.table, filterSQL: "", filterArguments: [], filter: nil)
+                continue
+            }
+            let filter: Filter? = if let first = earlier.filter, let second = interest.filter {
+                if case .or(let terms) = first { .or(terms + [second]) } else { .or([first, second]) }
+            } else {
+                nil
+            }
+            let sql = "(" + earlier.filterSQL + ") OR (" + interest.filterSQL + ")"
+            merged[index] = SubqueryInterest(table: interest.table, filterSQL: sql,
+                                             filterArguments: earlier.filterArguments + interest.filterArguments, filter: filter)
+        }
+        return merged
+    }
 }
 #endif

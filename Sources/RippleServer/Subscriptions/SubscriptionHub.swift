@@ -157,7 +157,7 @@ public final class SubscriptionHub: Sendable {
     /// The synced tables compiling `query` may need the schemas of: its own, those its
     /// sub-queries read, and those the read rules' sub-queries read.
     public func tablesNeeded(by query: QueryDescription) -> Set<String> {
-        Set([query.table]).union(query.filter.map(QueryCompiler.tables(readBy:)) ?? []).union(rules.tablesReadByReadRules)
+        Set([query.table]).union(query.filter?.relatedTables ?? []).union(rules.tablesReadByReadRules)
     }
 
     /// The basis of a compiled query: the cluster, and a digest of its SQL and bound values (the

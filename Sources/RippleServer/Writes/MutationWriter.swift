@@ -484,7 +484,7 @@ public final class MutationWriter: Sendable {
     private func writeRule(of table: WritableTable, for user: String) async throws -> WriteRule? {
         guard let filter = try rules.writeRule(of: table.name, for: user) else { return nil }
         var tables: [String: WritableTable] = [:]
-        for name in QueryCompiler.tables(readBy: filter).sorted() {
+        for name in filter.relatedTables {
             guard !name.lowercased().hasPrefix("ripple_") else {
                 throw Rejection(code: "write_rule", message: "the write rule of \(table.name) reads \(name), which is not a synced table")
             }
