@@ -51,7 +51,7 @@ import Testing
         #expect(compiled.sql.contains(#"("project_id" IN (SELECT "ripple_s1"."project_id" FROM "members" AS "ripple_s1" WHERE "ripple_s1"."user_id" = ?)"#))
         #expect(compiled.sql.contains(#"EXISTS (SELECT 1 FROM "todos" AS "ripple_s2" WHERE "ripple_s2"."parent_id" = "todos"."id" AND "ripple_s2"."owner" = ?)"#))
         #expect(compiled.arguments == [.text("alice"), .text("bob")])
-        // The store routes it by table for now; its interests name what it reads.
+        // A sub-query over the query's own table: routed by table; its interests name what it reads.
         #expect(compiled.routing == nil)
         #expect(compiled.dependencies == [
             SubqueryInterest(table: "members", filterSQL: #""user_id" = ?"#, filterArguments: [.text("alice")],
@@ -59,6 +59,29 @@ import Testing
             SubqueryInterest(table: "todos", filterSQL: #""owner" = ?"#, filterArguments: [.text("bob")],
                              filter: .comparison(Column("owner"), .equal, .text("bob"))),
         ])
+    }
+
+    @Test func subqueriesOverOtherTablesAreRoutedByTheirRowsOnePerTable() throws {
+        let query = QueryDescription(table: "todos", filter: .or([
+            .compare(column: "owner", op: .equal, value: .text("alice")),
+            Self.membership("alice"),
+            .exists(ExistsDescription(table: "members", on: ["project_id": "project_id"],
+                                      filter: .compare(column: "user_id", op: .equal, value: .text("carol")))),
+        ]))
+        let compiled = try QueryCompiler.compile(query, for: Self.todos, tables: Self.tables)
+        let routing = try #require(compiled.routing, "a query whose sub-queries read other tables is row-precise")
+        // An or with a sub-query in it may select any todo: the todos' filter is every row.
+        #expect(routing.filter == nil)
+        #expect(routing.dependencies == [
+            RowDependency(table: "members", filterSQL: #"("user_id" = ?) OR ("user_id" = ?)"#, filterArguments: [.text("alice"), .text("carol")],
+                          filter: .or([.comparison(Column("user_id"), .equal, .text("alice")), .comparison(Column("user_id"), .equal, .text("carol"))])),
+        ])
+        // An and keeps its other terms for the todos' rows.
+        let open = try QueryCompiler.compile(QueryDescription(table: "todos", filter: .and([
+            .compare(column: "owner", op: .equal, value: .text("bob")), Self.membership("bob"),
+        ])), for: Self.todos, tables: Self.tables)
+        #expect(open.routing?.filter == .and([.comparison(Column("owner"), .equal, .text("bob"))]))
+        #expect(open.routing?.dependencies.map(\.table) == ["members"])
     }
 
     @Test func orderKeyedColumnsCompareByTheirOrderKeys() throws {

@@ -166,13 +166,22 @@ public enum QueryCompiler {
         }
         var compiled = CompiledQuery(sql: sql, arguments: arguments, identity: identity, columns: selected)
         compiled.dependencies = context.dependencies ?? []
-        // A query with sub-queries reads other rows than its table's: the replica runs it again
-        // after every commit to any table it reads (row-precise routing by its dependencies is
-        // the store's to add).
-        if keyNames.count == 1, (query.offset ?? 0) == 0, compiled.dependencies.isEmpty {
+        // A query with sub-queries reads other tables' rows too: each becomes a dependency of its
+        // routing, merged to one per table (the store holds a dependency's rows by table). A
+        // commit that changes a row a dependency's condition selects, before or after, runs the
+        // query again; other commits to those tables pass it by (see `RowDependency`). Its own
+        // table's rows are routed by the filter without its sub-queries (a wider filter: more
+        // rows checked, never fewer). A sub-query over the query's own table leaves it routed by
+        // table: its rows would be both the result's and a dependency's.
+        let dependencies = SubqueryInterest.perTable(compiled.dependencies)
+        if keyNames.count == 1, (query.offset ?? 0) == 0, !dependencies.contains(where: { $0.table == table.name }) {
             compiled.routing = RowRouting(table: table.name, keyColumn: keyNames[0], filterSQL: filterSQL, filterArguments: arguments,
                                           filter: try query.filter.flatMap { try routingFilter($0, table)?.filter },
-                                          orderColumns: orderColumns, isWindowed: query.limit != nil, selectSQL: select)
+                                          orderColumns: orderColumns, isWindowed: query.limit != nil, selectSQL: select,
+                                          dependencies: dependencies.map {
+                                              RowDependency(table: $0.table, filterSQL: $0.filterSQL, filterArguments: $0.filterArguments,
+                                                            filter: $0.filter)
+                                          })
         }
         return compiled
     }
