@@ -245,6 +245,59 @@ import Testing
         }
     }
 
+    /// A todo added to a project just granted (inserted, or moved in from another project) by
+    /// another thread while the grant's rerun reads, at the grant's version: the index still holds
+    /// the values from before the grant, and the row is not in the result read, so neither the
+    /// index nor the result's keys tell the observer of it. It hears of it being busy from the
+    /// grant until it has read past it (or, had it not been, from the change log when it
+    /// registers its new values), and shows it.
+    @Test(arguments: [false, true])
+    func aTodoEnteringAGrantedProjectDuringTheGrantsRerunReachesTheObserver(movesOneIn: Bool) throws {
+        try seed()
+        let alice = observe("alice")
+        let bob = observe("bob", .member)
+        defer { for observed in [alice, bob] { observed.subscription.cancel() } }
+        let armed = Locked(false)
+        let store = self.store
+        store.observation.readFault.withLock {
+            $0 = {
+                guard armed.withLock({ armed in defer { armed = false }; return armed }) else { return }
+                // The writer waits for alice's delivery of its commit (she is told of it): the
+                // read waits only until it is routed.
+                let routed = store.observation.routedThrough + 1
+                Thread.detachNewThread {
+                    do {
+                        try store.write { db in
+                            try db.execute("INSERT INTO todos VALUES (50, 'nobody', 3, 'during')")
+                            if movesOneIn {
+                                try db.execute("UPDATE todos SET project_id = 3, title = 'moved in' WHERE id = 4")
+                            }
+                        }
+                    } catch { Issue.record(error) }
+                }
+                try Wait.blockingUntil("another thread's edit of a todo of the granted project, during the read, to be routed") {
+                    store.observation.routedThrough >= routed
+                }
+            }
+        }
+        defer { store.observation.readFault.withLock { $0 = nil } }
+        armed.withLock { $0 = true }
+        try store.write { db in try db.execute("INSERT INTO members VALUES (20, 3, 'alice')") }
+        #expect(!armed.withLock { $0 }, "the read under way did not run the edit")
+        let editedAt = try store.currentVersion()
+        #expect(alice.subscriber.waitFor(version: editedAt))
+        #expect(alice.subscriber.items.contains { $0.values[3] == .text("during") })
+        if movesOneIn { #expect(alice.subscriber.items.contains { $0.values[3] == .text("moved in") }) }
+        try expectCurrent([alice, bob])
+        // Idle again, read past the edits: a later edit of another project does not tell alice.
+        let refreshed = refreshes
+        try store.write { db in try db.execute("UPDATE todos SET title = 'later' WHERE id = 8") }
+        #expect(refreshes == refreshed)
+        try store.write { db in try db.execute("UPDATE todos SET title = 'later' WHERE id = 7") }
+        #expect(refreshes == refreshed + 1)
+        try expectCurrent([alice, bob])
+    }
+
     /// A rough count of the work 1,000 todo commits cost with 10 and with 1,000 other users'
     /// observers: the members' refreshes are the same, the others skip every commit.
     @Test func workOfAThousandTodoCommitsDoesNotGrowWithOtherUsers() throws {
