@@ -162,7 +162,7 @@ final class ObservationCenter: Sendable {
 
     /// A row-precise observer became idle (called under its own lock) with a result of `keys` as
     /// of `version`, its dependencies selecting `dependencyKeys`; returns whether it must read
-    /// again (see ``CommitRouter/observerBecameIdle(_:keys:dependencyKeys:version:)``).
+    /// again (see ``CommitRouter/observerBecameIdle(_:keys:dependencyKeys:valuesChangedDuring:version:)``).
     ///
     /// `values`: with value terms, the values each selected at that read (registered in the
     /// filter index first, in place, see ``FilterRegistry/setValues(_:_:)``).
