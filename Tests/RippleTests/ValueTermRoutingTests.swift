@@ -245,6 +245,56 @@ import Testing
         }
     }
 
+    /// Writers on three threads change memberships and todos (inserted, moved between projects,
+    /// edited) while observers on queues of their own read and deliver: once the writers are
+    /// done, every observer shows its query.
+    @Test(arguments: [UInt64(1), 2, 3, 4, 5, 6])
+    func concurrentCommitsLeaveEveryObserverEqualToItsQuery(seed: UInt64) throws {
+        try self.seed()
+        let users = ["u0", "u1", "u2"]
+        func observeOnQueue(_ user: String, _ form: Form) -> Observed {
+            let query = MembershipQuery(user: user, form: form)
+            let subscriber = ListViewSubscriber<Row>()
+            let live = store.liveQuery(sql: query.sql, arguments: query.arguments, identity: "id", routing: query.routing)
+            let queue = DispatchQueue(label: "value-term-routing.\(user)")
+            return Observed(user: user, query: query, subscriber: subscriber,
+                            subscription: subscriber.subscribe(to: live, on: .queue(queue)))
+        }
+        let observers = users.flatMap { [observeOnQueue($0, .ownedOrMember), observeOnQueue($0, .member)] }
+        defer { for observed in observers { observed.subscription.cancel() } }
+        let writer = store
+        let failures = Locked<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 3) { worker in
+            var random = SeededGenerator(seed: seed &* 31 &+ UInt64(worker))
+            for step in 0..<40 {
+                let id = worker * 1_000 + step % 6
+                let user = users.randomElement(using: &random)!
+                let project = Int.random(in: 0..<4, using: &random)
+                do {
+                    try writer.write { db in
+                        switch Int.random(in: 0..<7, using: &random) {
+                        case 0: try db.execute("INSERT OR REPLACE INTO members VALUES (?, ?, ?)", [id, project, user])
+                        case 1: try db.execute("DELETE FROM members WHERE id = ?", [id])
+                        case 2: try db.execute("UPDATE members SET project_id = ? WHERE id = ?", [project, id])
+                        case 3: try db.execute("INSERT OR REPLACE INTO todos VALUES (?, ?, ?, 'w')", [id, user, project])
+                        case 4: try db.execute("UPDATE todos SET title = ? WHERE project_id = ?", ["s\(step)", project])
+                        default: try db.execute("UPDATE todos SET project_id = ? WHERE id = ?", [project, 1 + step % 12])
+                        }
+                    }
+                } catch {
+                    failures.withLock { $0.append("worker \(worker) step \(step): \(error)") }
+                }
+            }
+        }
+        #expect(failures.withLock { $0 }.isEmpty)
+        for observed in observers {
+            let expected = try store.read { db in try db.fetchAll(observed.query.sql, observed.query.arguments) }
+            #expect(observed.subscriber.waitFor(items: expected), "seed \(seed): \(observed.user) never showed its query")
+            #expect(observed.subscriber.failures.isEmpty, "\(observed.subscriber.failures)")
+        }
+        #expect(store.observation.routingInvariantViolations.isEmpty)
+    }
+
     /// A todo added to a project just granted (inserted, or moved in from another project) by
     /// another thread while the grant's rerun reads, at the grant's version: the index still holds
     /// the values from before the grant, and the row is not in the result read, so neither the
