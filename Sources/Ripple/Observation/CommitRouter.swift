@@ -45,8 +45,13 @@ struct CommitRouter {
         var heldDependencyKeys: [String: [RowKey]] = [:]
         /// Row-precise: the version of the commit evaluated last when it registered. That commit
         /// may commit after the observer's first read without having evaluated its filter: the
-        /// observer hears every commit until it has read at least that version.
+        /// observer hears every commit until it has read at least that version. Raised for an
+        /// observer with value terms when its values may be stale (see ``route(_:_:)``,
+        /// ``observerBecameIdle(_:keys:dependencyKeys:valuesChangedDuring:version:)``).
         var registeredDuring: Int64 = 0
+        /// Row-precise: whether some rows concern it by the values its dependencies select
+        /// (``RowInterest/valueTerms``), which the filter index holds as of its last full run.
+        var hasValueTerms = false
         /// Row-precise: the commits it was told of and has not read yet (see ``told(_:through:after:holding:holdingDependencies:)``).
         var told: [ToldCommit] = []
         /// Row-precise: past ``toldLimit`` commits, the list is dropped: what it told is unknown up
@@ -97,10 +102,11 @@ struct CommitRouter {
     /// Registers a row-precise observer of `table` whose dependencies read `dependencies`;
     /// `registeredDuring` is the version of the commit whose filters were evaluated last when its
     /// filters were added.
+    /// `hasValueTerms` when some rows concern it by the values its dependencies select.
     mutating func registerRowPrecise(_ id: ObserverID, table: String, dependencies: Set<String> = [],
-                                     registeredDuring: Int64) {
+                                     hasValueTerms: Bool = false, registeredDuring: Int64) {
         observers[id] = Registered(rowTable: table, tables: nil, dependencyTables: dependencies,
-                                   registeredDuring: registeredDuring)
+                                   registeredDuring: registeredDuring, hasValueTerms: hasValueTerms)
         rowPrecise[table, default: []].insert(id)
         for dependency in dependencies { dependents[dependency, default: []].insert(id) }
         busy.insert(id)
@@ -198,7 +204,7 @@ struct CommitRouter {
                     recent.append(ToldCommit(summary, table: table, keys: keys, matched: false), to: table)
                 }
                 if !precise.isEmpty {
-                    var concerned = matches.matching.union(matches.unevaluated)
+                    var concerned = matches.matching.union(matches.unevaluated).union(matches.valueMatching)
                     if let holders = holders[table] {
                         for key in keys { concerned.formUnion(holders[key] ?? []) }
                     }
@@ -229,6 +235,12 @@ struct CommitRouter {
                   summary.version > 0 else { continue }
             let rerun = reruns.contains(id)
             let keys = !rerun && matches.evaluatedTables.contains(table) ? summary.rowKeys?[table] : nil
+            if keys == nil && observers.values[slot].hasValueTerms {
+                // What its dependencies select may have changed: the values the index holds for
+                // it may be stale until it has read this commit (and registered them again).
+                observers.values[slot].registeredDuring = max(observers.values[slot].registeredDuring, summary.version)
+                busy.insert(id)
+            }
             let commit = ToldCommit(summary, table: table, keys: keys, matched: keys != nil && matches.matching.contains(id),
                                     rerun: rerun)
             if observers.values[slot].told.count < Self.toldLimit {
@@ -309,11 +321,36 @@ struct CommitRouter {
     ///
     /// - Complexity: O(keys) (the keys that left or joined its result are re-indexed), plus
     ///   O(changed keys) of the commits routed since `version`.
+    ///
+    /// `valuesChangedDuring`: its value terms' values changed with this read, and registering
+    /// them in the filter index found this version evaluated last (see
+    /// ``FilterRegistry/setValues(_:_:)``). Commits up to it may have been evaluated with the
+    /// values that were: it hears every commit to its table until it has read past it, and those
+    /// already routed since `version` while it heard only some are read from the change log.
     mutating func observerBecameIdle(_ id: ObserverID, keys: [RowKey], dependencyKeys: [String: [RowKey]] = [:],
-                                     version: Int64) -> Bool {
+                                     valuesChangedDuring: Int64? = nil, version: Int64) -> Bool {
         defer { checkInvariantsInDebug() }
         // In place (a copy of the record would share its lists, and changing them would copy them).
         guard let slot = observers.index(forKey: id), let table = observers.values[slot].rowTable else { return false }
+        if let during = valuesChangedDuring {
+            if !busy.contains(id) && routedThrough > version {
+                observers.values[slot].lostThrough = max(observers.values[slot].lostThrough, routedThrough)
+                observers.values[slot].registeredDuring = max(observers.values[slot].registeredDuring, during)
+                busy.insert(id)
+                _ = Self.hold(keys, of: id, in: table, replacing: &observers.values[slot].heldKeys, in: &holders)
+                for dependency in observers.values[slot].dependencyTables {
+                    _ = Self.hold(dependencyKeys[dependency] ?? [], of: id, in: dependency,
+                                  replacing: &observers.values[slot].heldDependencyKeys[dependency, default: []],
+                                  in: &dependencyHolders)
+                    if observers.values[slot].heldDependencyKeys[dependency]?.isEmpty == true {
+                        observers.values[slot].heldDependencyKeys[dependency] = nil
+                    }
+                }
+                return true
+            }
+            observers.values[slot].registeredDuring = max(observers.values[slot].registeredDuring, during)
+            busy.insert(id)
+        }
         let entered = Self.hold(keys, of: id, in: table, replacing: &observers.values[slot].heldKeys, in: &holders)
         var enteredDependencies: [String: Set<RowKey>] = [:]
         for dependency in observers.values[slot].dependencyTables {

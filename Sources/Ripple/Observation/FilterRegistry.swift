@@ -58,6 +58,24 @@ struct FilterRegistry {
     /// How many distinct filters `table` has.
     func groupCount(of table: String) -> Int { tables[table]?.groupCount ?? 0 }
 
+    /// How many times the index of `table` was built (for tests: a value term's values change in
+    /// place, without a build).
+    func buildCount(of table: String) -> Int { tables[table]?.builds ?? 0 }
+
+    /// Makes `values` (one set per value term of the observer's interest, see
+    /// ``RowInterest/valueTerms``) the values its terms hold in the index of its table, in place:
+    /// the other observers' entries are not touched. Returns the version of the commit evaluated
+    /// last when they changed (a commit evaluated before, with the values that were, may still
+    /// be routed: the observer hears every commit to its table until it has read past it), or
+    /// `nil` when they did not change.
+    ///
+    /// - Complexity: O(values), plus O(values that left or entered) index updates.
+    mutating func setValues(_ id: ObservationCenter.ObserverID, _ values: [Set<IndexedValue>]) -> Int64? {
+        guard let table = memberships[id]?.first(where: { !$0.isDependency })?.table,
+              tables[table]?.setValues(id, values) == true else { return nil }
+        return lastEvaluatedVersion
+    }
+
     mutating func remove(_ id: ObservationCenter.ObserverID) {
         guard let filters = memberships.removeValue(forKey: id) else { return }
         // The table's index stays, even empty: its statements belong to the writer connection and
@@ -102,6 +120,9 @@ struct FilterMatches: Sendable {
     var dependencyMatching: Set<ObservationCenter.ObserverID> = []
     /// The observers whose filter of a dependency could not be evaluated (told, as matched).
     var dependencyUnevaluated: Set<ObservationCenter.ObserverID> = []
+    /// The observers of which a value term (``RowInterest/valueTerms``) holds the value of a
+    /// changed row (told; whether the row matches the whole condition is read).
+    var valueMatching: Set<ObservationCenter.ObserverID> = []
 }
 
 /// The filter groups of one table and their index.
@@ -133,6 +154,32 @@ struct TableFilters {
     private var groupOfKey: [FilterKey: Int] = [:]
     private var nextGroup = 0
 
+    /// What SQLite's comparison of a value term depends on: the columns compared.
+    private struct TermShape: Hashable {
+        let column: String
+        let dependencyTable: String
+        let selectedColumn: String
+    }
+
+    /// An observer of the table with value terms (see ``RowInterest/valueTerms``).
+    private struct ValueTerms {
+        let terms: [RowInterest.ValueTerm]
+        /// The values it registered, per column (a column two terms compare holds both's).
+        var values: [String: Set<IndexedValue>] = [:]
+    }
+
+    /// The observers with value terms, each with its values; changed in place, one observer at a time.
+    private var valueTerms: [ObservationCenter.ObserverID: ValueTerms] = [:]
+    /// Per column, per value, the observers whose value terms hold it.
+    private var valueIndex: [String: [IndexedValue: Set<ObservationCenter.ObserverID>]] = [:]
+    /// The observers with a term of each shape (a new shape rebuilds the index, which reads its column).
+    private var termShapes: [TermShape: Set<ObservationCenter.ObserverID>] = [:]
+    /// The shapes SQLite compares otherwise than value for value (found with the index): their
+    /// observers are told of every commit to the table.
+    private var unindexedShapes: [TermShape] = []
+    /// How many times the index was built.
+    private(set) var builds = 0
+
     // The index, rebuilt when groups come or go or the schema changes.
     private var isBuilt = false
     private var builtSchemaVersion: Int64 = -1
@@ -163,6 +210,15 @@ struct TableFilters {
             (quotedKey, keyWidth, findsKey) = (interest.quotedKey, 1, false)
             isBuilt = false
         }
+        if !isDependency && !interest.valueTerms.isEmpty {
+            valueTerms[id] = ValueTerms(terms: interest.valueTerms)
+            for term in interest.valueTerms {
+                let shape = TermShape(column: term.column, dependencyTable: term.dependencyTable,
+                                      selectedColumn: term.selectedColumn)
+                if termShapes[shape] == nil { isBuilt = false }
+                termShapes[shape, default: []].insert(id)
+            }
+        }
         if let group = groupOfKey[key] {
             if isDependency { groups[group]!.dependents.insert(id) } else { groups[group]!.members.insert(id) }
             return
@@ -176,12 +232,48 @@ struct TableFilters {
     }
 
     mutating func remove(_ id: ObservationCenter.ObserverID, key: FilterKey, isDependency: Bool) {
+        if !isDependency, let observer = valueTerms.removeValue(forKey: id) {
+            for (column, values) in observer.values { unindex(id, values, of: column) }
+            for term in observer.terms {
+                let shape = TermShape(column: term.column, dependencyTable: term.dependencyTable,
+                                      selectedColumn: term.selectedColumn)
+                termShapes[shape]?.remove(id)
+                // (A shape left without observers stays until the next build: its column is read.)
+                if termShapes[shape]?.isEmpty == true { termShapes[shape] = nil }
+            }
+        }
         guard let group = groupOfKey[key] else { return }
         if isDependency { groups[group]!.dependents.remove(id) } else { groups[group]!.members.remove(id) }
         if groups[group]!.isEmpty {
             groups[group] = nil
             groupOfKey[key] = nil
             isBuilt = false
+        }
+    }
+
+    /// Makes `values` (one set per value term) the values `id`'s terms hold; returns whether they changed.
+    ///
+    /// - Complexity: O(values), plus O(values that left or entered) index updates; the index is
+    ///   not rebuilt.
+    mutating func setValues(_ id: ObservationCenter.ObserverID, _ values: [Set<IndexedValue>]) -> Bool {
+        guard let observer = valueTerms[id] else { return false }
+        var byColumn: [String: Set<IndexedValue>] = [:]
+        for (term, values) in zip(observer.terms, values) { byColumn[term.column, default: []].formUnion(values) }
+        guard byColumn != observer.values else { return false }
+        for column in Set(byColumn.keys).union(observer.values.keys) {
+            let old = observer.values[column] ?? [], new = byColumn[column] ?? []
+            unindex(id, old.subtracting(new), of: column)
+            for value in new.subtracting(old) { valueIndex[column, default: [:]][value, default: []].insert(id) }
+        }
+        valueTerms[id]!.values = byColumn
+        return true
+    }
+
+    private mutating func unindex(_ id: ObservationCenter.ObserverID, _ values: Set<IndexedValue>, of column: String) {
+        for value in values {
+            guard let index = valueIndex[column]?.index(forKey: value) else { continue }
+            valueIndex[column]!.values[index].remove(id)
+            if valueIndex[column]!.values[index].isEmpty { valueIndex[column]!.remove(at: index) }
         }
     }
 
@@ -227,6 +319,19 @@ struct TableFilters {
                 unindexed.append(id)
             }
         }
+        // Value terms: their columns are read, and compared value for value when SQLite would
+        // too (no affinity converts either side, and the column's collation compares bytes).
+        unindexedShapes = []
+        for shape in termShapes.keys.sorted(by: { ($0.column, $0.dependencyTable, $0.selectedColumn)
+                                                  < ($1.column, $1.dependencyTable, $1.selectedColumn) }) {
+            _ = index(of: shape.column)
+            guard let own = comparison(shape.column), own.comparesUTF8Bytes,
+                  let selected = ColumnComparison(table: shape.dependencyTable, column: shape.selectedColumn, in: db),
+                  own.affinity.comparisonClass == selected.affinity.comparisonClass else {
+                unindexedShapes.append(shape)
+                continue
+            }
+        }
         if findsKey {
             // Only dependencies read the table: its key as the change log names its rows.
             let key = (try? TableLayout.read(db, table: table))?.flatMap(LoggedRowKey.init)
@@ -240,6 +345,7 @@ struct TableFilters {
         columnReads = [:]
         builtSchemaVersion = schemaVersion
         isBuilt = true
+        builds += 1
     }
 
     mutating func evaluate(_ keys: [RowKey], schemaVersion: Int64, into matches: inout FilterMatches, in db: Database) {
@@ -252,6 +358,7 @@ struct TableFilters {
             }
             return
         }
+        for shape in unindexedShapes { matches.unevaluated.formUnion(termShapes[shape] ?? []) }
         var matched: [Int] = []
         var toVerify: [Int] = []
         var failed: [Int] = []
@@ -264,6 +371,7 @@ struct TableFilters {
                         guard let value else { continue }
                         if let groups = equality[slot][value] { candidates += groups }
                         intervals[slot].members(containing: value, into: &candidates)
+                        if let observers = valueIndex[columns[slot]]?[value] { matches.valueMatching.formUnion(observers) }
                     }
                 }
                 if found { matched += everyRow }
@@ -277,6 +385,7 @@ struct TableFilters {
             } catch {
                 failed += everyRow
                 for (id, group) in groups where group.plan.isIndexed { failed.append(id) }
+                matches.unevaluated.formUnion(valueTerms.keys)
             }
         }
         // What the index cannot decide: SQLite evaluates it on the changed rows.
@@ -401,6 +510,18 @@ struct TableFilters {
             }
         } catch {
             failed += members
+        }
+    }
+}
+
+extension ColumnComparison.Affinity {
+    /// The affinities SQLite compares two columns of without converting either: a numeric one
+    /// with a numeric one, TEXT with TEXT, none (BLOB) with none.
+    var comparisonClass: Int {
+        switch self {
+        case .integer, .real, .numeric: 0
+        case .text: 1
+        case .blob: 2
         }
     }
 }

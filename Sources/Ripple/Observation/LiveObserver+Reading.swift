@@ -74,6 +74,9 @@ extension LiveObserver {
             if isRowPrecise, let dependencies = sources[0].rowCheck?.interest.dependencies, !dependencies.isEmpty {
                 dependencyReads = try dependencies.map { try DependencyRead($0, in: db) }
             }
+            if isRowPrecise, let interest = sources[0].rowCheck?.interest, !interest.valueTerms.isEmpty {
+                valueTermReads = try interest.valueTerms.map { try ValueTermRead($0, of: interest) }
+            }
         }
         // Until it knows its tables (first read, or after a commit of unknown extent), it hears
         // every commit; a read at or after that commit tells them.
@@ -152,6 +155,11 @@ extension LiveObserver {
                         }
                     }
                     dependencyKeys = keys
+                }
+                if !valueTermReads.isEmpty {
+                    // What the value terms select at this version: registered in the filter
+                    // index when this observer becomes idle (see ``RowValueTerm``).
+                    termValues = try valueTermReads.map { try $0.values(in: db) }
                 }
                 let changeset: Changeset
                 var columns: [Set<String>] = []

@@ -80,6 +80,11 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
     /// query read, per table (see ``DependencyRead``).
     var dependencyReads: [DependencyRead] = []
     var dependencyKeys: [String: [RowKey]] = [:]
+    /// For a row-precise source with value terms: how to read each term's values (found again
+    /// with the tables), and the values its last run of the query read, per term (see
+    /// ``ValueTermRead``); `nil` until read.
+    var valueTermReads: [ValueTermRead] = []
+    var termValues: [Set<IndexedValue>]?
     /// The last refresh failed after it took what the store told it of the commits it covered:
     /// the next one reads every result again.
     var rereadsEverything = false
@@ -188,7 +193,8 @@ final class LiveObserver<Element: Sendable, Event: Sendable>: ObservationTarget,
         guard state.phase == .idle, isRowPrecise, let version = checkedVersion else { return action }
         let keys = snapshots[0]?.items.map(\.key) ?? []
         storeHoldsKeys = true
-        guard store.observation.observerBecameIdle(observerID, keys: keys, dependencyKeys: dependencyKeys, version: version)
+        guard store.observation.observerBecameIdle(observerID, keys: keys, dependencyKeys: dependencyKeys, values: termValues,
+                                                   version: version)
         else { return action }
         return state.invalidate()
     }

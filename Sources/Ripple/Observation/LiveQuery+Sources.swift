@@ -143,9 +143,12 @@ package struct RowRouting: Hashable, Sendable {
     /// The query's WHERE condition with `?` parameters (empty: every row), and its arguments.
     package var filterSQL: String
     package var filterArguments: [SQLValue]
-    /// A filter every row the condition selects matches (`nil`: every row may match): what the
-    /// store's filter index evaluates on changed rows. It may match more rows than the
-    /// condition (those only cost a check); never fewer.
+    /// A filter every row the condition selects matches, unless ``valueTerms`` selects it
+    /// (`nil`: every row may match): what the store's filter index evaluates on changed rows. It
+    /// may match more rows than the condition (those only cost a check); never fewer. With value
+    /// terms, the rows the store looks at are those that match this filter *or* a term: a
+    /// condition that selects rows only by a term (`project_id IN (SELECT …)`) has the filter
+    /// `Filter.in(column, [])`, which matches no row.
     package var filter: Filter?
     /// The positions, in the result, of the columns the query orders by (a row whose values
     /// there changed may move: the query runs again).
@@ -160,12 +163,52 @@ package struct RowRouting: Hashable, Sendable {
     /// reads besides ``table`` must be named here (a dependency's condition may read other
     /// tables only if they are dependencies too).
     package var dependencies: [RowDependency]
+    /// Terms of the condition whose values a dependency's sub-query selects
+    /// (`"project_id" IN (SELECT "project_id" FROM "members" WHERE "user_id" = ?)`): besides the
+    /// rows ``filter`` matches, a changed row whose column holds one of the values the term's
+    /// dependency selected at the query's last run concerns the query. The store reads those
+    /// values with the result and indexes them, so that a commit to ``table`` tells the query
+    /// only when it changes a row of one of its projects (say), not every commit to the table.
+    ///
+    /// The condition `owner = ? OR project_id IN (SELECT …)` routes with the filter
+    /// `owner = ?` and one term; `project_id IN (SELECT …)` alone, with the filter
+    /// `Filter.in(Column("project_id"), [])` and one term; `done = 0 AND project_id IN (SELECT …)`
+    /// may route as the term alone (it selects more rows than the condition, never fewer). A
+    /// `NOT IN` term cannot be routed so (its filter stays `nil`).
+    package var valueTerms: [RowValueTerm]
 
     package init(table: String, keyColumn: String, filterSQL: String, filterArguments: [SQLValue], filter: Filter?,
-                 orderColumns: [Int], isWindowed: Bool, selectSQL: String, dependencies: [RowDependency] = []) {
+                 orderColumns: [Int], isWindowed: Bool, selectSQL: String, dependencies: [RowDependency] = [],
+                 valueTerms: [RowValueTerm] = []) {
         (self.table, self.keyColumn, self.filterSQL, self.filterArguments) = (table, keyColumn, filterSQL, filterArguments)
         (self.filter, self.orderColumns, self.isWindowed, self.selectSQL) = (filter, orderColumns, isWindowed, selectSQL)
-        self.dependencies = dependencies
+        (self.dependencies, self.valueTerms) = (dependencies, valueTerms)
+    }
+}
+
+/// A term `column IN (SELECT selectedColumn FROM <dependency's table> WHERE <dependency's
+/// condition>)` of a routed query's condition (see ``RowRouting/valueTerms``): the rows of the
+/// query's table whose `column` holds a value the dependency selects may be in the result.
+///
+/// At each run of its query the store reads the values (`SELECT selectedColumn FROM … WHERE
+/// <the dependency's condition>`, in the same read transaction) and indexes them for the
+/// observer alone, in place; a commit that changes what the dependency selects tells the query
+/// (as any dependency change does), and until its next run has read past that commit, every
+/// commit to its table tells it (the values it registered may be stale).
+///
+/// When SQLite would compare the two columns otherwise than value for value (their affinities
+/// differ, so that one side is converted, or `column`'s collation is not BINARY), the term
+/// cannot be decided by the index: every commit to the table tells the query.
+package struct RowValueTerm: Hashable, Sendable {
+    /// The column of the query's table (``RowRouting/table``) the term compares.
+    package var column: String
+    /// The index, in ``RowRouting/dependencies``, of the sub-query that selects the values.
+    package var dependency: Int
+    /// The column of the dependency's table the sub-query selects.
+    package var selectedColumn: String
+
+    package init(column: String, dependency: Int, selectedColumn: String) {
+        (self.column, self.dependency, self.selectedColumn) = (column, dependency, selectedColumn)
     }
 }
 
@@ -214,7 +257,14 @@ extension Store {
         let rowCheck = RowCheck(interest: RowInterest(
             table: SQLIdentifier.folded(routing.table), quotedTable: "main." + SQLIdentifier.quoted(routing.table),
             quotedKey: SQLIdentifier.quoted(routing.keyColumn), filterSQL: routing.filterSQL,
-            filterArguments: routing.filterArguments, filter: routing.filter, dependencies: dependencies))
+            filterArguments: routing.filterArguments, filter: routing.filter, dependencies: dependencies,
+            valueTerms: routing.valueTerms.map { term in
+                // A term naming no dependency is refused by the first read (see ``ValueTermRead``).
+                RowInterest.ValueTerm(column: term.column, dependency: term.dependency,
+                                      dependencyTable: dependencies.indices.contains(term.dependency)
+                                          ? dependencies[term.dependency].table : "",
+                                      selectedColumn: term.selectedColumn)
+            }))
         // A schema change or a commit of unknown extent to a dependency's table reaches it as one
         // to its own table does.
         let tables = Set([routing.table] + routing.dependencies.map(\.table))

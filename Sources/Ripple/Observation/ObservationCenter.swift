@@ -134,7 +134,7 @@ final class ObservationCenter: Sendable {
             state.targets[id] = target
             if let interest {
                 state.router.registerRowPrecise(id, table: interest.table, dependencies: Set(interest.dependencies.map(\.table)),
-                                                registeredDuring: registeredDuring)
+                                                hasValueTerms: !interest.valueTerms.isEmpty, registeredDuring: registeredDuring)
             } else {
                 state.router.registerByTable(id)
             }
@@ -162,11 +162,23 @@ final class ObservationCenter: Sendable {
 
     /// A row-precise observer became idle (called under its own lock) with a result of `keys` as
     /// of `version`, its dependencies selecting `dependencyKeys`; returns whether it must read
-    /// again (see ``CommitRouter/observerBecameIdle(_:keys:dependencyKeys:version:)``).
+    /// again (see ``CommitRouter/observerBecameIdle(_:keys:dependencyKeys:valuesChangedDuring:version:)``).
+    ///
+    /// `values`: with value terms, the values each selected at that read (registered in the
+    /// filter index first, in place, see ``FilterRegistry/setValues(_:_:)``).
     func observerBecameIdle(_ id: ObserverID, keys: [RowKey], dependencyKeys: [String: [RowKey]] = [:],
-                            version: Int64) -> Bool {
-        state.withLock { $0.router.observerBecameIdle(id, keys: keys, dependencyKeys: dependencyKeys, version: version) }
+                            values: [Set<IndexedValue>]? = nil, version: Int64) -> Bool {
+        // The values first: a commit evaluated from now on uses them, and one evaluated before
+        // is the version returned.
+        let changedDuring = values.flatMap { values in filters.withLock { $0.setValues(id, values) } }
+        return state.withLock {
+            $0.router.observerBecameIdle(id, keys: keys, dependencyKeys: dependencyKeys, valuesChangedDuring: changedDuring,
+                                         version: version)
+        }
     }
+
+    /// How many times the filter index of `table` was built (for tests).
+    func filterBuilds(of table: String) -> Int { filters.withLock { $0.buildCount(of: table) } }
 
     /// Evaluates, inside a write transaction about to commit, the filters of the row-precise
     /// observers of the changed tables on the changed rows (see ``FilterRegistry``): who matched.
@@ -257,4 +269,18 @@ struct RowInterest: Sendable {
     /// change its result (see ``RowDependency``); their `quotedKey` is empty (the index finds how
     /// the change log names their rows).
     var dependencies: [RowInterest] = []
+    /// Terms whose values a dependency selects (see ``RowValueTerm``), indexed per observer.
+    var valueTerms: [ValueTerm] = []
+
+    /// A ``RowValueTerm`` as the filter index keeps it.
+    struct ValueTerm: Hashable, Sendable {
+        /// The column of the observer's table.
+        let column: String
+        /// The index of the dependency in ``RowInterest/dependencies``.
+        let dependency: Int
+        /// The dependency's table, folded.
+        let dependencyTable: String
+        /// The column of the dependency's table the sub-query selects.
+        let selectedColumn: String
+    }
 }

@@ -477,3 +477,35 @@ struct DependencyRead: Sendable {
         return keys
     }
 }
+
+/// How a row-precise observer reads the values one of its value terms takes from a dependency
+/// (see ``RowValueTerm``): at each run of its query, in the same read, so that the store's filter
+/// index knows which rows of its table can concern it (a user's projects, say).
+struct ValueTermRead: Sendable {
+    private let sql: String
+    private let arguments: [SQLValue]
+
+    /// The read of `term`'s values, selected by the dependency of `interest` it names.
+    init(_ term: RowInterest.ValueTerm, of interest: RowInterest) throws(StoreError) {
+        guard interest.dependencies.indices.contains(term.dependency) else {
+            throw StoreError(.invalidQuery, "a routed live query's value term on \(term.column) names dependency "
+                             + "\(term.dependency), and the query has \(interest.dependencies.count)")
+        }
+        let dependency = interest.dependencies[term.dependency]
+        sql = "SELECT " + SQLIdentifier.quoted(term.selectedColumn) + " FROM " + dependency.quotedTable
+            + (dependency.filterSQL.isEmpty ? "" : " WHERE (" + dependency.filterSQL + ")")
+        arguments = dependency.filterArguments
+    }
+
+    /// The distinct values the dependency selects now (NULL, which `IN` matches with nothing, left out).
+    func values(in db: Database) throws -> Set<IndexedValue> {
+        let statement = try db.cachedStatement(sql)
+        defer { statement.reset() }
+        try statement.bind(arguments)
+        var values: Set<IndexedValue> = []
+        while try statement.step() {
+            if let value = IndexedValue(column: 0, of: statement.handle) { values.insert(value) }
+        }
+        return values
+    }
+}

@@ -1,6 +1,6 @@
 /// The last commits the store routed row by row, each with the keys of one table's changed
 /// rows, newest last: what an observer checks the rows that entered its result against, when
-/// it becomes idle (``CommitRouter/observerBecameIdle(_:keys:dependencyKeys:version:)``) or reads again
+/// it becomes idle (``CommitRouter/observerBecameIdle(_:keys:dependencyKeys:valuesChangedDuring:version:)``) or reads again
 /// at once (``CommitRouter/told(_:through:after:holding:holdingDependencies:)``). Until then, those rows were
 /// not known to be its own, and a commit that changed one of them was not routed to it.
 ///
