@@ -70,18 +70,32 @@ import Testing
         ]))
         let compiled = try QueryCompiler.compile(query, for: Self.todos, tables: Self.tables)
         let routing = try #require(compiled.routing, "a query whose sub-queries read other tables is row-precise")
-        // An or with a sub-query in it may select any todo: the todos' filter is every row.
+        // An or with an exists in it may select any todo: the todos' filter is every row.
         #expect(routing.filter == nil)
         #expect(routing.dependencies == [
             RowDependency(table: "members", filterSQL: #"("user_id" = ?) OR ("user_id" = ?)"#, filterArguments: [.text("alice"), .text("carol")],
                           filter: .or([.comparison(Column("user_id"), .equal, .text("alice")), .comparison(Column("user_id"), .equal, .text("carol"))])),
         ])
-        // An and keeps its other terms for the todos' rows.
-        let open = try QueryCompiler.compile(QueryDescription(table: "todos", filter: .and([
+        // An in a sub-query routes the todos' rows by the values it selected: in the filter it
+        // stands for no row, and the term adds the rows whose project is among its values.
+        let term = RowValueTerm(column: "project_id", dependency: 0, selectedColumn: "project_id")
+        let both = try QueryCompiler.compile(QueryDescription(table: "todos", filter: .and([
             .compare(column: "owner", op: .equal, value: .text("bob")), Self.membership("bob"),
         ])), for: Self.todos, tables: Self.tables)
-        #expect(open.routing?.filter == .and([.comparison(Column("owner"), .equal, .text("bob"))]))
-        #expect(open.routing?.dependencies.map(\.table) == ["members"])
+        #expect(both.routing?.filter == .and([.comparison(Column("owner"), .equal, .text("bob")), .in(Column("project_id"), [])]))
+        #expect(both.routing?.dependencies.map(\.table) == ["members"])
+        #expect(both.routing?.valueTerms == [term])
+        let either = try QueryCompiler.compile(QueryDescription(table: "todos", filter: .or([
+            .compare(column: "owner", op: .equal, value: .text("bob")), Self.membership("bob"),
+        ])), for: Self.todos, tables: Self.tables)
+        #expect(either.routing?.filter == .or([.comparison(Column("owner"), .equal, .text("bob")), .in(Column("project_id"), [])]))
+        #expect(either.routing?.valueTerms == [term])
+        // Under a not, its values are the rows it excludes: every row, no term.
+        let neither = try QueryCompiler.compile(QueryDescription(table: "todos", filter: .not(Self.membership("bob"))),
+                                                for: Self.todos, tables: Self.tables)
+        #expect(neither.routing?.filter == nil)
+        #expect(neither.routing?.valueTerms == [])
+        #expect(neither.routing?.dependencies.map(\.table) == ["members"])
     }
 
     @Test func orderKeyedColumnsCompareByTheirOrderKeys() throws {

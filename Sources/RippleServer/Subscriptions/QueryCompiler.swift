@@ -173,15 +173,27 @@ public enum QueryCompiler {
         // table's rows are routed by the filter without its sub-queries (a wider filter: more
         // rows checked, never fewer). A sub-query over the query's own table leaves it routed by
         // table: its rows would be both the result's and a dependency's.
+        //
+        // A term `column IN (sub-query)` outside a `not` routes its table's rows by the values
+        // the sub-query selected at the query's last run (a `RowValueTerm`: read with the
+        // dependency's condition, merged per table, so a superset of them): in the filter it
+        // stands for no row, and the rows whose column holds one of those values are added to
+        // what the filter matches. The filter with the terms then matches every row the
+        // condition selects: an `and` holding the term selects only rows among its values, an
+        // `or` only rows its other terms or the values select.
         let dependencies = SubqueryInterest.perTable(compiled.dependencies)
         if keyNames.count == 1, (query.offset ?? 0) == 0, !dependencies.contains(where: { $0.table == table.name }) {
+            var terms: [RowValueTerm]? = []
+            let filter = try query.filter.flatMap { filter -> Filter? in
+                try routingFilter(filter, table, valueTerms: &terms, dependencies: dependencies, catalog: catalog)?.filter
+            }
             compiled.routing = RowRouting(table: table.name, keyColumn: keyNames[0], filterSQL: filterSQL, filterArguments: arguments,
-                                          filter: try query.filter.flatMap { try routingFilter($0, table)?.filter },
-                                          orderColumns: orderColumns, isWindowed: query.limit != nil, selectSQL: select,
+                                          filter: filter, orderColumns: orderColumns, isWindowed: query.limit != nil, selectSQL: select,
                                           dependencies: dependencies.map {
                                               RowDependency(table: $0.table, filterSQL: $0.filterSQL, filterArguments: $0.filterArguments,
                                                             filter: $0.filter)
-                                          })
+                                          },
+                                          valueTerms: terms ?? [])
         }
         return compiled
     }
@@ -268,6 +280,17 @@ public enum QueryCompiler {
     /// and whether it selects exactly those rows: comparisons, `in` and NULL tests are exact;
     /// `like` (a GLOB, which Ripple's filters do not have) matches every row. `nil`: every row.
     private static func routingFilter(_ filter: FilterDescription, _ table: SyncedTableSchema) throws -> (filter: Filter?, exact: Bool)? {
+        var none: [RowValueTerm]? = nil
+        return try routingFilter(filter, table, valueTerms: &none, dependencies: [], catalog: [:])
+    }
+
+    /// ``routingFilter(_:_:)`` that, given `valueTerms` (not `nil`), routes a term `column IN
+    /// (sub-query)` over a table among `dependencies` by the values its sub-query selects: the
+    /// term stands for no row in the filter and is added to `valueTerms` (the filter is then
+    /// exact no more).
+    private static func routingFilter(_ filter: FilterDescription, _ table: SyncedTableSchema, valueTerms: inout [RowValueTerm]?,
+                                      dependencies: [SubqueryInterest],
+                                      catalog: [String: SyncedTableSchema]) throws -> (filter: Filter?, exact: Bool)? {
         switch filter {
         case .compare(let name, let op, let value):
             let column = try self.column(name, in: table)
@@ -287,20 +310,31 @@ public enum QueryCompiler {
         case .isIn(let name, let values):
             let column = try self.column(name, in: table)
             return (.in(Column(orderedColumnName(column)), try values.map { try comparedValue($0, for: column) }), true)
-        case .like, .inQuery, .exists:
+        case .inQuery(let name, let query):
+            guard valueTerms != nil, let dependency = dependencies.firstIndex(where: { $0.table == query.table }),
+                  let other = catalog[query.table] else { return nil }
+            let column = try self.column(name, in: table)
+            let selected = try self.column(query.column, in: other)
+            valueTerms!.append(RowValueTerm(column: orderedColumnName(column), dependency: dependency,
+                                            selectedColumn: orderedColumnName(selected)))
+            return (.in(Column(orderedColumnName(column)), []), false)
+        case .like, .exists:
             return nil
         case .and(let terms):
-            let parts = try terms.map { try routingFilter($0, table) }
+            let parts = try terms.map { try routingFilter($0, table, valueTerms: &valueTerms, dependencies: dependencies, catalog: catalog) }
             let known = parts.compactMap { $0?.filter }
             let exact = parts.allSatisfy { $0?.exact == true }
             return known.isEmpty ? (exact ? (.and([]), true) : nil) : (.and(known), exact)
         case .or(let terms):
-            let parts = try terms.map { try routingFilter($0, table) }
+            let parts = try terms.map { try routingFilter($0, table, valueTerms: &valueTerms, dependencies: dependencies, catalog: catalog) }
             guard parts.allSatisfy({ $0 != nil }) else { return nil }
             return (.or(parts.compactMap { $0?.filter }), parts.allSatisfy { $0?.exact == true })
         case .not(let term):
             // The negation of an approximation is not an approximation of the negation.
-            guard let inner = try routingFilter(term, table), inner.exact, let filter = inner.filter else { return nil }
+            // (Nor can a value term stand under it: its values would be the rows it excludes.)
+            var none: [RowValueTerm]? = nil
+            guard let inner = try routingFilter(term, table, valueTerms: &none, dependencies: [], catalog: [:]), inner.exact,
+                  let filter = inner.filter else { return nil }
             return (.not(filter), true)
         }
     }
