@@ -54,9 +54,9 @@ import Testing
         // A sub-query over the query's own table: routed by table; its interests name what it reads.
         #expect(compiled.routing == nil)
         #expect(compiled.dependencies == [
-            SubqueryInterest(table: "members", filterSQL: #""user_id" = ?"#, filterArguments: [.text("alice")],
+            RowDependency(table: "members", filterSQL: #""user_id" = ?"#, filterArguments: [.text("alice")],
                              filter: .comparison(Column("user_id"), .equal, .text("alice"))),
-            SubqueryInterest(table: "todos", filterSQL: #""owner" = ?"#, filterArguments: [.text("bob")],
+            RowDependency(table: "todos", filterSQL: #""owner" = ?"#, filterArguments: [.text("bob")],
                              filter: .comparison(Column("owner"), .equal, .text("bob"))),
         ])
     }
@@ -102,7 +102,7 @@ import Testing
         let query = QueryDescription(table: "todos", filter: .inQuery(column: "cost", query: SubqueryDescription(table: "projects", column: "budget")))
         let compiled = try QueryCompiler.compile(query, for: Self.todos, tables: Self.tables)
         #expect(compiled.sql.contains(#""ripple_order:cost" IN (SELECT "ripple_s1"."ripple_order:budget" FROM "projects" AS "ripple_s1")"#))
-        #expect(compiled.dependencies == [SubqueryInterest(table: "projects", filterSQL: "", filterArguments: [], filter: nil)])
+        #expect(compiled.dependencies == [RowDependency(table: "projects", filterSQL: "", filterArguments: [], filter: nil)])
     }
 
     @Test func nestedSubqueriesEachHaveTheirInterest() throws {
@@ -117,7 +117,7 @@ import Testing
         #expect(compiled.dependencies[0].filterSQL.contains(#""id" IN (SELECT "ripple_s1"."project_id" FROM "members" AS "ripple_s1""#))
         #expect(compiled.dependencies[0].filterArguments == [.text("x"), .text("alice")])
         #expect(compiled.dependencies[0].filter == .and([.comparison(Column("name"), .equal, .text("x"))]))
-        #expect(compiled.dependencies[1] == SubqueryInterest(table: "members", filterSQL: #""user_id" = ?"#, filterArguments: [.text("alice")],
+        #expect(compiled.dependencies[1] == RowDependency(table: "members", filterSQL: #""user_id" = ?"#, filterArguments: [.text("alice")],
                                                              filter: .comparison(Column("user_id"), .equal, .text("alice"))))
     }
 
@@ -128,17 +128,17 @@ import Testing
             table: "members", on: ["project_id": "project_id"], filter: .compare(column: "user_id", op: .equal, value: .text("bob"))))), to: "alice")
         let compiled = try QueryCompiler.compile(query, for: Self.todos, tables: Self.tables)
         #expect(compiled.dependencies.map(\.table) == ["members", "members"])
-        let merged = SubqueryInterest.perTable(compiled.dependencies)
-        #expect(merged == [SubqueryInterest(
+        let merged = RowDependency.perTable(compiled.dependencies)
+        #expect(merged == [RowDependency(
             table: "members", filterSQL: #"("user_id" = ?) OR (("user_id" = ? AND "user_id" = ?))"#,
             filterArguments: [.text("alice"), .text("alice"), .text("bob")],
             filter: .or([.comparison(Column("user_id"), .equal, .text("alice")),
                          .and([.comparison(Column("user_id"), .equal, .text("alice")), .comparison(Column("user_id"), .equal, .text("bob"))])]))])
         // A sub-query without a condition: every row of its table matters.
-        #expect(SubqueryInterest.perTable([merged[0], SubqueryInterest(table: "members", filterSQL: "", filterArguments: [], filter: nil),
-                                           SubqueryInterest(table: "projects", filterSQL: "", filterArguments: [], filter: nil)])
-                == [SubqueryInterest(table: "members", filterSQL: "", filterArguments: [], filter: nil),
-                    SubqueryInterest(table: "projects", filterSQL: "", filterArguments: [], filter: nil)])
+        #expect(RowDependency.perTable([merged[0], RowDependency(table: "members", filterSQL: "", filterArguments: [], filter: nil),
+                                           RowDependency(table: "projects", filterSQL: "", filterArguments: [], filter: nil)])
+                == [RowDependency(table: "members", filterSQL: "", filterArguments: [], filter: nil),
+                    RowDependency(table: "projects", filterSQL: "", filterArguments: [], filter: nil)])
     }
 
     static func nested(_ levels: Int) -> FilterDescription {

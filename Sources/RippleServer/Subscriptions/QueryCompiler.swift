@@ -35,7 +35,7 @@ public struct CompiledQuery: Hashable, Sendable {
     package var routing: RowRouting?
     /// What the result depends on in the tables its sub-queries read: one interest per
     /// sub-query, at every depth, in the order they are written (empty: no sub-query).
-    package var dependencies: [SubqueryInterest] = []
+    package var dependencies: [RowDependency] = []
 }
 
 /// Compiles described queries against a synced table's schema (and, for sub-queries, the other
@@ -181,7 +181,7 @@ public enum QueryCompiler {
         // what the filter matches. The filter with the terms then matches every row the
         // condition selects: an `and` holding the term selects only rows among its values, an
         // `or` only rows its other terms or the values select.
-        let dependencies = SubqueryInterest.perTable(compiled.dependencies)
+        let dependencies = RowDependency.perTable(compiled.dependencies)
         if keyNames.count == 1, (query.offset ?? 0) == 0, !dependencies.contains(where: { $0.table == table.name }) {
             var terms: [RowValueTerm]? = []
             let filter = try query.filter.flatMap { filter -> Filter? in
@@ -189,11 +189,7 @@ public enum QueryCompiler {
             }
             compiled.routing = RowRouting(table: table.name, keyColumn: keyNames[0], filterSQL: filterSQL, filterArguments: arguments,
                                           filter: filter, orderColumns: orderColumns, isWindowed: query.limit != nil, selectSQL: select,
-                                          dependencies: dependencies.map {
-                                              RowDependency(table: $0.table, filterSQL: $0.filterSQL, filterArguments: $0.filterArguments,
-                                                            filter: $0.filter)
-                                          },
-                                          valueTerms: terms ?? [])
+                                          dependencies: dependencies, valueTerms: terms ?? [])
         }
         return compiled
     }
@@ -250,9 +246,9 @@ public enum QueryCompiler {
         var arguments: [SQLValue] = []
         var aliases = 0
         /// `nil`: not gathered (a sub-query's condition compiled alone, for its interest).
-        var dependencies: [SubqueryInterest]?
+        var dependencies: [RowDependency]?
 
-        init(catalog: [String: SyncedTableSchema], dependencies: [SubqueryInterest]?) {
+        init(catalog: [String: SyncedTableSchema], dependencies: [RowDependency]?) {
             (self.catalog, self.dependencies) = (catalog, dependencies)
         }
 
@@ -271,7 +267,7 @@ public enum QueryCompiler {
             guard dependencies != nil else { return }
             var alone = Context(catalog: catalog, dependencies: nil)
             let sql = try filter.map { try QueryCompiler.condition($0, Scope(table), &alone) } ?? ""
-            dependencies!.append(SubqueryInterest(table: table.name, filterSQL: sql, filterArguments: alone.arguments,
+            dependencies!.append(RowDependency(table: table.name, filterSQL: sql, filterArguments: alone.arguments,
                                                   filter: try filter.flatMap { try QueryCompiler.routingFilter($0, table)?.filter }))
         }
     }
@@ -289,7 +285,7 @@ public enum QueryCompiler {
     /// term stands for no row in the filter and is added to `valueTerms` (the filter is then
     /// exact no more).
     private static func routingFilter(_ filter: FilterDescription, _ table: SyncedTableSchema, valueTerms: inout [RowValueTerm]?,
-                                      dependencies: [SubqueryInterest],
+                                      dependencies: [RowDependency],
                                       catalog: [String: SyncedTableSchema]) throws -> (filter: Filter?, exact: Bool)? {
         switch filter {
         case .compare(let name, let op, let value):
