@@ -122,7 +122,9 @@ struct SyncRelational {
     // MARK: R2
 
     private func grants(node: SyncNode, cluster: SyncCluster, lines: inout SyncLines) async {
-        guard let hub = node.server.subscriptionHub, let schema = await node.server.schema(of: "todos") else {
+        var tables: [String: SyncedTableSchema] = [:]
+        for table in ["projects", "members", "todos"] { tables[table] = await node.server.schema(of: table) }
+        guard let hub = node.server.subscriptionHub, let schema = tables["todos"] else {
             lines.error("ripple", "the node has no hub or no todos table")
             return
         }
@@ -131,7 +133,7 @@ struct SyncRelational {
         for users in [Self.smallUsers, Self.users] {
             SyncProgress.phase = "R2: \(users) subscribed users"
             do {
-                let (perCommit, wall) = try await measureGrants(users: users, hub: hub, schema: schema, cluster: cluster,
+                let (perCommit, wall) = try await measureGrants(users: users, hub: hub, schema: schema, tables: tables, cluster: cluster,
                                                                 nextMember: &nextMember)
                 cpu[users] = perCommit
                 lines.impl("ripple", [("subscribed_users", .int(users)), ("grants", .int(Self.grants)),
@@ -151,8 +153,8 @@ struct SyncRelational {
     /// then grants u1 membership of other users' projects, one commit at a time, each waited for
     /// until u1's subscription holds the project's rows. Returns the process's CPU seconds and the
     /// wall seconds per grant.
-    private func measureGrants(users: Int, hub: SubscriptionHub, schema: SyncedTableSchema, cluster: SyncCluster,
-                               nextMember: inout Int64) async throws -> (cpu: Double, wall: Double) {
+    private func measureGrants(users: Int, hub: SubscriptionHub, schema: SyncedTableSchema, tables: [String: SyncedTableSchema],
+                               cluster: SyncCluster, nextMember: inout Int64) async throws -> (cpu: Double, wall: Double) {
         let query = QueryDescription(table: "todos", order: [OrderDescription(column: "rank")])
         // The number of rows u1's subscription holds, after each of its events (-1: it ended).
         let granted = SyncMailbox<Int>()
@@ -162,7 +164,7 @@ struct SyncRelational {
         let started = ContinuousClock.now
         for user in 1...users {
             let isGranted = user == 1
-            let token = try hub.subscribe(query, user: "u\(user)", schema: schema) { event in
+            let token = try hub.subscribe(query, user: "u\(user)", schema: schema, tables: tables) { event in
                 guard isGranted else { return }
                 let count = held.withLock { count -> Int in
                     switch event.kind {
