@@ -14,34 +14,7 @@ import Testing
        .timeLimit(.minutes(10)))
 struct RelationalResumeTests {
     /// A client's rows for one subscription, built from what it received.
-    final class Client: @unchecked Sendable {   // every access holds `lock`
-        private let lock = NSLock()
-        private var received: [[WireValue]]
-        private var kinds: [SubscriptionEvent.Kind] = []
-        private var versions: [Int64] = []
-        private var failures: [String] = []
-
-        init(rows: [[WireValue]] = []) { received = rows }
-
-        func receive(_ event: SubscriptionEvent) {
-            lock.withLock {
-                kinds.append(event.kind)
-                versions.append(event.version)
-                switch event.kind {
-                case .snapshot(let snapshot): received = snapshot.rows
-                case .changes(let changeset):
-                    do { received = try changeset.apply(to: received) } catch { failures.append("\(error)") }
-                case .ended(let reason): failures.append("ended: \(reason)")
-                case .refused(let reason): failures.append("refused: \(reason)")
-                }
-            }
-        }
-
-        var rows: [[WireValue]] { lock.withLock { received } }
-        var events: [SubscriptionEvent.Kind] { lock.withLock { kinds } }
-        var lastVersion: Int64? { lock.withLock { versions.last } }
-        var problems: [String] { lock.withLock { failures } }
-    }
+    typealias Client = SubscriptionHubTests.Client
 
     /// Alice's todos: those of the projects she is a member of (`members`, a second replica
     /// table), by an `IN` sub-query and by a correlated `EXISTS`.

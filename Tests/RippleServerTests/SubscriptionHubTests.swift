@@ -16,14 +16,19 @@ struct SubscriptionHubTests {
     /// A client's rows for one subscription, built from what it received.
     final class Client: @unchecked Sendable {   // every access holds `lock`
         private let lock = NSLock()
-        private var received: [[WireValue]] = []
+        private var received: [[WireValue]]
         private var failures: [String] = []
         private var versions: [Int64] = []
+        private var kinds: [SubscriptionEvent.Kind] = []
+
+        /// A client holding `rows` (a resume's).
+        init(rows: [[WireValue]] = []) { received = rows }
 
         func receive(_ event: SubscriptionEvent) {
             lock.withLock {
                 if let last = versions.last, event.version <= last { failures.append("version \(event.version) after \(last)") }
                 versions.append(event.version)
+                kinds.append(event.kind)
                 switch event.kind {
                 case .snapshot(let snapshot): received = snapshot.rows
                 case .changes(let changeset):
@@ -36,6 +41,9 @@ struct SubscriptionHubTests {
 
         var rows: [[WireValue]] { lock.withLock { received } }
         var problems: [String] { lock.withLock { failures } }
+        /// The kinds of the events received, in order.
+        var events: [SubscriptionEvent.Kind] { lock.withLock { kinds } }
+        var lastVersion: Int64? { lock.withLock { versions.last } }
     }
 
     @Test func sharedQueriesStayEqualToPostgres() async throws {
