@@ -20,6 +20,9 @@ extension PostgresConnection {
     /// * Under repeated Postgres restarts, a read was seen never to return although Postgres
     ///   had answered it (its backend idle, waiting for the next query): the feed, waiting on
     ///   it, stood still. The limit turns that into an error the caller tries again from.
+    /// * A cancelled task does not wait for the answer (a statement waiting on a lock, or on a
+    ///   Postgres that restarts, would hold a stopping node up to the limit): the connection is
+    ///   closed and the read throws `CancellationError`.
     ///
     /// The node reads every result with rows this way.
     func gatheredRows(_ query: PostgresQuery, logger: Logger, within limit: TimeAmount = answerLimit) async throws -> PostgresQueryResult {
@@ -34,7 +37,15 @@ extension PostgresConnection {
             timer.cancel()
             outcome.finish(result)
         }
-        return try await outcome.value.get()
+        // A task that is cancelled (the node stopping, a socket gone) stops waiting at once:
+        // the connection is closed, which ends an open transaction in Postgres without its
+        // commit, and the read fails with `CancellationError`.
+        return try await withTaskCancellationHandler {
+            try await outcome.value.get()
+        } onCancel: {
+            outcome.finish(.failure(CancellationError()))
+            connection.close().whenComplete { _ in }
+        }
     }
 }
 

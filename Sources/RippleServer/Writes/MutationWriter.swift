@@ -179,7 +179,9 @@ public final class MutationWriter: Sendable {
                 })
             } catch {
                 let rejection = (error as? Rejection) ?? Rejection(error)
-                guard attempt < Self.attempts else { return .failure(rejection) }
+                // A node stopping tries nothing again: the batch was not committed, and the
+                // client sends it again to this node or another.
+                guard attempt < Self.attempts, !Task.isCancelled else { return .failure(rejection) }
                 logger.info("a batch of client \(clientID): \(rejection.code), trying again")
                 try? await Task.sleep(for: wait)
                 wait *= 2
