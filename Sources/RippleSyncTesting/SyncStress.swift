@@ -185,7 +185,21 @@ public enum SyncStress {
                           order: [OrderDescription(column: "id")]),
          "SELECT \(TeamFixture.todoColumns) FROM todos WHERE \(readableTodo) AND project_id IN "
             + "(SELECT id FROM projects WHERE name = 'p1' AND id IN (SELECT project_id FROM members WHERE user_id = $user)) ORDER BY id"),
+        // `exists` over a related table (which brings members' read rule with it): the todos of
+        // the projects u0 is a member of, and, with `not`, those of the others.
+        (QueryDescription(table: "todos", filter: .exists(u0IsAMember), order: [OrderDescription(column: "id")]),
+         "SELECT \(TeamFixture.todoColumns) FROM todos WHERE \(readableTodo) AND EXISTS \(u0IsAMemberSQL) ORDER BY id"),
+        (QueryDescription(table: "todos", filter: .not(.exists(u0IsAMember)),
+                          order: [OrderDescription(column: "rank"), OrderDescription(column: "id")], limit: 5),
+         "SELECT \(TeamFixture.todoColumns) FROM todos WHERE \(readableTodo) AND NOT EXISTS \(u0IsAMemberSQL) ORDER BY rank, id LIMIT 5"),
     ]
+
+    /// A todo's project has u0 among its members (a membership the subscriber may read).
+    static let u0IsAMember = ExistsDescription(table: "members", on: ["project_id": "project_id"],
+                                               filter: .compare(column: "user_id", op: .equal, value: .text("u0")))
+    /// ``u0IsAMember`` as Postgres reads it, members' read rule included.
+    static let u0IsAMemberSQL = "(SELECT 1 FROM members m WHERE m.project_id = todos.project_id AND m.user_id = 'u0' "
+        + "AND m.project_id IN (SELECT project_id FROM members WHERE user_id = $user))"
 
     /// The queries of notes (the others are of todos).
     static let noteQueries = 0..<3

@@ -34,16 +34,25 @@ struct RelationalSyncTests {
     final class Reader {
         let user: String
         let socket: TestSocket
+        /// The subscription: every todo the user may read, or a narrower query with its model.
+        let query: QueryDescription
+        /// What the subscription holds at a position of Postgres's history, as psql writes the rows.
+        let model: @Sendable (TeamHistory.State, String) -> [[String]]
         var rows = ClientRows()
         var frames: [(lsn: String, rows: [[String]], changeset: WireChangeset?)] = []
 
-        init(_ user: String, _ socket: TestSocket) { (self.user, self.socket) = (user, socket) }
+        init(_ user: String, _ socket: TestSocket, query: QueryDescription = TeamFixture.allTodos,
+             model: @escaping @Sendable (TeamHistory.State, String) -> [[String]] = { state, user in
+                 state.readableTodos(of: user, columns: RelationalSyncTests.columns)
+             }) {
+            (self.user, self.socket, self.query, self.model) = (user, socket, query, model)
+        }
 
         var shown: [[String]] { rows.rows.map { $0.map(\.psqlText) } }
 
         func subscribe(_ node: TestNode) async throws {
             _ = try await socket.hello(try node.token(user))
-            try await socket.send(.subscribe(id: "todos", query: TeamFixture.allTodos, resume: nil))
+            try await socket.send(.subscribe(id: "todos", query: query, resume: nil))
             try await rows.readFirstResult(from: socket, id: "todos")
             frames.append((rows.lsn, shown, nil))
         }
@@ -82,7 +91,7 @@ struct RelationalSyncTests {
         var leaked = 0
         for frame in reader.frames {
             let state = try #require(history.state(at: frame.lsn), "\(frame.lsn) is a position")
-            let expected = state.readableTodos(of: reader.user, columns: Self.columns)
+            let expected = reader.model(state, reader.user)
             let ids = Set(expected.map { $0[0] })
             let strangers = frame.rows.filter { !ids.contains($0[0]) }
             leaked += strangers.count
@@ -282,11 +291,19 @@ struct RelationalSyncTests {
         }
     }
 
+    /// The todos of the projects u1 is a member of: `exists` over members.
+    static let u1Shares = QueryDescription(
+        table: "todos",
+        filter: .exists(ExistsDescription(table: "members", on: ["project_id": "project_id"],
+                                          filter: .compare(column: "user_id", op: .equal, value: .text("u1")))),
+        order: [OrderDescription(column: "id")])
+
     /// pgbench runs a relational workload — memberships granted and revoked, todos changing
     /// project, todos edited, several of these in one transaction — beside four users'
-    /// subscriptions. Once it ends every user's rows equal the rule on Postgres, and every frame
-    /// any of them received held exactly what that user could read at the frame's position
-    /// (``TeamHistory``): no row they could not read there, nothing missing.
+    /// subscriptions (and, for each user, `exists` over members). Once it ends every user's rows
+    /// equal the rule on Postgres, and every frame any of them received held exactly what that
+    /// user could read at the frame's position (``TeamHistory``): no row they could not read
+    /// there, nothing missing.
     @Test func pgbenchsRelationalWorkloadBesideFourUsers() async throws {
         let users = ["u1", "u2", "u3", "u4"]
         let seed = """
@@ -325,6 +342,18 @@ struct RelationalSyncTests {
                     try await reader.subscribe(node)
                     readers.append(reader)
                 }
+                // And on sockets of their own, `exists` over a related table: the todos of the
+                // projects u1 is a member of (members' read rule applies: u1's memberships the
+                // subscriber shares).
+                var sharers: [Reader] = []
+                for user in users {
+                    let reader = Reader(user, try await sockets.open(node.url), query: Self.u1Shares) { state, user in
+                        let shared = state.memberships(of: "u1").intersection(state.memberships(of: user))
+                        return state.readableTodos(of: user, columns: RelationalSyncTests.columns).filter { shared.contains($0[1]) }
+                    }
+                    try await reader.subscribe(node)
+                    sharers.append(reader)
+                }
                 // The sockets take every frame as it comes (a task each reads them into a buffer);
                 // they are read here once pgbench ended.
                 let membership = "SELECT project_id || ':' || user_id FROM members ORDER BY 1"
@@ -336,11 +365,21 @@ struct RelationalSyncTests {
                 for reader in readers {
                     try await reader.until(try await readable(postgres, reader.user), "\(reader.user)'s rows to equal Postgres's once pgbench ended")
                 }
+                for reader in sharers {
+                    let sql = TeamFixture.readableTodosSQL(reader.user).replacingOccurrences(of: " ORDER BY id", with: "")
+                    let expected = try await postgres.rows("SELECT * FROM (\(sql)) AS readable WHERE EXISTS (SELECT 1 FROM members m "
+                        + "WHERE m.project_id = readable.project_id AND m.user_id = 'u1' "
+                        + "AND m.project_id IN (SELECT project_id FROM members WHERE user_id = '\(reader.user)')) ORDER BY id")
+                    try await reader.until(expected.map { $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init) },
+                                           "\(reader.user)'s todos shared with u1 to equal Postgres's once pgbench ended")
+                }
                 var leaked = 0
-                for reader in readers { leaked += try await checkFrames(reader, history) }
+                for reader in readers + sharers { leaked += try await checkFrames(reader, history) }
                 #expect(leaked == 0)
                 let frames = readers.map { $0.frames.count - 1 }
                 #expect(frames.reduce(0, +) > 100, "\(frames) frames")
+                let shared = sharers.map { $0.frames.count - 1 }
+                #expect(shared.reduce(0, +) > 20, "\(shared) frames of todos shared with u1")
             }
         }
     }
