@@ -87,7 +87,90 @@ package struct JSONBytes {
             if offset > 0 { bytes.append(UInt8(ascii: ",")) }
             row(item)
         }
-        raw("]}")
+        raw("]")
+        if let included = snapshot.included, !included.isEmpty {
+            raw(#","included":{"#)
+            for (offset, (path, part)) in included.sorted(by: { $0.key < $1.key }).enumerated() {
+                if offset > 0 { raw(",") }
+                string(path); raw(":"); includedSnapshot(part)
+            }
+            raw("}")
+        }
+        raw("}")
+    }
+
+    /// A ``WireIncludedSnapshot`` as its JSON object.
+    package mutating func includedSnapshot(_ snapshot: WireIncludedSnapshot) {
+        raw(#"{"columns":"#); strings(snapshot.columns)
+        raw(#","types":"#); strings(snapshot.types)
+        raw(#","key":"#); integers(snapshot.key)
+        raw(#","rows":["#)
+        for (offset, item) in snapshot.rows.enumerated() {
+            if offset > 0 { bytes.append(UInt8(ascii: ",")) }
+            row(item)
+        }
+        raw("]")
+        if let counts = snapshot.counts { raw(#","counts":"#); integers(counts) }
+        raw("}")
+    }
+
+    /// Columns by position, `{"0": 7, "2": "x"}`, in position order.
+    private mutating func columns(_ columns: [Int: WireValue]) {
+        raw("{")
+        for (index, (column, value)) in columns.sorted(by: { $0.key < $1.key }).enumerated() {
+            if index > 0 { raw(",") }
+            string(String(column)); raw(":"); self.value(value)
+        }
+        raw("}")
+    }
+
+    private mutating func path(_ path: WirePath) {
+        raw("["); integer(Int64(path.section)); raw(","); integer(Int64(path.item)); raw("]")
+    }
+
+    /// A ``WireIncludedChange`` as its JSON object, its empty lists left out.
+    package mutating func includedChange(_ change: WireIncludedChange) {
+        var separator = "{"
+        func key(_ name: String) {
+            raw(separator + "\"" + name + "\":")
+            separator = ","
+        }
+        switch change {
+        case .keyed(let keyed):
+            if !keyed.puts.isEmpty {
+                key("put")
+                array(keyed.puts) { out, put in out.columns(put) }
+            }
+            if !keyed.deletes.isEmpty {
+                key("delete")
+                array(keyed.deletes) { out, identity in out.row(identity) }
+            }
+        case .sectioned(let sectioned):
+            if !sectioned.deletes.isEmpty {
+                key("deletes")
+                array(sectioned.deletes) { out, path in out.path(path) }
+            }
+            if !sectioned.inserts.isEmpty {
+                key("inserts")
+                array(sectioned.inserts) { out, insert in
+                    out.raw("["); out.integer(Int64(insert.path.section)); out.raw(","); out.integer(Int64(insert.path.item))
+                    out.raw(","); out.row(insert.row); out.raw("]")
+                }
+            }
+            if !sectioned.moves.isEmpty {
+                key("moves")
+                array(sectioned.moves) { out, move in
+                    out.raw("["); out.path(move.old); out.raw(","); out.path(move.new); out.raw("]")
+                }
+            }
+            if !sectioned.updates.isEmpty {
+                key("updates")
+                array(sectioned.updates) { out, update in
+                    out.raw("["); out.path(update.old); out.raw(","); out.path(update.new); out.raw(","); out.columns(update.columns); out.raw("]")
+                }
+            }
+        }
+        raw(separator == "{" ? "{}" : "}")
     }
 
     /// A ``WireChangeset`` as its JSON object, its empty lists left out (the form its `Codable`
@@ -124,6 +207,15 @@ package struct JSONBytes {
                 }
                 out.raw("}]")
             }
+        }
+        if let included = changeset.included, !included.isEmpty {
+            key("included")
+            raw("{")
+            for (offset, (path, change)) in included.sorted(by: { $0.key < $1.key }).enumerated() {
+                if offset > 0 { raw(",") }
+                string(path); raw(":"); includedChange(change)
+            }
+            raw("}")
         }
         raw(separator == "{" ? "{}" : "}")
     }

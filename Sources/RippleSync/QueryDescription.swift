@@ -22,12 +22,20 @@ public struct QueryDescription: Codable, Hashable, Sendable {
     /// The columns to send (the key's are always sent); `nil`: every column.
     public var columns: [String]?
 
+    /// Related rows sent with the result, by name (see ``IncludeDescription``); `nil` or empty:
+    /// none, and the subscription is the flat list it always was.
+    public var include: [String: IncludeDescription]?
+
     public init(table: String, filter: FilterDescription? = nil, order: [OrderDescription] = [], limit: Int? = nil,
-                offset: Int? = nil, columns: [String]? = nil) {
+                offset: Int? = nil, columns: [String]? = nil, include: [String: IncludeDescription]? = nil) {
         (self.table, self.filter, self.order, self.limit, self.offset, self.columns) = (table, filter, order, limit, offset, columns)
+        self.include = include
     }
 
-    enum CodingKeys: String, CodingKey { case table, filter, order, limit, offset, columns }
+    /// Whether the query brings related rows with its result.
+    public var hasIncludes: Bool { !(include?.isEmpty ?? true) }
+
+    enum CodingKeys: String, CodingKey { case table, filter, order, limit, offset, columns, include }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -37,6 +45,7 @@ public struct QueryDescription: Codable, Hashable, Sendable {
         limit = try container.decodeIfPresent(Int.self, forKey: .limit)
         offset = try container.decodeIfPresent(Int.self, forKey: .offset)
         columns = try container.decodeIfPresent([String].self, forKey: .columns)
+        include = try container.decodeIfPresent([String: IncludeDescription].self, forKey: .include)
     }
 }
 

@@ -111,10 +111,16 @@ public struct WireSnapshot: Codable, Hashable, Sendable {
     public var key: [Int]
     /// The rows, in the query's order, each an array in `columns`' order.
     public var rows: [[WireValue]]
+    /// The rows of each include, by path (`project`, `todos.assignee`; see
+    /// ``IncludeDescription``); `nil` for a subscription without includes.
+    public var included: [String: WireIncludedSnapshot]?
 
-    /// A result of `rows` with its `basis`, `columns`, their `types`, and the `key`'s positions.
-    public init(basis: String, columns: [String], types: [String], key: [Int], rows: [[WireValue]]) {
+    /// A result of `rows` with its `basis`, `columns`, their `types`, the `key`'s positions, and
+    /// its includes' rows.
+    public init(basis: String, columns: [String], types: [String], key: [Int], rows: [[WireValue]],
+                included: [String: WireIncludedSnapshot]? = nil) {
         (self.basis, self.columns, self.types, self.key, self.rows) = (basis, columns, types, key, rows)
+        self.included = included
     }
 }
 

@@ -18,6 +18,9 @@ public struct WireChangeset: Codable, Hashable, Sendable {
     public var moves: [Move]
     /// Rows whose values changed: (old index, new index) and the changed columns' new values.
     public var updates: [Update]
+    /// How each include changed, by path (only those that changed); `nil` or empty: none did,
+    /// or the subscription has no includes.
+    public var included: [String: WireIncludedChange]?
 
     public struct Insert: Codable, Hashable, Sendable {
         public var index: Int
@@ -88,11 +91,13 @@ public struct WireChangeset: Codable, Hashable, Sendable {
         }
     }
 
-    public init(deletes: [Int] = [], inserts: [Insert] = [], moves: [Move] = [], updates: [Update] = []) {
+    public init(deletes: [Int] = [], inserts: [Insert] = [], moves: [Move] = [], updates: [Update] = [],
+                included: [String: WireIncludedChange]? = nil) {
         (self.deletes, self.inserts, self.moves, self.updates) = (deletes, inserts, moves, updates)
+        self.included = included
     }
 
-    enum CodingKeys: String, CodingKey { case deletes, inserts, moves, updates }
+    enum CodingKeys: String, CodingKey { case deletes, inserts, moves, updates, included }
 
     /// Reads a changeset; a list that is absent is empty (the server leaves empty lists out).
     public init(from decoder: any Decoder) throws {
@@ -101,6 +106,7 @@ public struct WireChangeset: Codable, Hashable, Sendable {
         inserts = try container.decodeIfPresent([Insert].self, forKey: .inserts) ?? []
         moves = try container.decodeIfPresent([Move].self, forKey: .moves) ?? []
         updates = try container.decodeIfPresent([Update].self, forKey: .updates) ?? []
+        included = try container.decodeIfPresent([String: WireIncludedChange].self, forKey: .included)
     }
 
     /// Writes the changeset without its empty lists.
@@ -110,6 +116,7 @@ public struct WireChangeset: Codable, Hashable, Sendable {
         if !inserts.isEmpty { try container.encode(inserts, forKey: .inserts) }
         if !moves.isEmpty { try container.encode(moves, forKey: .moves) }
         if !updates.isEmpty { try container.encode(updates, forKey: .updates) }
+        if let included, !included.isEmpty { try container.encode(included, forKey: .included) }
     }
 
     /// The wire form of `changeset` from `old` to `new` (the rows it was computed between):
@@ -131,7 +138,9 @@ public struct WireChangeset: Codable, Hashable, Sendable {
     }
 
     /// Whether nothing changes.
-    public var isEmpty: Bool { deletes.isEmpty && inserts.isEmpty && moves.isEmpty && updates.isEmpty }
+    public var isEmpty: Bool {
+        deletes.isEmpty && inserts.isEmpty && moves.isEmpty && updates.isEmpty && (included?.values.allSatisfy(\.isEmpty) ?? true)
+    }
 
     /// The new rows, from the rows the client had: removed rows go, inserted and moved rows are
     /// placed at their new indices, every other row keeps its order in the free places, then
