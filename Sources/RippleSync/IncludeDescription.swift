@@ -25,11 +25,11 @@
 /// reference stays: a todo whose project the user may not read still says `project_id = 7`,
 /// and its to-one set has no row 7.
 ///
-/// Includes nest (``include``): a to-one inside a to-one or a to-many (each todo's assignee in
-/// each project's todos), and a to-many inside a to-one. A to-many inside a to-many is refused:
-/// a sectioned list has one level of sections. At most
-/// ``IncludeDescription/maximumDepth`` levels, and ``IncludeDescription/maximumCount``
-/// includes in a subscription.
+/// Includes nest (``include``) to-one only: a to-one inside a to-one (each todo's project's
+/// owner) or inside a to-many (each todo's assignee in each project's todos). A to-many include
+/// is top-level only: its sections are the root's rows (a sectioned list has one level of
+/// sections). At most ``IncludeDescription/maximumDepth`` levels, and
+/// ``IncludeDescription/maximumCount`` includes in a subscription.
 public struct IncludeDescription: Codable, Hashable, Sendable {
     /// How deep includes nest: an include's own includes are level 2.
     public static let maximumDepth = 2
