@@ -9,9 +9,10 @@ import RippleDiff
 ///
 /// * A **to-one** include (no `counts`): the rows the parents refer to, a keyed set (in key
 ///   order; the order carries no meaning).
-/// * A **to-many** include (`counts`): the children of each parent row, parent after parent, in
-///   the parents' order (the root's rows, or a to-one include's rows in their order); `counts[i]`
-///   is how many belong to parent `i`. A child related to two parents is listed under each.
+/// * A **to-many** include (`counts`): the children of each root row, root row after root row,
+///   in the root's order (a to-many include is top-level only); `counts[i]` is how many belong
+///   to root row `i`, and the counts add up to the rows. A child related to two parents is
+///   listed under each.
 public struct WireIncludedSnapshot: Codable, Hashable, Sendable {
     public var columns: [String]
     public var types: [String]

@@ -66,6 +66,23 @@ import Testing
         #expect(try list.apply(to: todos.sections, sourceOfNewSection: try got.sources(oldCount: before.rows.count)) == moved)
     }
 
+    /// The protocol page's example of a sectioned change: todo 11 deleted, todo 13 inserted
+    /// first in project 7, todo 10 moved to project 7 after it.
+    @Test func theProtocolPagesSectionedExampleIsWhatTheWriterMakes() throws {
+        let todos = try #require(Self.boards.included?["todos"])
+        let water: [WireValue] = [.integer(13), .integer(7), .text("Water"), .integer(0), .null]
+        var ten = todos.rows[0]
+        ten[1] = .integer(7)
+        let after: [[[WireValue]]] = [[], [water, ten, todos.rows[2]]]
+        let keys = Self.boards.rows.map { [$0[0]] }
+        let change = WireSectionedChangeset(from: todos.sections, parents: keys, to: after, parents: keys, key: [0])
+        var out = JSONBytes()
+        out.includedChange(.sectioned(change))
+        #expect(String(decoding: out.bytes, as: UTF8.self)
+                == #"{"deletes":[[0,1]],"inserts":[[1,0,[13,7,"Water",0,null]]],"moves":[[[0,0],[1,1]]],"updates":[[[0,0],[1,1],{"1":7}]]}"#)
+        #expect(try change.apply(to: todos.sections, sourceOfNewSection: [0, 1]) == after)
+    }
+
     // MARK: Reading
 
     @Test func aSnapshotsIncludedRowsReadAsWritten() throws {
