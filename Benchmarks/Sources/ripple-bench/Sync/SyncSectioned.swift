@@ -14,6 +14,9 @@ import RippleSync
 /// * `flat`: the same 5,000 todos as one flat subscription ordered by project and rank (S2's kind
 ///   of subscription), the same moves: a move within one list. Latency beside it, same node,
 ///   same run, same method as S2 and R1. Target: sectioned p50 ≤ 1.5× flat's.
+/// * `sectioned-limit-10`: the sectioned subscription with at most 10 todos per project, which
+///   the node reads with one window function over every project (run again whole on each move),
+///   not one live query per project: its latency says what that choice costs.
 struct SyncSectioned {
     let samples: Int
 
@@ -36,6 +39,12 @@ struct SyncSectioned {
     static let sectioned = QueryDescription(
         table: "projects", order: [OrderDescription(column: "id")],
         include: ["todos": .rows(of: "todos", on: ["id": "project_id"], order: [OrderDescription(column: "rank")])])
+
+    /// The same with at most 10 todos per project: the include is read with a window function
+    /// (`ROW_NUMBER() OVER (PARTITION BY project_id …)`), which runs again whole on each move.
+    static let limited = QueryDescription(
+        table: "projects", order: [OrderDescription(column: "id")],
+        include: ["todos": .rows(of: "todos", on: ["id": "project_id"], order: [OrderDescription(column: "rank")], limit: 10)])
 
     static let flat = QueryDescription(table: "todos", order: [OrderDescription(column: "project_id"), OrderDescription(column: "rank")])
 
@@ -60,7 +69,7 @@ struct SyncSectioned {
     private func measure(node: SyncNode, cluster: SyncCluster, lines: inout SyncLines) async {
         var figures: [String: SyncLatencies] = [:]
         var bytes: [Int] = []
-        for (impl, query) in [("flat", Self.flat), ("sectioned", Self.sectioned)] {
+        for (impl, query) in [("flat", Self.flat), ("sectioned", Self.sectioned), ("sectioned-limit-10", Self.limited)] {
             SyncProgress.phase = "R3: \(impl), \(samples) moves"
             Report.note("R3: \(impl), \(samples) moves")
             do {
@@ -113,5 +122,8 @@ struct SyncSectioned {
         let ratio = sectioned.percentile(0.5) / flat.percentile(0.5)
         lines.ratio("sectioned/flat", [("p50_ratio", .number(ratio)), ("p99_ratio", .number(sectioned.percentile(0.99) / flat.percentile(0.99)))])
         lines.target("sectioned/flat p50_ratio <= 1.5", ratio, met: ratio <= Self.latencyRatioTarget)
+        if let limited = figures["sectioned-limit-10"] {
+            lines.ratio("sectioned-limit-10/flat", [("p50_ratio", .number(limited.percentile(0.5) / flat.percentile(0.5)))])
+        }
     }
 }
