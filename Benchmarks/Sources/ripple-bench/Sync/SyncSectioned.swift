@@ -69,7 +69,7 @@ struct SyncSectioned {
     private func measure(node: SyncNode, cluster: SyncCluster, lines: inout SyncLines) async {
         var figures: [String: SyncLatencies] = [:]
         var bytes: [Int] = []
-        for (impl, query) in [("flat", Self.flat), ("sectioned", Self.sectioned), ("sectioned-limit-10", Self.limited)] {
+        for (round, (impl, query)) in [("flat", Self.flat), ("sectioned", Self.sectioned), ("sectioned-limit-10", Self.limited)].enumerated() {
             SyncProgress.phase = "R3: \(impl), \(samples) moves"
             Report.note("R3: \(impl), \(samples) moves")
             do {
@@ -83,9 +83,12 @@ struct SyncSectioned {
                         let (latency, _) = try await SyncWindowWorkloads(samples: samples).timeCommits(writer: writer, statement: { index in
                             // Todo k moves to another project, ranked among its todos; the
                             // todos cycle, so every project gains and loses.
-                            let todo = 1 + ((index + SyncWindowWorkloads.warmUpCommits) * 37) % (Self.projects * Self.todosPerProject)
-                            let project = 1 + (index + SyncWindowWorkloads.warmUpCommits + 1000) % Self.projects
-                            return "UPDATE todos SET project_id = \(project), rank = \((index * 7919) % 1000) WHERE id = \(todo)"
+                            // Each round moves other todos to other places: a move that
+                            // changes nothing would send nothing.
+                            let step = index + SyncWindowWorkloads.warmUpCommits + round * 1_000
+                            let todo = 1 + (step * 37) % (Self.projects * Self.todosPerProject)
+                            let project = 1 + (step * 13 + 7) % Self.projects
+                            return "UPDATE todos SET project_id = \(project), rank = \(1_000 + (step * 7919) % 1_000) WHERE id = \(todo)"
                         }, arrival: {
                             let frame = try await socket.nextChanges(within: 10)
                             frameBytes.append(frame.bytes)
