@@ -398,7 +398,7 @@ struct IncludedRowsTests {
     /// Seeded random frames (todos moved, ranked, added and removed; projects renamed, added and
     /// removed; owners and assignees changed; users renamed): after each frame the local tables
     /// hold exactly the tree and the sectioned list shows its sections, every changeset accepted.
-    @Test(arguments: [1, 2, 3] as [UInt64]) func randomFramesKeepTheLocalTablesAndTheListEqualToTheTree(seed: UInt64) async throws {
+    @Test(arguments: [1, 2, 3, 4, 5] as [UInt64]) func randomFramesKeepTheLocalTablesAndTheListEqualToTheTree(seed: UInt64) async throws {
         try await Self.withScriptedClient { client, store in
             var random = SeededGenerator(seed: seed)
             var server = Server.fixture()
@@ -408,7 +408,8 @@ struct IncludedRowsTests {
             await client.receive(frame: Server.frame(lsn: server.nextLSN(), snapshots: ["p": Server.snapshot(tree)]))
             var shown = try await collector.next("the list's first event").sections
             var nextID: Int64 = 100
-            for step in 0..<120 {
+            var (frames, crossMoves) = (0, 0)
+            for step in 0..<200 {
                 for _ in 0..<Int.random(in: 1...3, using: &random) {
                     let projects = server.projects.keys.sorted()
                     let todos = server.todos.keys.sorted()
@@ -436,7 +437,13 @@ struct IncludedRowsTests {
                     case 8 where !projects.isEmpty:
                         server.projects[projects.randomElement(using: &random)!]!.owner = users.randomElement(using: &random)
                     default:
-                        if let user = users.randomElement(using: &random) { server.users[user] = "u\(Int.random(in: 0..<100, using: &random))" }
+                        guard let user = users.randomElement(using: &random) else { break }
+                        if Int.random(in: 0..<4, using: &random) == 0 {
+                            // The user becomes unreadable: the references stay, the row goes.
+                            server.users[user] = nil
+                        } else {
+                            server.users[user] = "u\(Int.random(in: 0..<100, using: &random))"
+                        }
                     }
                 }
                 let old = tree
@@ -446,11 +453,16 @@ struct IncludedRowsTests {
                 #expect(await client.rows(of: "p") == tree.root, "step \(step): the subscription kept its tree")
                 try Self.expectLocalTables(store, tree)
                 let expected = Self.sections(tree)
+                frames += 1
                 if expected != shown {
-                    shown = try await collector.next("step \(step)'s event").sections
+                    let event = try await collector.next("step \(step)'s event")
+                    shown = event.sections
                     #expect(shown == expected, "step \(step)")
+                    // A move across sections: an item whose parent changed.
+                    crossMoves += event.changeset.itemMoves.filter { $0.old.section != $0.new.section }.count
                 }
             }
+            #expect(frames > 100 && crossMoves > 3, "the sequence has \(frames) frames and \(crossMoves) moves across sections")
             #expect(collector.failures.withLock { $0 }.isEmpty, "\(collector.failures.withLock { $0 })")
         }
     }
