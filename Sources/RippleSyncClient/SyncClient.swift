@@ -117,16 +117,16 @@ public actor SyncClient {
         var live = false
     }
 
-    /// A subscription's result as the server last sent it.
+    /// A subscription's result as the server last sent it, includes and all, and its position.
     struct WireResult {
-        var basis: String
-        var columns: [String]
-        var types: [String]
-        var key: [Int]
-        var rows: [[WireValue]]
+        var tree: WireTree
         var lsn: String
-        /// The rows of the query's includes.
-        var included = IncludedTree()
+
+        var basis: String { tree.basis }
+        var columns: [String] { tree.columns }
+        var types: [String] { tree.types }
+        var key: [Int] { tree.key }
+        var rows: [[WireValue]] { tree.rows }
     }
 
     /// A client of the server at `url` keeping rows in `store`; `token` gives a signed token
@@ -280,7 +280,7 @@ public actor SyncClient {
     /// subscription's first rows, or for a path its snapshot did not have.
     public func includedRows(of id: String, include path: String) async -> WireIncludedSnapshot? {
         await storeCallsEnded()
-        return subscriptions[id]?.result?.included.parts[path]?.snapshot
+        return subscriptions[id]?.result?.tree.included[path]?.snapshot
     }
 
     /// A to-many include of local subscription `id` (its top-level include named `path`) as a
@@ -309,7 +309,7 @@ public actor SyncClient {
     func sectionedListPlan(of id: String, include path: String) async throws -> SectionedListPlan? {
         guard await rowsWritten(of: id), let subscription = subscriptions[id], let result = subscription.result,
               let include = subscription.query.include?[path] else { return nil }
-        guard let part = result.included.parts[path] else {
+        guard let part = result.tree.included[path] else {
             throw SyncClientError("the server sent no rows of \(id)'s include \(path)")
         }
         return SectionedListPlan(id: id, rootTable: subscription.query.table, rootKey: result.key.map { result.columns[$0] },
@@ -471,35 +471,6 @@ public actor SyncClient {
         try? await outbound.write(.text(String(decoding: data, as: UTF8.self)))
     }
 
-    /// Reads a frame of the server's. A frame with included rows is read by `JSONDecoder`: the
-    /// fast reader (`ServerMessage(json:)`) does not read `included` yet.
-    static func read(frame text: String) throws -> ServerMessage {
-        if text.utf8.count > 11, Self.mentionsIncluded(text) {
-            return try JSONDecoder().decode(ServerMessage.self, from: Data(text.utf8))
-        }
-        return try ServerMessage(json: text.utf8)
-    }
-
-    /// Whether `text` has `"included"` anywhere (a value too: such a frame is merely read slower).
-    private static func mentionsIncluded(_ text: String) -> Bool {
-        let needle = Array(#""included""#.utf8)
-        var text = text
-        return text.withUTF8 { bytes in
-            guard bytes.count >= needle.count else { return false }
-            var index = 0
-            let last = bytes.count - needle.count
-            while index <= last {
-                if bytes[index] == needle[0], bytes[index + 1] == needle[1] {
-                    var offset = 2
-                    while offset < needle.count, bytes[index + offset] == needle[offset] { offset += 1 }
-                    if offset == needle.count { return true }
-                }
-                index += 1
-            }
-            return false
-        }
-    }
-
     /// Takes one frame as if the server had sent it on the current connection (the client's
     /// tests play a server's frames with it).
     package func receive(frame text: String) async {
@@ -510,7 +481,7 @@ public actor SyncClient {
         machine.heard(now: .now)
         let message: ServerMessage
         do {
-            message = try Self.read(frame: text)
+            message = try ServerMessage(json: text.utf8)
         } catch {
             eventSink.yield(.serverError(code: .malformed, message: "the client could not read a frame: \(error)", subscription: nil))
             return
@@ -607,12 +578,12 @@ public actor SyncClient {
             guard var subscription = subscriptions[id] else { continue }
             subscription.live = true
             let old = subscription.result?.rows ?? []
-            var result = WireResult(basis: snapshot.basis, columns: snapshot.columns, types: snapshot.types, key: snapshot.key,
-                                    rows: snapshot.rows, lsn: lsn)
+            var result = WireResult(tree: WireTree(snapshot), lsn: lsn)
             do {
-                result.included = try IncludedTree(snapshot: snapshot.included ?? [:], of: subscription.query, rootCount: snapshot.rows.count)
+                result.tree = try WireTree.checked(snapshot, of: subscription.query)
             } catch {
                 // Subscribing again would bring the same snapshot: its root rows are kept alone.
+                result.tree.included = [:]
                 eventSink.yield(.localFailure(message: "the included rows of \(id) at \(lsn) were left out: \(error)"))
             }
             let sameColumns = subscription.result.map { $0.columns == result.columns } ?? true
@@ -630,11 +601,13 @@ public actor SyncClient {
                                          isFirst: subscription.isFirstLocal))
                 // Each include's rows, held under a holder of its own; what each held before is
                 // read from the store's holds (the tree may have changed shape since).
-                for (path, part) in result.included.parts.sorted(by: { $0.key < $1.key }) {
-                    local.append(LocalChange(subscription: LocalRows.partKey(id, path), table: part.table, columns: part.columns,
+                let tables = WireTree.includedTables(of: subscription.query)
+                for (path, part) in result.tree.included.sorted(by: { $0.key < $1.key }) {
+                    guard let table = tables[path] else { continue }
+                    local.append(LocalChange(subscription: LocalRows.partKey(id, path), table: table, columns: part.columns,
                                              types: part.types, key: part.key, old: [], new: part.flatRows, written: nil, isFirst: true))
                 }
-                keptParts[id] = Set(result.included.parts.keys.map { LocalRows.partKey(id, $0) })
+                keptParts[id] = Set(result.tree.included.keys.map { LocalRows.partKey(id, $0) })
                 subscription.isFirstLocal = false
             }
             subscriptions[id] = subscription
@@ -643,11 +616,11 @@ public actor SyncClient {
             guard var subscription = subscriptions[id], var result = subscription.result else { continue }
             subscription.live = true
             let old = result.rows
-            let oldTree = result.included
-            let written: [String: [Int]]
+            let oldTree = result.tree
             do {
-                result.rows = try wire.apply(to: old)
-                (result.included, written) = try oldTree.applying(wire, rootOldCount: old.count)
+                // The root's changeset, then each include's (a to-many include's lists follow the
+                // root's rows).
+                try result.tree.apply(wire)
             } catch {
                 broken.append(id)
                 continue
@@ -668,10 +641,13 @@ public actor SyncClient {
                 // The includes that changed: those the frame names, and the to-many ones whose
                 // sections came or went with the root's rows (in the same write as the root's).
                 let sectionsChanged = !wire.deletes.isEmpty || !wire.inserts.isEmpty
-                for (path, part) in result.included.parts.sorted(by: { $0.key < $1.key })
+                let tables = WireTree.includedTables(of: subscription.query)
+                let written = result.tree.written(by: wire)
+                for (path, part) in result.tree.included.sorted(by: { $0.key < $1.key })
                 where wire.included?[path] != nil || (part.sections != nil && sectionsChanged) {
-                    local.append(LocalChange(subscription: LocalRows.partKey(id, path), table: part.table, columns: part.columns,
-                                             types: part.types, key: part.key, old: oldTree.parts[path]?.flatRows ?? [],
+                    guard let table = tables[path] else { continue }
+                    local.append(LocalChange(subscription: LocalRows.partKey(id, path), table: table, columns: part.columns,
+                                             types: part.types, key: part.key, old: oldTree.included[path]?.flatRows ?? [],
                                              new: part.flatRows, written: written[path] ?? [], isFirst: false))
                 }
             }
