@@ -138,6 +138,7 @@ struct SyncIncludedSync {
             copy += max(.zero, ContinuousClock.now - start - overhead)
         }
         let path = cluster.path("floor-r4.sqlite")
+        let copied = texts
         let (insert, count) = try await offload { () -> (Duration, Int) in
             let start = ContinuousClock.now
             let db = CFloor.open(path)
@@ -148,8 +149,8 @@ struct SyncIncludedSync {
             var count = 0
             // Integers bound as integers (the todos' first three columns and rank, the users' id),
             // `t`/`f` as 1/0, the rest as text.
-            count += Self.insert(texts[0], into: db, "INSERT INTO todos VALUES (?, ?, ?, ?, ?, ?)", integers: [0, 1, 2, 4], booleans: [5])
-            count += Self.insert(texts[1], into: db, "INSERT INTO users VALUES (?, ?, ?)", integers: [0], booleans: [])
+            count += Self.insert(copied[0], into: db, "INSERT INTO todos VALUES (?, ?, ?, ?, ?, ?)", integers: [0, 1, 2, 4], booleans: [5])
+            count += Self.insert(copied[1], into: db, "INSERT INTO users VALUES (?, ?, ?)", integers: [0], booleans: [])
             CFloor.exec(db, "COMMIT")
             return (ContinuousClock.now - start, count)
         }
