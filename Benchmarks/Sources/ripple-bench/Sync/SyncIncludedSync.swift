@@ -1,6 +1,7 @@
 import BenchSQLite
 import Foundation
 import Ripple
+import RippleServer
 import RippleSync
 import RippleSyncClient
 
