@@ -395,6 +395,42 @@ struct IncludedRowsTests {
         }
     }
 
+    /// A todo the app inserts (pending, held by no subscription yet) shows under its project at
+    /// once as one insert; the server's frame that contains it changes nothing on screen.
+    @Test func aPendingLocalInsertShowsUnderItsParentAtOnce() async throws {
+        try await Self.withScriptedClient { client, store in
+            var server = Server.fixture()
+            try await client.subscribe("p", Server.query)
+            let collector = Collector(try await client.sectionedList(of: "p", include: "todos"))
+            var tree = server.tree()
+            await client.receive(frame: Server.frame(lsn: server.nextLSN(), snapshots: ["p": Server.snapshot(tree)]))
+            _ = try await collector.next("the list's first event")
+
+            try store.write { db in try db.execute("INSERT INTO todos(id, project_id, title, rank, assignee) VALUES (40, 2, 'b2', 2, NULL)") }
+            let local = try await collector.next("the local insert's event")
+            #expect(local.changeset.itemInserts == [ItemPath(section: 1, item: 1)])
+            #expect(local.changeset.itemMoves.isEmpty && local.changeset.itemDeletes.isEmpty && local.changeset.sections.isEmpty)
+
+            server.todos[40] = (2, "b2", 2, nil)
+            let old = tree
+            tree = server.tree()
+            let lsn = server.nextLSN()
+            await client.receive(frame: String(decoding: ServerMessage.pushed(results: [MutationResult(id: 1, status: .applied, lsn: lsn)]).json,
+                                               as: UTF8.self))
+            await client.receive(frame: Server.frame(lsn: lsn, changesets: ["p": Server.changeset(from: old, to: tree)]))
+            try Self.expectLocalTables(store, tree)
+            try await Wait.until("the insert to leave the outbox") { try await client.pendingMutations() == 0 }
+            server.todos[30]!.title = "c1!"
+            let before = tree
+            tree = server.tree()
+            await client.receive(frame: Server.frame(lsn: server.nextLSN(), changesets: ["p": Server.changeset(from: before, to: tree)]))
+            let marker = try await collector.next("the title's event")
+            #expect(marker.changeset.itemInserts.isEmpty && marker.changeset.itemUpdates.map(\.new) == [ItemPath(section: 2, item: 0)])
+            #expect(marker.sections == Self.sections(tree))
+            #expect(collector.failures.withLock { $0 }.isEmpty)
+        }
+    }
+
     /// Seeded random frames (todos moved, ranked, added and removed; projects renamed, added and
     /// removed; owners and assignees changed; users renamed): after each frame the local tables
     /// hold exactly the tree and the sectioned list shows its sections, every changeset accepted.
