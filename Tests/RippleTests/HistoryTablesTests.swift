@@ -24,6 +24,12 @@ import Testing
             JOIN members AS m ON m.project_id = t.project_id AND m.user_id = ?
             ORDER BY p.name, t.id
             """, ["members", "todos", "projects"]),
+        // A sub-query over a table's rowid key inside another: SQLite's authorizer reports one of
+        // its reads of `projects` without a schema name (it is still the copy in temp).
+        ("nested in", """
+            SELECT id, project_id, title FROM todos
+            WHERE project_id IN (SELECT id FROM projects WHERE id IN (SELECT project_id FROM members WHERE user_id = ?)) ORDER BY id
+            """, ["todos", "projects", "members"]),
     ]
 
     static func makeStore(_ directory: TemporaryDirectory) throws -> Store {

@@ -325,23 +325,25 @@ struct RowCheck: Sendable {
 extension Database {
     /// What `sql` reads, as SQLite's authorizer reports it while preparing it: the tables of
     /// `main`, and those of other schemas as `schema.table`.
-    private func tablesReportedReading(_ sql: String) throws -> (main: Set<String>, outside: Set<String>) {
+    private func tablesReportedReading(_ sql: String) throws -> (main: Set<String>, outside: Set<String>, namedMain: Set<String>) {
         collectsTablesRead = true
         tablesReadByStatement = []
         tablesReadOutsideMain = []
+        tablesReadInMain = []
         defer {
             collectsTablesRead = false
             tablesReadByStatement = []
             tablesReadOutsideMain = []
+            tablesReadInMain = []
         }
         _ = try makeStatement(sql)
-        return (tablesReadByStatement, tablesReadOutsideMain)
+        return (tablesReadByStatement, tablesReadOutsideMain, tablesReadInMain)
     }
 
     /// Whether `sql` reads `table` of `main` (named `main.table`, or by its bare name when no
-    /// `TEMP` table of that name hides it).
+    /// `TEMP` table of that name hides it): a read the authorizer reports in `main` by name.
     func readsMainTable(_ table: String, sql: String) throws -> Bool {
-        try tablesReportedReading(sql).main.contains { SQLIdentifier.folded($0) == SQLIdentifier.folded(table) }
+        try tablesReportedReading(sql).namedMain.contains { SQLIdentifier.folded($0) == SQLIdentifier.folded(table) }
     }
 
     /// The tables `sql` reads, as SQLite's authorizer reports them while preparing it, by their
@@ -353,7 +355,7 @@ extension Database {
     /// than `main` (a `TEMP` table, a table of an attached database): no commit would tell when
     /// they change, so a live query over it could go stale unseen.
     func tablesRead(by sql: String) throws -> Set<String> {
-        let (tablesReadByStatement, tablesReadOutsideMain) = try tablesReportedReading(sql)
+        let (tablesReadByStatement, tablesReadOutsideMain, _) = try tablesReportedReading(sql)
         if let outside = tablesReadOutsideMain.sorted().first {
             throw StoreError(.invalidQuery, "a live query cannot observe \(outside): the change log records the commits of "
                              + "the store's main database only, so no commit tells when a TEMP table or a table of an "

@@ -41,6 +41,10 @@ public final class Database {
     /// The tables of other schemas than `main` (`temp`, attached databases) such statements
     /// read, as `schema.table`.
     var tablesReadOutsideMain: Set<String> = []
+    /// The tables such statements read that the authorizer reported in `main` by name. (It
+    /// reports some reads without a schema — a sub-query over a rowid key inside another —
+    /// which count as reads, but not as reads of `main`: they are of the table the name finds.)
+    var tablesReadInMain: Set<String> = []
     /// The writer's change capture: told when a savepoint or transaction rolls back.
     var changeCapture: ChangeCapture?
     /// The writer's change log, once installed.
@@ -88,6 +92,7 @@ public final class Database {
                 if let database, strcmp(database, "main") != 0 {
                     db.tablesReadOutsideMain.insert(String(cString: database) + "." + table)
                 } else {
+                    if database != nil { db.tablesReadInMain.insert(table) }
                     db.tablesReadByStatement.insert(table)
                 }
             }

@@ -73,6 +73,9 @@ public final class SyncServer: Service, Sendable {
         feedConfiguration.batchSize = configuration.feedBatchSize
         let hubs = hubs
         feed = ReplicaFeed(store: store, client: client, configuration: feedConfiguration) { commit in
+            // Subscriptions with includes send their version's event first (their parts heard
+            // the commit), then the sockets make the version's frames.
+            hubs.withLock { $0 }?.complete(version: commit.version)
             sessions.complete(commit)
             // Subscriptions compiled for columns that are no more end, after this version's frame.
             for table in commit.reshapedTables {

@@ -233,13 +233,13 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
         }
         // The schemas of the tables its sub-queries and its read rules' may read.
         var tables: [String: SyncedTableSchema] = [:]
-        for name in hub.tablesNeeded(by: query) {
+        for name in hub.tablesNeeded(byQueryWithIncludes: query) {
             if let other = await server.schema(of: name) { tables[name] = other }
         }
-        let compiled: CompiledQuery
+        let compiled: HubQuery
         let basis: String
         do {
-            (compiled, basis) = try hub.compile(query, user: user, schema: schema, tables: tables)
+            (compiled, basis) = try hub.compileSubscription(query, user: user, schema: schema, tables: tables)
         } catch let error as RulesError {
             send(.error(code: .forbidden, message: error.description, id: id))
             return
@@ -266,9 +266,9 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
 
     /// Attaches a reserved subscription to the hub: from the client's rows at its resume point
     /// when the replica still has them, otherwise from nothing (a snapshot).
-    private func attach(id: String, generation: Int, compiled: CompiledQuery, basis: String, schema: SyncedTableSchema,
+    private func attach(id: String, generation: Int, compiled: HubQuery, basis: String, schema: SyncedTableSchema,
                         resume: ResumePoint?, hub: SubscriptionHub) async {
-        var old: [[WireValue]]?
+        var old: HubRows?
         if let resume, resume.basis == basis, let position = PGOutput.LSN(resume.lsn) {
             switch await resumeVersion(for: position) {
             case .version(let version):

@@ -85,6 +85,27 @@ public enum QueryCompiler {
     ///   support, columns that do not compare alike, sub-queries nested too deep.
     public static func compile(_ query: QueryDescription, for table: SyncedTableSchema,
                                tables: [String: SyncedTableSchema] = [:]) throws -> CompiledQuery {
+        try compile(query, for: table, tables: tables, part: nil)
+    }
+
+    /// How an include's rows are read (see ``TreeCompiler``): the query's rows that also meet
+    /// `condition` (SQL over the query's table, with its arguments: the exact reference to the
+    /// parent's rows), and for a to-many include, at most `limit` rows per value of the
+    /// `partition` columns (the include's `on` columns: one list per parent), by a window
+    /// function. Its sub-queries may nest ``maximumIncludeSubqueryLevels`` deep (an include's
+    /// sub-query is its parent's query).
+    package struct PartOptions: Sendable {
+        var condition: (sql: String, arguments: [SQLValue])?
+        var partition: [String] = []
+        var limit: Int?
+    }
+
+    /// How deep an include's sub-queries may nest: its parents' queries (two levels of
+    /// includes) over the client's and the rules' sub-queries.
+    public static let maximumIncludeSubqueryLevels = maximumSubqueryLevels + 2
+
+    package static func compile(_ query: QueryDescription, for table: SyncedTableSchema,
+                                tables: [String: SyncedTableSchema], part: PartOptions?) throws -> CompiledQuery {
         guard query.table == table.name else { throw QueryError("the query is over \(query.table), not \(table.name)") }
         var catalog = tables
         catalog[table.name] = table
@@ -141,17 +162,34 @@ public enum QueryCompiler {
                                  + "\(maximumFilterLevels) are allowed")
             }
             let subqueryLevels = subqueryLevels(of: filter)
-            guard subqueryLevels <= maximumSubqueryLevels else {
+            let allowed = part == nil ? maximumSubqueryLevels : maximumIncludeSubqueryLevels
+            guard subqueryLevels <= allowed else {
                 throw QueryError("the filter nests sub-queries \(subqueryLevels) levels deep (with the read rules'); at most "
-                                 + "\(maximumSubqueryLevels) are allowed")
+                                 + "\(allowed) are allowed")
             }
             filterSQL = try condition(filter, Scope(table), &context)
-            sql += " WHERE " + filterSQL
         }
-        let arguments = context.arguments
+        var arguments = context.arguments
+        if let condition = part?.condition {
+            filterSQL = filterSQL.isEmpty ? condition.sql : "(\(filterSQL)) AND (\(condition.sql))"
+            arguments += condition.arguments
+        }
+        let whereClause = filterSQL.isEmpty ? "" : " WHERE " + filterSQL
+        sql += whereClause
         guard arguments.count <= maximumValues else {
             throw QueryError("the query holds \(arguments.count) values (its filter's, its sub-queries' and its read rules'); at most "
                              + "\(maximumValues) are allowed")
+        }
+        if let part, let limit = part.limit {
+            // One list per parent: at most `limit` rows per value of the partition columns, in
+            // the include's order (the partition's columns lead it).
+            guard limit >= 0 else { throw QueryError("limit \(limit) is negative") }
+            let names = resultNames.map(SQLIdentifier.quoted).joined(separator: ", ")
+            let partition = part.partition.map(SQLIdentifier.quoted).joined(separator: ", ")
+            let within = terms.dropFirst(part.partition.count).joined(separator: ", ")
+            let ranked = "SELECT \(list.joined(separator: ", ")), ROW_NUMBER() OVER (PARTITION BY \(partition) ORDER BY \(within)) "
+                + "AS \"ripple_rank\" FROM \(SQLIdentifier.quoted(table.name))\(whereClause)"
+            sql = "SELECT \(names) FROM (\(ranked)) WHERE \"ripple_rank\" <= \(limit)"
         }
         sql += " ORDER BY " + terms.joined(separator: ", ")
         // LIMIT and OFFSET are written as the integers they were decoded to.
@@ -188,7 +226,8 @@ public enum QueryCompiler {
                 try routingFilter(filter, table, valueTerms: &terms, dependencies: dependencies, catalog: catalog)?.filter
             }
             compiled.routing = RowRouting(table: table.name, keyColumn: keyNames[0], filterSQL: filterSQL, filterArguments: arguments,
-                                          filter: filter, orderColumns: orderColumns, isWindowed: query.limit != nil, selectSQL: select,
+                                          filter: filter, orderColumns: orderColumns, isWindowed: query.limit != nil || part?.limit != nil,
+                                          selectSQL: select,
                                           dependencies: dependencies, valueTerms: terms ?? [])
         }
         return compiled

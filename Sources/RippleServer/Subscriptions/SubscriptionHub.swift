@@ -124,7 +124,12 @@ public final class SubscriptionHub: Sendable {
     }
 
     private let shared = Locked<[CompiledQuery: Shared]>([:])
-    private let nextID = Locked(0)
+    let nextID = Locked(0)
+    /// The subscriptions with includes (see ``TreeShared``), those whose parts changed since the
+    /// last finished version, and the last finished version.
+    let trees = Locked<[CompiledTree: TreeShared]>([:])
+    let changedTrees = Locked<[ObjectIdentifier: TreeShared]>([:])
+    let completedVersion = Locked<Int64>(0)
 
     /// A hub over `store` (the replica) under `rules`; `cluster` names the Postgres cluster and
     /// timeline the replica follows (it begins every resume basis).

@@ -1,0 +1,218 @@
+#if Sync
+import Foundation
+import Ripple
+import RippleDiff
+import RippleSync
+
+/// The rows of a subscription with includes at one version: the root's rows, then each
+/// include's (in ``CompiledTree/parts``' order), each as its live query gives them.
+public struct TreeRows: Hashable, Sendable {
+    public var parts: [[[WireValue]]]
+}
+
+/// The columns, their types and the key of each of a tree's parts (the root first).
+struct TreeShape: Sendable {
+    var columns: [[String]]
+    var types: [[String]]
+    var keys: [[Int]]
+}
+
+/// A subscription with includes, shared by every socket subscribed to an equal one: the live
+/// queries of its parts (the root and each include, each a hub subscription of its own, shared
+/// with every equal part), and what its subscribers were last sent.
+///
+/// The parts' events come one by one while the replica commits; the tree sends its
+/// subscribers one event per version once the version is finished (``SubscriptionHub/complete(version:)``),
+/// made from the parts' rows then: the root's changeset, each to-one include's puts and deletes,
+/// each to-many include's sectioned changeset. A first result is sent once every part has one
+/// and none is ahead of the finished versions (so the parts' rows are those of one version).
+final class TreeShared: @unchecked Sendable {   // every variable field is guarded by `lock`
+    struct Subscriber {
+        var handler: @Sendable (SubscriptionEvent) -> Void
+        var resumingFrom: TreeRows?
+    }
+
+    let lock = NSLock()
+    let tree: CompiledTree
+    let basis: String
+    /// Each part's rows as its live query last gave them (`nil`: no result yet), and the
+    /// version of its last event.
+    var rows: [[[WireValue]]?]
+    var versions: [Int64]
+    var shapes: [(columns: [String], types: [String], key: [Int])?]
+    /// What the subscribers have, at ``version`` (`nil`: nothing sent yet).
+    var emitted: TreeRows?
+    var version: Int64 = 0
+    var subscribers: [Int: Subscriber] = [:]
+    var tokens: [SubscriptionToken] = []
+    var ended: SubscriptionEvent.Kind?
+
+    init(tree: CompiledTree, basis: String) {
+        self.tree = tree
+        self.basis = basis
+        rows = Array(repeating: nil, count: tree.parts.count + 1)
+        versions = Array(repeating: 0, count: tree.parts.count + 1)
+        shapes = Array(repeating: nil, count: tree.parts.count + 1)
+    }
+
+    /// Takes part `index`'s event (under the lock); whether the tree must hear of it.
+    func receive(_ event: SubscriptionEvent, part index: Int) -> SubscriptionEvent.Kind? {
+        switch event.kind {
+        case .snapshot(let snapshot):
+            rows[index] = snapshot.rows
+            shapes[index] = (snapshot.columns, snapshot.types, snapshot.key)
+        case .changes(let changeset):
+            guard let current = rows[index] else { return .ended(reason: "a part of the subscription changed before its first result") }
+            do {
+                rows[index] = try changeset.apply(to: current)
+            } catch {
+                return .ended(reason: "the subscription's parts went out of step (\(error)); subscribe again")
+            }
+        case .ended, .refused:
+            return event.kind
+        }
+        versions[index] = max(versions[index], event.version)
+        return nil
+    }
+
+    /// The parts' rows, when every part has a result.
+    var current: TreeRows? {
+        var parts: [[[WireValue]]] = []
+        for part in rows {
+            guard let part else { return nil }
+            parts.append(part)
+        }
+        return TreeRows(parts: parts)
+    }
+
+    var shape: TreeShape? {
+        var shape = TreeShape(columns: [], types: [], keys: [])
+        for part in shapes {
+            guard let part else { return nil }
+            shape.columns.append(part.columns)
+            shape.types.append(part.types)
+            shape.keys.append(part.key)
+        }
+        return shape
+    }
+
+    /// Sends what changed since the last event, at `version` (under the lock): a first result
+    /// to subscribers that have none, a change to the others. Nothing when no part has a result
+    /// yet, or nothing changed.
+    func emit(at version: Int64) {
+        guard ended == nil, let current, let shape else { return }
+        guard let emitted else {
+            self.emitted = current
+            self.version = version
+            for (id, subscriber) in subscribers {
+                subscriber.handler(firstEvent(resumingFrom: subscriber.resumingFrom))
+                subscribers[id]?.resumingFrom = nil
+            }
+            return
+        }
+        guard emitted != current else { return }
+        let changeset = TreeFrames.changeset(tree, shape, from: emitted, to: current)
+        self.emitted = current
+        self.version = version
+        guard !changeset.isEmpty else { return }
+        let delivered = event(changeset, rows: current, shape: shape)
+        for subscriber in subscribers.values { subscriber.handler(delivered) }
+    }
+
+    /// A new subscriber's first event (under the lock, with a result sent already): the tree
+    /// as sent, or from `old` a change to it.
+    func firstEvent(resumingFrom old: TreeRows?) -> SubscriptionEvent {
+        let rows = emitted!, shape = shape!
+        guard let old, old.parts.count == rows.parts.count else { return snapshotEvent(rows, shape) }
+        return event(TreeFrames.changeset(tree, shape, from: old, to: rows), rows: rows, shape: shape)
+    }
+
+    private func snapshotEvent(_ rows: TreeRows, _ shape: TreeShape) -> SubscriptionEvent {
+        let snapshot = TreeFrames.snapshot(tree, shape, rows, basis: basis)
+        var out = JSONBytes()
+        out.snapshot(snapshot)
+        return SubscriptionEvent(version: version, kind: .snapshot(snapshot), json: out.bytes)
+    }
+
+    /// `changeset` as an event, or the snapshot of `rows` when that is smaller.
+    private func event(_ changeset: WireChangeset, rows: TreeRows, shape: TreeShape) -> SubscriptionEvent {
+        var out = JSONBytes()
+        out.changeset(changeset)
+        if out.bytes.count > SubscriptionHub.snapshotComparisonThreshold {
+            let snapshot = snapshotEvent(rows, shape)
+            if snapshot.json.count < out.bytes.count { return snapshot }
+        }
+        return SubscriptionEvent(version: version, kind: .changes(changeset), json: out.bytes)
+    }
+}
+
+/// How a tree's rows become wire frames: snapshots and changesets with their includes.
+enum TreeFrames {
+    /// Part `index`'s rows (1-based: 0 is the root) as sections of its parent's rows: the
+    /// parents' keys and each parent's children (those whose related columns equal the parent's
+    /// `on` columns; a NULL relates to nothing), in the children's order.
+    static func sections(_ tree: CompiledTree, _ shape: TreeShape, _ rows: TreeRows, part index: Int)
+        -> (parents: [[WireValue]], sections: [[[WireValue]]]) {
+        let part = tree.parts[index - 1]
+        let parentIndex = part.parent.map { $0 + 1 } ?? 0
+        var children: [[WireValue]: [[WireValue]]] = [:]
+        for row in rows.parts[index] {
+            let values = part.relatedColumns.map { row[$0] }
+            guard !values.contains(.null) else { continue }
+            children[values, default: []].append(row)
+        }
+        let parentKey = shape.keys[parentIndex]
+        var parents: [[WireValue]] = []
+        var sections: [[[WireValue]]] = []
+        for row in rows.parts[parentIndex] {
+            parents.append(parentKey.map { row[$0] })
+            let values = part.parentColumns.map { row[$0] }
+            sections.append(values.contains(.null) ? [] : children[values] ?? [])
+        }
+        return (parents, sections)
+    }
+
+    static func snapshot(_ tree: CompiledTree, _ shape: TreeShape, _ rows: TreeRows, basis: String) -> WireSnapshot {
+        var included: [String: WireIncludedSnapshot] = [:]
+        for (offset, part) in tree.parts.enumerated() {
+            let index = offset + 1
+            if part.isToMany {
+                let (_, sections) = self.sections(tree, shape, rows, part: index)
+                included[part.path] = WireIncludedSnapshot(columns: shape.columns[index], types: shape.types[index], key: shape.keys[index],
+                                                           rows: sections.flatMap { $0 }, counts: sections.map(\.count))
+            } else {
+                included[part.path] = WireIncludedSnapshot(columns: shape.columns[index], types: shape.types[index], key: shape.keys[index],
+                                                           rows: rows.parts[index])
+            }
+        }
+        return WireSnapshot(basis: basis, columns: shape.columns[0], types: shape.types[0], key: shape.keys[0], rows: rows.parts[0],
+                            included: included)
+    }
+
+    /// The change from `old` to `new`: the root's changeset (Heckel, by key), each to-one
+    /// include's puts and deletes, each to-many include's sectioned changeset.
+    static func changeset(_ tree: CompiledTree, _ shape: TreeShape, from old: TreeRows, to new: TreeRows) -> WireChangeset {
+        let rootKey = shape.keys[0]
+        let rootChanges = Changeset(from: old.parts[0], to: new.parts[0], identifiedBy: { row in rootKey.map { row[$0] } }, contentEqual: ==)
+        var changeset = WireChangeset(rootChanges, from: old.parts[0], to: new.parts[0])
+        var included: [String: WireIncludedChange] = [:]
+        for (offset, part) in tree.parts.enumerated() {
+            let index = offset + 1
+            if part.isToMany {
+                let before = sections(tree, shape, old, part: index)
+                let after = sections(tree, shape, new, part: index)
+                guard before.sections != after.sections || before.parents != after.parents else { continue }
+                let change = WireSectionedChangeset(from: before.sections, parents: before.parents, to: after.sections, parents: after.parents,
+                                                    key: shape.keys[index])
+                if !change.isEmpty { included[part.path] = .sectioned(change) }
+            } else {
+                guard old.parts[index] != new.parts[index] else { continue }
+                let change = WireKeyedChange(from: old.parts[index], to: new.parts[index], key: shape.keys[index])
+                if !change.isEmpty { included[part.path] = .keyed(change) }
+            }
+        }
+        if !included.isEmpty { changeset.included = included }
+        return changeset
+    }
+}
+#endif
