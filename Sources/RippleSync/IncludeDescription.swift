@@ -43,9 +43,10 @@ public struct IncludeDescription: Codable, Hashable, Sendable {
     /// Which related rows are included; `nil`: every one the user may read.
     public var filter: FilterDescription?
     /// A to-many include's order of each parent's children (the included table's key breaks
-    /// ties). Ignored for a to-one include.
+    /// ties). A to-one include has none (the node refuses one).
     public var order: [OrderDescription]
-    /// A to-many include's number of children per parent; `nil`: all of them.
+    /// A to-many include's number of children per parent (0 or more); `nil`: all of them. A
+    /// to-one include has none (the node refuses one).
     public var limit: Int?
     /// The included table's columns to send (its key's are always sent); `nil`: all.
     public var columns: [String]?
