@@ -53,6 +53,11 @@ struct SubscribeCommand: AsyncParsableCommand {
         let client = SyncClient(url: url, store: store) { token }
         try await client.start()
         let limit = events
+        if query.hasIncludes {
+            try await followTree(query, client: client, limit: limit)
+            await client.stop()
+            return
+        }
         let remote = await client.remoteQuery(query)
         let watch = Task {
             for await event in client.events {
@@ -79,6 +84,51 @@ struct SubscribeCommand: AsyncParsableCommand {
     }
 
     /// The query the options describe.
+    /// A query with includes: kept in the client's local store (as an app's would be), and
+    /// printed whole — its rows, each to-many include's lists, each to-one include's rows —
+    /// after each frame that changes it.
+    func followTree(_ query: QueryDescription, client: SyncClient, limit: Int?) async throws {
+        let watch = Task {
+            var count = 0
+            for await event in client.events {
+                switch event {
+                case .connected(let user, let lsn): print("connected as \(user) at \(lsn)")
+                case .disconnected(let reason): print("disconnected (\(reason)); reconnecting…")
+                case .serverError(let code, let message, _): print("error \(code.rawValue): \(message)")
+                case .applied(let lsn, let subscriptions) where subscriptions.contains("tree"):
+                    print(await Self.describeTree(query, client: client, lsn: lsn))
+                    count += 1
+                    if let limit, count >= limit { return }
+                default: break
+                }
+            }
+        }
+        try await client.subscribe("tree", query)
+        try await untilSignalled { await watch.value }
+        watch.cancel()
+    }
+
+    static func describeTree(_ query: QueryDescription, client: SyncClient, lsn: String) async -> String {
+        func text(_ row: [WireValue]) -> String { row.map(text(of:)).joined(separator: " | ") }
+        let rows = await client.rows(of: "tree") ?? []
+        var lines = ["@\(lsn): \(rows.count) rows"]
+        var lists: [String: [[[WireValue]]]] = [:]
+        for (path, _, _) in query.includePaths {
+            guard let part = await client.includedRows(of: "tree", include: path) else { continue }
+            if part.isSectioned { lists[path] = part.sections } else {
+                lines.append("  \(path): \(part.rows.count) rows  (\(part.columns.joined(separator: " | ")))")
+                lines += part.rows.map { "    \(text($0))" }
+            }
+        }
+        for (index, row) in rows.enumerated() {
+            lines.append("  [\(index)] \(text(row))")
+            for (path, sections) in lists.sorted(by: { $0.key < $1.key }) where index < sections.count {
+                lines += sections[index].enumerated().map { "      \(path)[\($0.offset)] \(text($0.element))" }
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
     func description() throws -> QueryDescription {
         if let query {
             guard table == nil, filter == nil, order == nil, limit == nil else {
