@@ -214,25 +214,81 @@ private struct MessageFields {
         if let (filter, filterPath) = optionalMember("filter", of: query, at: path) {
             description.filter = try self.filter(filter, at: filterPath)
         }
-        if let (order, orderPath) = optionalMember("order", of: query, at: path) {
-            let terms = try array(order, at: orderPath)
-            description.order = []
-            for (index, term) in terms.enumerated() {
-                description.order.append(try self.order(term, at: "\(orderPath).\(index)"))
-            }
-        }
+        if let (order, orderPath) = optionalMember("order", of: query, at: path) { description.order = try orderTerms(order, at: orderPath) }
         if let (limit, limitPath) = optionalMember("limit", of: query, at: path) { description.limit = try integer(limit, at: limitPath) }
         if let (offset, offsetPath) = optionalMember("offset", of: query, at: path) {
             description.offset = try integer(offset, at: offsetPath)
         }
         if let (columns, columnsPath) = optionalMember("columns", of: query, at: path) {
-            var names: [String] = []
-            for (index, column) in try array(columns, at: columnsPath).enumerated() {
-                names.append(try string(column, at: "\(columnsPath).\(index)"))
-            }
-            description.columns = names
+            description.columns = try columnNames(columns, at: columnsPath)
+        }
+        if let (include, includePath) = optionalMember("include", of: query, at: path) {
+            let includes = try self.includes(include, at: includePath)
+            if let problem = IncludeDescription.problem(in: includes, at: includePath) { throw refusal(problem) }
+            description.include = includes
         }
         return description
+    }
+
+    func orderTerms(_ value: JSONTree, at path: String) throws(ClientMessageRefusal) -> [OrderDescription] {
+        var terms: [OrderDescription] = []
+        for (index, term) in try array(value, at: path).enumerated() {
+            terms.append(try order(term, at: "\(path).\(index)"))
+        }
+        return terms
+    }
+
+    func columnNames(_ value: JSONTree, at path: String) throws(ClientMessageRefusal) -> [String] {
+        var names: [String] = []
+        for (index, column) in try array(value, at: path).enumerated() {
+            names.append(try string(column, at: "\(path).\(index)"))
+        }
+        return names
+    }
+
+    /// A query's or an include's `include`: an object of includes by name (a name given twice:
+    /// the first counts). The rules that need no schema (names, how many, how deep, limits) are
+    /// checked on the whole tree once it is read (``IncludeDescription/problem(in:at:)``).
+    func includes(_ value: JSONTree, at path: String) throws(ClientMessageRefusal) -> [String: IncludeDescription] {
+        guard case .object(let members) = value else { throw refusal("\(path) must be an object of includes by name, not \(value.kind)") }
+        var includes: [String: IncludeDescription] = [:]
+        for member in members where includes[member.name] == nil {
+            includes[member.name] = try include(member.value, at: "\(path).\(member.name)")
+        }
+        return includes
+    }
+
+    /// An include: `{"table": …, "on": {"parent column": "its column", …}, "filter": …,
+    /// "order": […], "limit": …, "columns": […], "include": {…}}`.
+    func include(_ value: JSONTree, at path: String) throws(ClientMessageRefusal) -> IncludeDescription {
+        let include = try object(value, at: path)
+        let (table, tablePath) = try member("table", of: include, at: path)
+        var description = IncludeDescription(table: try string(table, at: tablePath), on: try pairs(member("on", of: include, at: path)))
+        if let (filter, filterPath) = optionalMember("filter", of: include, at: path) {
+            description.filter = try self.filter(filter, at: filterPath)
+        }
+        if let (order, orderPath) = optionalMember("order", of: include, at: path) { description.order = try orderTerms(order, at: orderPath) }
+        if let (limit, limitPath) = optionalMember("limit", of: include, at: path) { description.limit = try integer(limit, at: limitPath) }
+        if let (columns, columnsPath) = optionalMember("columns", of: include, at: path) {
+            description.columns = try columnNames(columns, at: columnsPath)
+        }
+        if let (nested, nestedPath) = optionalMember("include", of: include, at: path) {
+            description.include = try includes(nested, at: nestedPath)
+        }
+        return description
+    }
+
+    /// An `on` of `exists` or of an include: an object of at least one pair of column names
+    /// (a name given twice: the first counts, as everywhere in a message).
+    func pairs(_ field: (JSONTree, String)) throws(ClientMessageRefusal) -> [String: String] {
+        let (on, onPath) = field
+        guard case .object(let pairs) = on else { throw refusal("\(onPath) must be an object, not \(on.kind)") }
+        guard !pairs.isEmpty else { throw refusal("\(onPath) must map at least one column") }
+        var mapping: [String: String] = [:]
+        for pair in pairs where mapping[pair.name] == nil {
+            mapping[pair.name] = try string(pair.value, at: "\(onPath).\(pair.name)")
+        }
+        return mapping
     }
 
     func order(_ value: JSONTree, at path: String) throws(ClientMessageRefusal) -> OrderDescription {
@@ -310,14 +366,7 @@ private struct MessageFields {
     func exists(_ value: JSONTree, at path: String) throws(ClientMessageRefusal) -> ExistsDescription {
         let exists = try object(value, at: path)
         let (table, tablePath) = try member("table", of: exists, at: path)
-        let (on, onPath) = try member("on", of: exists, at: path)
-        guard case .object(let pairs) = on else { throw refusal("\(onPath) must be an object, not \(on.kind)") }
-        guard !pairs.isEmpty else { throw refusal("\(onPath) must map at least one column") }
-        var mapping: [String: String] = [:]
-        // A name given twice: the first counts, as everywhere in a message.
-        for pair in pairs where mapping[pair.name] == nil {
-            mapping[pair.name] = try string(pair.value, at: "\(onPath).\(pair.name)")
-        }
+        let mapping = try pairs(member("on", of: exists, at: path))
         var description = ExistsDescription(table: try string(table, at: tablePath), on: mapping)
         if let (filter, filterPath) = optionalMember("filter", of: exists, at: path) {
             description.filter = try self.filter(filter, at: filterPath)

@@ -244,6 +244,7 @@ extension FrameReader {
         position += 1
         var seen = Fields()
         var basis: String?, columns: [String]?, types: [String]?, key: [Int]?, rows: [[WireValue]]?
+        var included: [String: WireIncludedSnapshot]?
         var first = true
         while try nextMember(&first, of: "a snapshot") {
             let field = try readFieldName()
@@ -260,6 +261,11 @@ extension FrameReader {
                 try reader.readInteger(for: "a column position")
             }
             case .rows: rows = try readRows(columns: columns?.count ?? 0)
+            case .included:
+                if readNull() { continue }
+                included = try readObject(of: "a snapshot's `included`", depth: 4) { (reader: inout FrameReader) throws(SyncFrameError) in
+                    try reader.readIncludedSnapshot()
+                }
             default: try skipValue(depth: 4)
             }
         }
@@ -268,7 +274,53 @@ extension FrameReader {
             return value
         }
         return WireSnapshot(basis: try required(basis, "basis"), columns: try required(columns, "columns"),
-                            types: try required(types, "types"), key: try required(key, "key"), rows: try required(rows, "rows"))
+                            types: try required(types, "types"), key: try required(key, "key"), rows: try required(rows, "rows"),
+                            included: included)
+    }
+
+    /// Reads a ``WireIncludedSnapshot`` object: a snapshot's rows of one include.
+    private mutating func readIncludedSnapshot() throws(SyncFrameError) -> WireIncludedSnapshot {
+        let start = position
+        guard byte == UInt8(ascii: "{") else { throw expected("an include's rows (an object)") }
+        position += 1
+        var seen = Fields()
+        var columns: [String]?, types: [String]?, key: [Int]?, rows: [[WireValue]]?, counts: [Int]?
+        var countsOffset = start
+        var first = true
+        while try nextMember(&first, of: "an include's rows") {
+            let field = try readFieldName()
+            guard seen.insert(field) else { try skipValue(depth: 6); continue }
+            switch field {
+            case .columns: columns = try readArray(of: "`columns`") { (reader: inout FrameReader) throws(SyncFrameError) in
+                try reader.readString(for: "a column name")
+            }
+            case .types: types = try readArray(of: "`types`") { (reader: inout FrameReader) throws(SyncFrameError) in
+                try reader.readString(for: "a type name")
+            }
+            case .key: key = try readArray(of: "`key`") { (reader: inout FrameReader) throws(SyncFrameError) in
+                try reader.readInteger(for: "a column position")
+            }
+            case .rows: rows = try readRows(columns: columns?.count ?? 0)
+            case .counts:
+                if readNull() { continue }
+                countsOffset = position
+                counts = try readArray(of: "`counts`") { (reader: inout FrameReader) throws(SyncFrameError) in
+                    let offset = reader.position
+                    let count = try reader.readInteger(for: "a parent's number of children")
+                    guard count >= 0 else { throw SyncFrameError(offset: offset, reason: "a parent's number of children is \(count), below 0") }
+                    return count
+                }
+            default: try skipValue(depth: 6)
+            }
+        }
+        func required<Value>(_ value: Value?, _ name: String) throws(SyncFrameError) -> Value {
+            guard let value else { throw SyncFrameError(offset: start, reason: "an include's rows have no `\(name)`") }
+            return value
+        }
+        let snapshot = WireIncludedSnapshot(columns: try required(columns, "columns"), types: try required(types, "types"),
+                                            key: try required(key, "key"), rows: try required(rows, "rows"), counts: counts)
+        if let problem = snapshot.countsProblem { throw SyncFrameError(offset: countsOffset, reason: problem) }
+        return snapshot
     }
 
     /// Reads a snapshot's rows: an array of rows, each an array of values.
@@ -295,9 +347,13 @@ extension FrameReader {
         var first = true
         while try nextMember(&first, of: "a changeset") {
             let field = try readFieldName()
-            guard seen.insert(field), field.isChangesetList else { try skipValue(depth: 4); continue }
+            guard seen.insert(field), field.isChangesetList || field == .included else { try skipValue(depth: 4); continue }
             if readNull() { continue }
             switch field {
+            case .included:
+                changeset.included = try readObject(of: "a changeset's `included`", depth: 4) { (reader: inout FrameReader) throws(SyncFrameError) in
+                    try reader.readIncludedChange()
+                }
             case .deletes:
                 changeset.deletes = try readArray(of: "`deletes`") { (reader: inout FrameReader) throws(SyncFrameError) in
                     try reader.readInteger(for: "an old index")
@@ -317,6 +373,125 @@ extension FrameReader {
             }
         }
         return changeset
+    }
+
+    /// Reads a ``WireIncludedChange`` object: a keyed change (`put`, `delete`) or a sectioned one
+    /// (`deletes`, `inserts`, `moves`, `updates`), never both; a member that is `null` counts as
+    /// absent, and an object with neither form's members is an empty sectioned change.
+    private mutating func readIncludedChange() throws(SyncFrameError) -> WireIncludedChange {
+        let start = position
+        guard byte == UInt8(ascii: "{") else { throw expected("an include's change (an object)") }
+        position += 1
+        var seen = Fields()
+        var keyed = WireKeyedChange(), isKeyed = false
+        var sectioned = WireSectionedChangeset(), isSectioned = false
+        var first = true
+        while try nextMember(&first, of: "an include's change") {
+            let field = try readFieldName()
+            guard seen.insert(field), field.isChangesetList || field == .put || field == .delete else { try skipValue(depth: 6); continue }
+            if readNull() { continue }
+            switch field {
+            case .put:
+                isKeyed = true
+                keyed.puts = try readArray(of: "`put`") { (reader: inout FrameReader) throws(SyncFrameError) in
+                    try reader.readColumns(of: "a put")
+                }
+            case .delete:
+                isKeyed = true
+                keyed.deletes = try readArray(of: "`delete`") { (reader: inout FrameReader) throws(SyncFrameError) in
+                    try reader.readRow(capacity: 1)
+                }
+            case .deletes:
+                isSectioned = true
+                sectioned.deletes = try readArray(of: "`deletes`") { (reader: inout FrameReader) throws(SyncFrameError) in
+                    try reader.readPath("a delete's path")
+                }
+            case .inserts:
+                isSectioned = true
+                sectioned.inserts = try readArray(of: "`inserts`") { (reader: inout FrameReader) throws(SyncFrameError) in
+                    try reader.readSectionedInsert()
+                }
+            case .moves:
+                isSectioned = true
+                sectioned.moves = try readArray(of: "`moves`") { (reader: inout FrameReader) throws(SyncFrameError) in
+                    try reader.expectOpening("a move ([old path, new path])")
+                    let old = try reader.readPath("a move's old path")
+                    try reader.expectComma(in: "a move ([old path, new path])")
+                    let new = try reader.readPath("a move's new path")
+                    try reader.expectClosing(of: "a move ([old path, new path])")
+                    return WireSectionedChangeset.Move(old: old, new: new)
+                }
+            default:
+                isSectioned = true
+                sectioned.updates = try readArray(of: "`updates`") { (reader: inout FrameReader) throws(SyncFrameError) in
+                    try reader.expectOpening("an update ([old path, new path, columns])")
+                    let old = try reader.readPath("an update's old path")
+                    try reader.expectComma(in: "an update ([old path, new path, columns])")
+                    let new = try reader.readPath("an update's new path")
+                    try reader.expectComma(in: "an update ([old path, new path, columns])")
+                    let columns = try reader.readColumns(of: "an update")
+                    try reader.expectClosing(of: "an update ([old path, new path, columns])")
+                    return WireSectionedChangeset.Update(old: old, new: new, columns: columns)
+                }
+            }
+        }
+        guard !(isKeyed && isSectioned) else {
+            throw SyncFrameError(offset: start, reason: "an include's change has both a keyed set's `put` or `delete` and a sectioned "
+                                 + "list's `deletes`, `inserts`, `moves` or `updates`")
+        }
+        return isKeyed ? .keyed(keyed) : .sectioned(sectioned)
+    }
+
+    /// `[section, item]`: a place in a sectioned list, neither below 0 (`what`: which one, for
+    /// errors, such as "a move's old path").
+    private mutating func readPath(_ what: String) throws(SyncFrameError) -> WirePath {
+        try expectOpening("\(what) ([section, item])")
+        let sectionOffset = position
+        let section = try readInteger(for: "the section of \(what)")
+        try expectComma(in: "\(what) ([section, item])")
+        let itemOffset = position
+        let item = try readInteger(for: "the item of \(what)")
+        try expectClosing(of: "\(what) ([section, item])")
+        guard section >= 0 else { throw SyncFrameError(offset: sectionOffset, reason: "the section of \(what) is \(section), below 0") }
+        guard item >= 0 else { throw SyncFrameError(offset: itemOffset, reason: "the item of \(what) is \(item), below 0") }
+        return WirePath(section: section, item: item)
+    }
+
+    /// `[section, item, row]`.
+    private mutating func readSectionedInsert() throws(SyncFrameError) -> WireSectionedChangeset.Insert {
+        try expectOpening("an insert ([section, item, row])")
+        let sectionOffset = position
+        let section = try readInteger(for: "an insert's section")
+        try expectComma(in: "an insert ([section, item, row])")
+        let itemOffset = position
+        let item = try readInteger(for: "an insert's item")
+        try expectComma(in: "an insert ([section, item, row])")
+        guard byte == UInt8(ascii: "[") else { throw expected("an inserted row (an array)") }
+        let row = try readRow(capacity: 0)
+        try expectClosing(of: "an insert ([section, item, row])")
+        guard section >= 0 else { throw SyncFrameError(offset: sectionOffset, reason: "an insert's section is \(section), below 0") }
+        guard item >= 0 else { throw SyncFrameError(offset: itemOffset, reason: "an insert's item is \(item), below 0") }
+        return WireSectionedChangeset.Insert(path: WirePath(section: section, item: item), row: row)
+    }
+
+    /// `{"column position": value, …}`: a put's or an update's columns (a position written
+    /// twice counts the first time).
+    private mutating func readColumns(of what: String) throws(SyncFrameError) -> [Int: WireValue] {
+        guard byte == UInt8(ascii: "{") else { throw expected("\(what)'s columns (an object)") }
+        position += 1
+        var columns: [Int: WireValue] = [:]
+        var first = true
+        while try nextMember(&first, of: "\(what)'s columns") {
+            let offset = position
+            let name = try readString(for: "a column position")
+            guard let column = Int(name), column >= 0 else {
+                throw SyncFrameError(offset: offset, reason: "expected a column position (a decimal string), found \(quoted(name))")
+            }
+            try expectColon()
+            if columns[column] != nil { try skipValue(depth: 9); continue }
+            columns[column] = try readValue()
+        }
+        return columns
     }
 
     /// `[new index, row]`.
@@ -376,6 +551,7 @@ extension FrameReader {
         case basis, columns, types, key, rows
         case deletes, inserts, moves, updates
         case client, lastMutation, results, status, constraint
+        case included, counts, put, delete
         case other
 
         init(name: String) {
@@ -406,6 +582,10 @@ extension FrameReader {
             case "results": self = .results
             case "status": self = .status
             case "constraint": self = .constraint
+            case "included": self = .included
+            case "counts": self = .counts
+            case "put": self = .put
+            case "delete": self = .delete
             default: self = .other
             }
         }
@@ -415,12 +595,12 @@ extension FrameReader {
 
     /// The fields of one object already read (a key written twice counts the first time).
     private struct Fields {
-        private var bits: UInt32 = 0
+        private var bits: UInt64 = 0
 
         /// Adds `field`; `false` if it was there (or is `other`, which is never read).
         mutating func insert(_ field: Field) -> Bool {
             guard field != .other else { return false }
-            let bit = UInt32(1) << field.rawValue
+            let bit = UInt64(1) << field.rawValue
             defer { bits |= bit }
             return bits & bit == 0
         }

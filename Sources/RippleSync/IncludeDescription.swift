@@ -70,6 +70,9 @@ public struct IncludeDescription: Codable, Hashable, Sendable {
         filter = try container.decodeIfPresent(FilterDescription.self, forKey: .filter)
         order = try container.decodeIfPresent([OrderDescription].self, forKey: .order) ?? []
         limit = try container.decodeIfPresent(Int.self, forKey: .limit)
+        if let limit, limit < 0 {
+            throw DecodingError.dataCorruptedError(forKey: .limit, in: container, debugDescription: "a limit is 0 or more, not \(limit)")
+        }
         columns = try container.decodeIfPresent([String].self, forKey: .columns)
         include = try container.decodeIfPresent([String: IncludeDescription].self, forKey: .include)
     }
@@ -83,6 +86,48 @@ public struct IncludeDescription: Codable, Hashable, Sendable {
         try container.encodeIfPresent(limit, forKey: .limit)
         try container.encodeIfPresent(columns, forKey: .columns)
         if let include, !include.isEmpty { try container.encode(include, forKey: .include) }
+    }
+
+    /// Whether `name` may name an include: a letter or `_`, then letters, digits or `_`
+    /// (ASCII), at most 63 bytes — a name that is also a column, a table and a path segment
+    /// (`todos.assignee`) without quoting.
+    public static func isValidName(_ name: String) -> Bool {
+        let bytes = name.utf8
+        guard let first = bytes.first, bytes.count <= 63 else { return false }
+        func isLetter(_ byte: UInt8) -> Bool {
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || byte == UInt8(ascii: "_")
+        }
+        return isLetter(first) && bytes.dropFirst().allSatisfy { isLetter($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+    }
+
+    /// What is wrong with `includes` (a query's, at `path`, such as `query.include`) by the
+    /// rules that need no schema, in words that name where: a name that is not
+    /// ``isValidName(_:)``, more than ``maximumCount`` includes in all, nesting deeper than
+    /// ``maximumDepth``, an `on` without pairs, a negative `limit`. `nil`: nothing.
+    ///
+    /// Whether each include is to-one or to-many, and whether its table and columns exist, needs
+    /// the schema: the node checks those.
+    package static func problem(in includes: [String: IncludeDescription], at path: String) -> String? {
+        var count = 0
+        func check(_ includes: [String: IncludeDescription], at path: String, level: Int) -> String? {
+            guard !includes.isEmpty else { return nil }
+            guard level <= maximumDepth else { return "\(path): includes nest at most \(maximumDepth) deep" }
+            for (name, include) in includes.sorted(by: { $0.key < $1.key }) {
+                guard isValidName(name) else {
+                    return "\(path): \(JSONBytes.quoted(name)) is not an include's name (a letter or _, then letters, digits or _; "
+                        + "at most 63 bytes)"
+                }
+                count += 1
+                guard count <= maximumCount else { return "\(path).\(name): a query has at most \(maximumCount) includes, at every level" }
+                let at = "\(path).\(name)"
+                guard !include.on.isEmpty else { return "\(at).on must map at least one column" }
+                if let limit = include.limit, limit < 0 { return "\(at).limit: a limit is 0 or more, not \(limit)" }
+                if let nested = include.include, let problem = check(nested, at: "\(at).include", level: level + 1) { return problem }
+            }
+            return nil
+        }
+        return check(includes, at: path, level: 1)
     }
 
     /// `on`'s pairs in a fixed order (by the parent's column).

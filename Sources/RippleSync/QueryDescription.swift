@@ -46,6 +46,9 @@ public struct QueryDescription: Codable, Hashable, Sendable {
         offset = try container.decodeIfPresent(Int.self, forKey: .offset)
         columns = try container.decodeIfPresent([String].self, forKey: .columns)
         include = try container.decodeIfPresent([String: IncludeDescription].self, forKey: .include)
+        if let include, let problem = IncludeDescription.problem(in: include, at: "include") {
+            throw DecodingError.dataCorruptedError(forKey: .include, in: container, debugDescription: problem)
+        }
     }
 }
 

@@ -9,9 +9,10 @@ import RippleDiff
 ///
 /// * A **to-one** include (no `counts`): the rows the parents refer to, a keyed set (in key
 ///   order; the order carries no meaning).
-/// * A **to-many** include (`counts`): the children of each parent row, parent after parent, in
-///   the parents' order (the root's rows, or a to-one include's rows in their order); `counts[i]`
-///   is how many belong to parent `i`. A child related to two parents is listed under each.
+/// * A **to-many** include (`counts`): the children of each root row, root row after root row,
+///   in the root's order (a to-many include is top-level only); `counts[i]` is how many belong
+///   to root row `i`, and the counts add up to the rows. A child related to two parents is
+///   listed under each.
 public struct WireIncludedSnapshot: Codable, Hashable, Sendable {
     public var columns: [String]
     public var types: [String]
@@ -23,6 +24,37 @@ public struct WireIncludedSnapshot: Codable, Hashable, Sendable {
 
     public init(columns: [String], types: [String], key: [Int], rows: [[WireValue]], counts: [Int]? = nil) {
         (self.columns, self.types, self.key, self.rows, self.counts) = (columns, types, key, rows, counts)
+    }
+
+    enum CodingKeys: String, CodingKey { case columns, types, key, rows, counts }
+
+    /// Reads an include's rows; `counts`, when present, must be a number of children (0 or
+    /// more) per parent that add up to the number of rows.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        columns = try container.decode([String].self, forKey: .columns)
+        types = try container.decode([String].self, forKey: .types)
+        key = try container.decode([Int].self, forKey: .key)
+        rows = try container.decode([[WireValue]].self, forKey: .rows)
+        counts = try container.decodeIfPresent([Int].self, forKey: .counts)
+        if let problem = countsProblem {
+            throw DecodingError.dataCorruptedError(forKey: .counts, in: container, debugDescription: problem)
+        }
+    }
+
+    /// What is wrong with `counts` (a count below 0, or counts that do not add up to the
+    /// rows); `nil`: nothing, or no `counts`.
+    var countsProblem: String? {
+        guard let counts else { return nil }
+        var total = 0
+        for count in counts {
+            guard count >= 0 else { return "a parent's number of children is \(count), below 0" }
+            let (sum, overflow) = total.addingReportingOverflow(count)
+            guard !overflow, sum <= rows.count else { return "`counts` add up to more than the \(rows.count) rows" }
+            total = sum
+        }
+        guard total == rows.count else { return "`counts` add up to \(total), not to the \(rows.count) rows" }
+        return nil
     }
 
     /// Whether this is a to-many include (a sectioned list).
@@ -57,16 +89,21 @@ public enum WireIncludedChange: Hashable, Sendable {
 }
 
 extension WireIncludedChange: Codable {
-    enum Keys: String, CodingKey { case put, delete }
+    enum Keys: String, CodingKey { case put, delete, deletes, inserts, moves, updates }
 
-    /// A keyed change has `put` or `delete`; a sectioned one neither.
+    /// A keyed change has `put` or `delete`; a sectioned one `deletes`, `inserts`, `moves` or
+    /// `updates`; none has both (a member that is `null` counts as absent). An object with
+    /// neither form's members (`{}`) is an empty sectioned change.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: Keys.self)
-        if container.contains(.put) || container.contains(.delete) {
-            self = .keyed(try WireKeyedChange(from: decoder))
-        } else {
-            self = .sectioned(try WireSectionedChangeset(from: decoder))
+        func has(_ key: Keys) throws -> Bool { try container.contains(key) && !container.decodeNil(forKey: key) }
+        let isKeyed = try has(.put) || has(.delete)
+        let isSectioned = try has(.deletes) || has(.inserts) || has(.moves) || has(.updates)
+        guard !(isKeyed && isSectioned) else {
+            throw DecodingError.dataCorruptedError(forKey: .put, in: container, debugDescription: "an include's change has both a keyed "
+                                                   + "set's put or delete and a sectioned list's deletes, inserts, moves or updates")
         }
+        self = isKeyed ? .keyed(try WireKeyedChange(from: decoder)) : .sectioned(try WireSectionedChangeset(from: decoder))
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -247,7 +284,7 @@ public struct WireSectionedChangeset: Codable, Hashable, Sendable {
         }
         deletes = try (container.decodeIfPresent([[Int]].self, forKey: .deletes) ?? []).map(path)
         inserts = try (container.decodeIfPresent([InsertForm].self, forKey: .inserts) ?? []).map {
-            Insert(path: WirePath(section: $0.section, item: $0.item), row: $0.row)
+            Insert(path: try path([$0.section, $0.item]), row: $0.row)
         }
         moves = try (container.decodeIfPresent([[[Int]]].self, forKey: .moves) ?? []).map { pair in
             guard pair.count == 2 else {
@@ -316,9 +353,9 @@ public struct WireSectionedChangeset: Codable, Hashable, Sendable {
         }
     }
 
-    /// The new sections' items, from the old ones: `sections` is how the sections themselves
-    /// changed (the parents' changeset: which old section each new one was, `nil` for a new
-    /// section), `newCount` the number of new sections.
+    /// The new sections' items, from the old ones: `sourceOfNewSection` is how the sections
+    /// themselves changed, one element per new section: the old section it was, or `nil` for a
+    /// section inserted (``WireChangeset/sources(oldCount:)`` of the parents' changeset).
     ///
     /// In each new section, inserted and moved items take their new places; the items of its old
     /// section that were neither deleted nor moved keep their order in the free places; then

@@ -346,12 +346,28 @@ extension ServerMessage {
             snapshots: snapshots.mapValues { snapshot in
                 var snapshot = snapshot
                 snapshot.rows = snapshot.rows.map { $0.map(transform) }
+                snapshot.included = snapshot.included?.mapValues { included in
+                    var included = included
+                    included.rows = included.rows.map { $0.map(transform) }
+                    return included
+                }
                 return snapshot
             },
             changesets: changesets.mapValues { changeset in
                 var changeset = changeset
                 changeset.inserts = changeset.inserts.map { .init(index: $0.index, row: $0.row.map(transform)) }
                 changeset.updates = changeset.updates.map { .init(old: $0.old, new: $0.new, columns: $0.columns.mapValues(transform)) }
+                changeset.included = changeset.included?.mapValues { change in
+                    switch change {
+                    case .keyed(let keyed):
+                        return .keyed(WireKeyedChange(puts: keyed.puts.map { $0.mapValues(transform) },
+                                                      deletes: keyed.deletes.map { $0.map(transform) }))
+                    case .sectioned(var sectioned):
+                        sectioned.inserts = sectioned.inserts.map { .init(path: $0.path, row: $0.row.map(transform)) }
+                        sectioned.updates = sectioned.updates.map { .init(old: $0.old, new: $0.new, columns: $0.columns.mapValues(transform)) }
+                        return .sectioned(sectioned)
+                    }
+                }
                 return changeset
             })
     }
@@ -407,10 +423,69 @@ enum RandomMessages {
 
     static func snapshot(_ random: inout SeededGenerator) -> WireSnapshot {
         let columns = Int.random(in: 0...6, using: &random)
-        return WireSnapshot(basis: string(&random), columns: (0..<columns).map { _ in string(&random) },
-                            types: (0..<columns).map { _ in ["int8", "text", "bool", "float8", "numeric"].randomElement(using: &random)! },
-                            key: (0..<Int.random(in: 0...2, using: &random)).map { _ in int(&random) },
-                            rows: (0..<Int.random(in: 0...8, using: &random)).map { _ in row(columns, &random) })
+        var snapshot = WireSnapshot(basis: string(&random), columns: (0..<columns).map { _ in string(&random) },
+                                    types: (0..<columns).map { _ in ["int8", "text", "bool", "float8", "numeric"].randomElement(using: &random)! },
+                                    key: (0..<Int.random(in: 0...2, using: &random)).map { _ in int(&random) },
+                                    rows: (0..<Int.random(in: 0...8, using: &random)).map { _ in row(columns, &random) })
+        if Int.random(in: 0..<3, using: &random) == 0 {
+            var included: [String: WireIncludedSnapshot] = [:]
+            for _ in 0..<Int.random(in: 1...3, using: &random) { included[string(&random)] = includedSnapshot(&random) }
+            snapshot.included = included
+        }
+        return snapshot
+    }
+
+    /// An include's rows: a keyed set, or a sectioned list whose counts add up to its rows.
+    static func includedSnapshot(_ random: inout SeededGenerator) -> WireIncludedSnapshot {
+        let columns = Int.random(in: 1...4, using: &random)
+        let rows = (0..<Int.random(in: 0...6, using: &random)).map { _ in row(columns, &random) }
+        var counts: [Int]?
+        if Bool.random(using: &random) {
+            var left = rows.count
+            var parts: [Int] = []
+            for _ in 0..<Int.random(in: 0...4, using: &random) {
+                let part = Int.random(in: 0...left, using: &random)
+                parts.append(part)
+                left -= part
+            }
+            if left > 0 || parts.isEmpty { parts.append(left) }
+            counts = parts
+        }
+        return WireIncludedSnapshot(columns: (0..<columns).map { _ in string(&random) },
+                                    types: (0..<columns).map { _ in ["int8", "text", "uuid"].randomElement(using: &random)! },
+                                    key: [Int.random(in: 0..<columns, using: &random)], rows: rows, counts: counts)
+    }
+
+    /// A place in a sectioned list (never below 0).
+    static func path(_ random: inout SeededGenerator) -> WirePath {
+        func index() -> Int { Bool.random(using: &random) ? Int.random(in: 0...50, using: &random) : Int(int(&random).magnitude & 0xFFFF_FFFF) }
+        return WirePath(section: index(), item: index())
+    }
+
+    static func columns(_ random: inout SeededGenerator) -> [Int: WireValue] {
+        var columns: [Int: WireValue] = [:]
+        for _ in 0..<Int.random(in: 0...4, using: &random) { columns[Int.random(in: 0..<20, using: &random)] = value(&random) }
+        return columns
+    }
+
+    /// An include's change that is not empty: a keyed set's puts and deletes, or a sectioned
+    /// list's changes.
+    static func includedChange(_ random: inout SeededGenerator) -> WireIncludedChange {
+        func some<Item>(_ make: (inout SeededGenerator) -> Item) -> [Item] {
+            Int.random(in: 0..<3, using: &random) == 0 ? [] : (0..<Int.random(in: 1...3, using: &random)).map { _ in make(&random) }
+        }
+        if Bool.random(using: &random) {
+            var keyed = WireKeyedChange(puts: some { columns(&$0) }, deletes: some { row(Int.random(in: 1...2, using: &$0), &$0) })
+            if keyed.isEmpty { keyed.deletes = [[value(&random)]] }
+            return .keyed(keyed)
+        }
+        var sectioned = WireSectionedChangeset(
+            deletes: some { path(&$0) },
+            inserts: some { .init(path: path(&$0), row: row(Int.random(in: 0...4, using: &$0), &$0)) },
+            moves: some { .init(old: path(&$0), new: path(&$0)) },
+            updates: some { .init(old: path(&$0), new: path(&$0), columns: columns(&$0)) })
+        if sectioned.isEmpty { sectioned.moves = [.init(old: path(&random), new: path(&random))] }
+        return .sectioned(sectioned)
     }
 
     static func changeset(_ random: inout SeededGenerator) -> WireChangeset {
@@ -427,7 +502,9 @@ enum RandomMessages {
                     columns[Bool.random(using: &random) ? Int.random(in: 0..<20, using: &random) : int(&random).magnitude.hashValue & 0xFFFF] = value(&random)
                 }
                 return .init(old: int(&random), new: int(&random), columns: columns)
-            })
+            },
+            included: Int.random(in: 0..<3, using: &random) > 0 ? nil
+                : Dictionary((0..<Int.random(in: 1...3, using: &random)).map { _ in (string(&random), includedChange(&random)) }) { first, _ in first })
     }
 
     static func message(_ random: inout SeededGenerator) -> ServerMessage {
@@ -603,7 +680,33 @@ struct Scrambler {
     mutating func snapshot(_ snapshot: WireSnapshot) -> String {
         object([("basis", string(snapshot.basis)), ("columns", array(snapshot.columns.map { string($0) })),
                 ("types", array(snapshot.types.map { string($0) })), ("key", array(snapshot.key.map { integerField($0) })),
-                ("rows", array(snapshot.rows.map { row($0) }))], unknown: true)
+                ("rows", array(snapshot.rows.map { row($0) }))]
+               + optional("included", snapshot.included.map { included in
+                   object(included.map { ($0.key, includedSnapshot($0.value)) })
+               }), unknown: true)
+    }
+
+    mutating func includedSnapshot(_ snapshot: WireIncludedSnapshot) -> String {
+        object([("columns", array(snapshot.columns.map { string($0) })), ("types", array(snapshot.types.map { string($0) })),
+                ("key", array(snapshot.key.map { integerField($0) })), ("rows", array(snapshot.rows.map { row($0) }))]
+               + optional("counts", snapshot.counts.map { counts in array(counts.map { integerField($0) }) }), unknown: true)
+    }
+
+    mutating func path(_ path: WirePath) -> String { array([integerField(path.section), integerField(path.item)]) }
+
+    mutating func columns(_ columns: [Int: WireValue]) -> String { object(columns.map { (String($0.key), value($0.value)) }) }
+
+    mutating func includedChange(_ change: WireIncludedChange) -> String {
+        switch change {
+        case .keyed(let keyed):
+            return object(list("put", keyed.puts.map { columns($0) }) + list("delete", keyed.deletes.map { row($0) }), unknown: true)
+        case .sectioned(let sectioned):
+            var members = list("deletes", sectioned.deletes.map { path($0) })
+            members += list("inserts", sectioned.inserts.map { array([integerField($0.path.section), integerField($0.path.item), row($0.row)]) })
+            members += list("moves", sectioned.moves.map { array([path($0.old), path($0.new)]) })
+            members += list("updates", sectioned.updates.map { array([path($0.old), path($0.new), columns($0.columns)]) })
+            return object(members, unknown: true)
+        }
     }
 
     mutating func changeset(_ changeset: WireChangeset) -> String {
@@ -613,6 +716,9 @@ struct Scrambler {
         members += list("updates", changeset.updates.map { update in
             array([integerField(update.old), integerField(update.new),
                    object(update.columns.map { (String($0.key), value($0.value)) })])
+        })
+        members += optional("included", changeset.included.map { included in
+            object(included.map { ($0.key, includedChange($0.value)) })
         })
         return object(members, unknown: true)
     }

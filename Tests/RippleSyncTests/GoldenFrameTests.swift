@@ -45,6 +45,31 @@ import Testing
             MutationResult(id: 45, status: .rejected, code: "write_rule", message: "the rules do not let this user change that row of todos",
                            lsn: "0/16B3790"),
         ])),
+        // Projects with their owners (to-one), their open todos (to-many), and the todos' assignees.
+        ("server.changes-included", .changes(lsn: "0/1A2A", snapshots: ["boards": WireSnapshot(
+            basis: basis, columns: ["id", "name", "owner_id"], types: ["int8", "text", "text"], key: [0],
+            rows: [[.integer(3), .text("Launch"), .text("alice")], [.integer(7), .text("Garden"), .text("bob")]],
+            included: [
+                "owner": WireIncludedSnapshot(columns: ["id", "name"], types: ["text", "text"], key: [0],
+                                              rows: [[.text("alice"), .text("Alice")], [.text("bob"), .text("Bob")]]),
+                "todos": WireIncludedSnapshot(columns: ["id", "project_id", "title", "rank", "assignee_id"],
+                                              types: ["int8", "int8", "text", "int8", "text"], key: [0],
+                                              rows: [[.integer(10), .integer(3), .text("Write the post"), .integer(1), .text("bob")],
+                                                     [.integer(11), .integer(3), .text("Ship"), .integer(2), .null],
+                                                     [.integer(12), .integer(7), .text("Plant"), .integer(3), .text("alice")]],
+                                              counts: [2, 1]),
+                "todos.assignee": WireIncludedSnapshot(columns: ["id", "name"], types: ["text", "text"], key: [0],
+                                                       rows: [[.text("alice"), .text("Alice")], [.text("bob"), .text("Bob")]]),
+            ])], changesets: [:])),
+        // Todo 10 moves to project 7, whose owner becomes Carol.
+        ("server.changes-included-move", .changes(lsn: "0/1A2B", snapshots: [:], changesets: ["boards": WireChangeset(
+            updates: [.init(old: 1, new: 1, columns: [2: .text("carol")])],
+            included: [
+                "owner": .keyed(WireKeyedChange(puts: [[0: .text("carol"), 1: .text("Carol")]], deletes: [[.text("bob")]])),
+                "todos": .sectioned(WireSectionedChangeset(
+                    moves: [.init(old: WirePath(section: 0, item: 0), new: WirePath(section: 1, item: 0))],
+                    updates: [.init(old: WirePath(section: 0, item: 0), new: WirePath(section: 1, item: 0), columns: [1: .integer(7)])])),
+            ])])),
     ]
 
     static let clientMessages: [(String, ClientMessage)] = [
@@ -65,6 +90,15 @@ import Testing
                                    MutationOp(.patch, table: "todos", values: ["id": .integer(3), "done": .bool(true)]),
                                    MutationOp(.delete, table: "todos", values: ["id": .integer(5)])]),
         ])),
+        ("client.subscribe-include", .subscribe(
+            id: "boards",
+            query: QueryDescription(table: "projects", order: [OrderDescription(column: "name")])
+                .including("owner", .row(of: "users", on: ["owner_id": "id"], columns: ["id", "name"]))
+                .including("todos", IncludeDescription.rows(of: "todos", on: ["id": "project_id"],
+                                                            where: .compare(column: "done", op: .equal, value: .bool(false)),
+                                                            order: [OrderDescription(column: "rank")], limit: 50)
+                    .including("assignee", .row(of: "users", on: ["assignee_id": "id"], columns: ["id", "name"]))),
+            resume: nil)),
     ]
 
     @Test func serverMessagesWriteTheirGoldenLinesAndReadBack() throws {
