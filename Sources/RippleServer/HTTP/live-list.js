@@ -741,7 +741,7 @@
         const timer = setTimeout(() => {
           waiters.splice(waiters.indexOf(check), 1);
           reject(new Error(`not within ${ms} ms; rows ${JSON.stringify(window.rippleList.rows())}; `
-            + `sections ${JSON.stringify(window.rippleList.sections())}`));
+            + `sections ${JSON.stringify(window.rippleList.sections())}; problems ${JSON.stringify([$("problem").textContent, $("sections-problem").textContent])}`));
         }, ms);
         check();
       });
