@@ -161,6 +161,7 @@ struct LiveListPageTests {
                         let resume = try await mutations()
                         #expect((resume["kept"] as? Int) == 8 && (resume["added"] as? [String])?.isEmpty == true,
                                 "the page resumed with a changeset, keeping its rows: \(resume)")
+                        #expect(try await page.evaluate("rippleList.misfits()") as? Int == 0, "every changeset fitted the rows shown")
                     }
                 }
             }
@@ -363,6 +364,7 @@ struct LiveListPageTests {
                     try await page.evaluate(#"rippleList.switchUser("bob")"#)
                     try await pageEqualsPostgres(for: "bob", "bob, switched to")
                     #expect(try await page.evaluate("rippleList.sections().map((s) => s.row[1])") as? [String] == ["Launch", "Band"])
+                    #expect(try await page.evaluate("rippleList.misfits()") as? Int == 0, "every changeset fitted the lists shown")
                 }
             }
         }

@@ -33,6 +33,7 @@
   let position = null;
   let reconnectTimer = null;
   let counter = 0;
+  let misfits = 0;           // changesets that did not fit the lists shown (each a fresh subscription)
   const waiters = [];
 
   const subscriptions = () => [flat, sectioned].filter((s) => s && !s.failed);
@@ -523,6 +524,7 @@
     } catch (error) {
       if (!(error instanceof Misfit)) throw error;
       console.warn(`${id}: ${error.message}; subscribing afresh`);
+      misfits += 1;
       send({ type: "unsubscribe", id });
       subscription.id = `${subscription.kind}-${++counter}`;
       subscription.basis = null;
@@ -725,6 +727,8 @@
     },
     position: () => position,
     frames: () => frames,
+    // How many changesets did not fit the lists shown (the page then subscribed afresh).
+    misfits: () => misfits,
     // Resolves once `condition()` holds after a frame (or now); rejects after `ms`.
     until(condition, ms = 30000) {
       return new Promise((resolve, reject) => {
