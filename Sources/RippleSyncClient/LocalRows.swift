@@ -43,10 +43,37 @@ enum LocalRows {
         return touched
     }
 
-    /// Forgets `subscription`'s holds, deleting the rows no other subscription holds.
-    static func release(_ subscription: String, in db: Database) throws {
-        let held = try db.fetchAll("SELECT table_name, row_key FROM ripple_sync_holds WHERE subscription = ?", [subscription])
-        try db.execute("DELETE FROM ripple_sync_holds WHERE subscription = ?", [subscription])
+    /// What separates a subscription's id from an include's path in the holds of that
+    /// include's rows (U+001F, the unit separator): `"<id>\u{1F}<path>"`. A subscription's id
+    /// cannot contain it (``SyncClient/subscribe(_:_:)`` refuses one), so no id's holds are
+    /// taken for another's includes.
+    static let partSeparator: Character = "\u{1F}"
+
+    /// The holder of subscription `id`'s rows of the include at `path`.
+    static func partKey(_ id: String, _ path: String) -> String { id + String(partSeparator) + path }
+
+    /// Forgets subscription `id`'s holds, those of its root rows and of every include's rows,
+    /// deleting the rows nothing else holds.
+    static func release(_ id: String, in db: Database) throws {
+        try releaseParts(of: id, except: [], in: db)
+        try release(holdsWhere: "subscription = ?", [id], in: db)
+    }
+
+    /// Forgets the holds of subscription `id`'s includes other than `kept` (holder keys, see
+    /// ``partKey(_:_:)``), deleting the rows nothing else holds: after a snapshot of the tree,
+    /// the includes it does not have (the subscription's query changed across launches).
+    static func releaseParts(of id: String, except kept: Set<String>, in db: Database) throws {
+        // The holders `id` + U+001F + path are those from `id` + U+001F up to `id` + U+0020 (text
+        // compares by bytes): one range of the holds' index by subscription.
+        try release(holdsWhere: "subscription >= ? AND subscription < ? AND subscription NOT IN (SELECT value FROM json_each(?))",
+                    [id + "\u{1F}", id + "\u{20}", Outbox.jsonArray(kept.sorted())], in: db)
+    }
+
+    /// Forgets the holds `condition` selects, deleting the rows no other holds keep.
+    private static func release(holdsWhere condition: String, _ arguments: [any SQLValueConvertible], in db: Database) throws {
+        let held = try db.fetchAll("SELECT table_name, row_key FROM ripple_sync_holds WHERE \(condition)", arguments)
+        guard !held.isEmpty else { return }
+        try db.execute("DELETE FROM ripple_sync_holds WHERE \(condition)", arguments)
         var keys: [String: TableKey] = [:]
         for row in held {
             let table = try row.value("table_name", as: String.self)

@@ -100,6 +100,10 @@ public actor SyncClient {
     /// The client's last store call: each store call runs after the one before it ended, so the
     /// store sees the calls in the order the actor made them.
     private var lastStoreCall: Task<Void, Never>?
+    /// Who waits for a subscription's first rows to be in the local store (a sectioned list):
+    /// resumed with `true` once they are, `false` when it ends first or the waiter is cancelled.
+    private var rowWaiters: [String: [Int: CheckedContinuation<Bool, Never>]] = [:]
+    private var nextWaiter = 0
 
     struct ClientSubscription {
         var query: QueryDescription
@@ -113,14 +117,16 @@ public actor SyncClient {
         var live = false
     }
 
-    /// A subscription's result as the server last sent it.
+    /// A subscription's result as the server last sent it, includes and all, and its position.
     struct WireResult {
-        var basis: String
-        var columns: [String]
-        var types: [String]
-        var key: [Int]
-        var rows: [[WireValue]]
+        var tree: WireTree
         var lsn: String
+
+        var basis: String { tree.basis }
+        var columns: [String] { tree.columns }
+        var types: [String] { tree.types }
+        var key: [Int] { tree.key }
+        var rows: [[WireValue]] { tree.rows }
     }
 
     /// A client of the server at `url` keeping rows in `store`; `token` gives a signed token
@@ -205,17 +211,26 @@ public actor SyncClient {
     /// Subscribes under `id` (the app's name for it, stable across launches: the rows it held in
     /// an earlier launch are replaced by its first result); its rows are kept in the local store.
     ///
-    /// - Throws: ``SyncClientError`` when the client already has a subscription `id`.
+    /// The rows of the query's includes (see `IncludeDescription`) are kept too, each in the local
+    /// table of the included table's name, while the subscription holds them: the app's own
+    /// queries join them as any table (each todo with its project), and a to-many include reads
+    /// as a sectioned list with ``sectionedList(of:include:)``.
+    ///
+    /// - Throws: ``SyncClientError`` when the client already has a subscription `id`, or `id`
+    ///   contains U+001F (the unit separator: the local store names an include's rows by the id,
+    ///   U+001F and the include's path).
     public func subscribe(_ id: String, _ query: QueryDescription) async throws {
+        guard !id.contains(LocalRows.partSeparator) else { throw SyncClientError("a subscription id cannot contain U+001F") }
         guard subscriptions[id] == nil else { throw SyncClientError("the client already has a subscription \(id)") }
         subscriptions[id] = ClientSubscription(query: query)
         await sendSubscribe(id)
     }
 
     /// Ends subscription `id`; `removingRows`: also deletes the local rows no other subscription
-    /// holds (otherwise they stay, no longer updated).
+    /// holds, its included rows too (otherwise they stay, no longer updated).
     public func unsubscribe(_ id: String, removingRows: Bool = true) async throws {
         let existed = subscriptions.removeValue(forKey: id) != nil
+        resumeRowWaiters(of: id, with: false)
         if existed { await send(.unsubscribe(id: id)) }
         if removingRows { try await write(tag: nil) { db in try LocalRows.release(id, in: db) } }
     }
@@ -256,6 +271,79 @@ public actor SyncClient {
     public func rows(of id: String) async -> [[WireValue]]? {
         await storeCallsEnded()
         return subscriptions[id]?.result?.rows
+    }
+
+    /// The rows subscription `id` holds of its include at `path` (`"project"`, `"todos.assignee"`),
+    /// as the server last sent them, in a snapshot's form: a to-one include's keyed set, or a
+    /// to-many include's children parent after parent with `counts` per parent (in the order of
+    /// ``rows(of:)``). It returns once the frame that brought them is written; `nil` before the
+    /// subscription's first rows, or for a path its snapshot did not have.
+    public func includedRows(of id: String, include path: String) async -> WireIncludedSnapshot? {
+        await storeCallsEnded()
+        return subscriptions[id]?.result?.tree.included[path]?.snapshot
+    }
+
+    /// A to-many include of local subscription `id` (its top-level include named `path`) as a
+    /// sectioned list for a collection view, read from the local store: see ``SectionedLiveList``.
+    ///
+    /// ```swift
+    /// for try await event in try await client.sectionedList(of: "projects", include: "todos") {
+    ///     apply(event.changeset, to: collectionView, sections: event.sections)
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``SyncClientError`` when the client has no subscription `id` keeping its rows in
+    ///   the local store (a remote query keeps none), or its query has no top-level include `path`.
+    public func sectionedList(of id: String, include path: String) throws -> SectionedLiveList {
+        guard let subscription = subscriptions[id], subscription.remote == nil else {
+            throw SyncClientError("the client has no subscription \(id) keeping its rows in the local store")
+        }
+        guard subscription.query.include?[path] != nil else {
+            throw SyncClientError("the query of \(id) has no top-level include \(path)")
+        }
+        return SectionedLiveList(client: self, id: id, path: path)
+    }
+
+    /// The queries of a sectioned list over the local store, once subscription `id`'s first rows
+    /// are written there (its tables exist); `nil` when it ends first, or the task is cancelled.
+    func sectionedListPlan(of id: String, include path: String) async throws -> SectionedListPlan? {
+        guard await rowsWritten(of: id), let subscription = subscriptions[id], let result = subscription.result,
+              let include = subscription.query.include?[path] else { return nil }
+        guard let part = result.tree.included[path] else {
+            throw SyncClientError("the server sent no rows of \(id)'s include \(path)")
+        }
+        return SectionedListPlan(id: id, rootTable: subscription.query.table, rootKey: result.key.map { result.columns[$0] },
+                                 order: subscription.query.order, include: include, part: LocalRows.partKey(id, path),
+                                 childKey: part.key.map { part.columns[$0] })
+    }
+
+    /// Returns once subscription `id` has rows in the local store (`true`), or when it ends or
+    /// the calling task is cancelled first (`false`).
+    private func rowsWritten(of id: String) async -> Bool {
+        await storeCallsEnded()
+        guard let subscription = subscriptions[id] else { return false }
+        if subscription.result != nil { return true }
+        nextWaiter += 1
+        let token = nextWaiter
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                if Task.isCancelled {
+                    continuation.resume(returning: false)
+                } else {
+                    rowWaiters[id, default: [:]][token] = continuation
+                }
+            }
+        } onCancel: {
+            Task { await self.resumeRowWaiter(of: id, token: token) }
+        }
+    }
+
+    private func resumeRowWaiter(of id: String, token: Int) {
+        rowWaiters[id]?.removeValue(forKey: token)?.resume(returning: false)
+    }
+
+    private func resumeRowWaiters(of id: String, with value: Bool) {
+        for (_, continuation) in rowWaiters.removeValue(forKey: id) ?? [:] { continuation.resume(returning: value) }
     }
 
     // MARK: The connection
@@ -383,6 +471,12 @@ public actor SyncClient {
         try? await outbound.write(.text(String(decoding: data, as: UTF8.self)))
     }
 
+    /// Takes one frame as if the server had sent it on the current connection (the client's
+    /// tests play a server's frames with it).
+    package func receive(frame text: String) async {
+        await receive(text)
+    }
+
     private func receive(_ text: String) async {
         machine.heard(now: .now)
         let message: ServerMessage
@@ -467,6 +561,7 @@ public actor SyncClient {
             default:
                 subscription.remote?.finish(throwing: SyncClientError("\(code.rawValue): \(message)"))
                 subscriptions[id] = nil
+                resumeRowWaiters(of: id, with: false)
             }
         }
     }
@@ -476,12 +571,21 @@ public actor SyncClient {
         var local: [LocalChange] = []
         var remote: [(AsyncThrowingStream<RemoteQueryEvent, any Error>.Continuation, RemoteQueryEvent)] = []
         var broken: [String] = []
+        // Per local subscription given a snapshot: the holders of its includes' rows now (those
+        // of its other includes are released in the frame's write).
+        var keptParts: [String: Set<String>] = [:]
         for (id, snapshot) in snapshots {
             guard var subscription = subscriptions[id] else { continue }
             subscription.live = true
             let old = subscription.result?.rows ?? []
-            let result = WireResult(basis: snapshot.basis, columns: snapshot.columns, types: snapshot.types, key: snapshot.key,
-                                    rows: snapshot.rows, lsn: lsn)
+            var result = WireResult(tree: WireTree(snapshot), lsn: lsn)
+            do {
+                result.tree = try WireTree.checked(snapshot, of: subscription.query)
+            } catch {
+                // Subscribing again would bring the same snapshot: its root rows are kept alone.
+                result.tree.included = [:]
+                eventSink.yield(.localFailure(message: "the included rows of \(id) at \(lsn) were left out: \(error)"))
+            }
             let sameColumns = subscription.result.map { $0.columns == result.columns } ?? true
             subscription.result = result
             if let continuation = subscription.remote {
@@ -495,6 +599,15 @@ public actor SyncClient {
                 local.append(LocalChange(subscription: id, table: subscription.query.table, columns: result.columns, types: result.types,
                                          key: result.key, old: old, new: result.rows, written: nil,
                                          isFirst: subscription.isFirstLocal))
+                // Each include's rows, held under a holder of its own; what each held before is
+                // read from the store's holds (the tree may have changed shape since).
+                let tables = WireTree.includedTables(of: subscription.query)
+                for (path, part) in result.tree.included.sorted(by: { $0.key < $1.key }) {
+                    guard let table = tables[path] else { continue }
+                    local.append(LocalChange(subscription: LocalRows.partKey(id, path), table: table, columns: part.columns,
+                                             types: part.types, key: part.key, old: [], new: part.flatRows, written: nil, isFirst: true))
+                }
+                keptParts[id] = Set(result.tree.included.keys.map { LocalRows.partKey(id, $0) })
                 subscription.isFirstLocal = false
             }
             subscriptions[id] = subscription
@@ -503,8 +616,11 @@ public actor SyncClient {
             guard var subscription = subscriptions[id], var result = subscription.result else { continue }
             subscription.live = true
             let old = result.rows
+            let oldTree = result.tree
             do {
-                result.rows = try wire.apply(to: old)
+                // The root's changeset, then each include's (a to-many include's lists follow the
+                // root's rows).
+                try result.tree.apply(wire)
             } catch {
                 broken.append(id)
                 continue
@@ -522,6 +638,18 @@ public actor SyncClient {
                 local.append(LocalChange(subscription: id, table: subscription.query.table, columns: result.columns, types: result.types,
                                          key: result.key, old: old, new: result.rows,
                                          written: wire.inserts.map(\.index) + wire.updates.map(\.new), isFirst: false))
+                // The includes that changed: those the frame names, and the to-many ones whose
+                // sections came or went with the root's rows (in the same write as the root's).
+                let sectionsChanged = !wire.deletes.isEmpty || !wire.inserts.isEmpty
+                let tables = WireTree.includedTables(of: subscription.query)
+                let written = result.tree.written(by: wire)
+                for (path, part) in result.tree.included.sorted(by: { $0.key < $1.key })
+                where wire.included?[path] != nil || (part.sections != nil && sectionsChanged) {
+                    guard let table = tables[path] else { continue }
+                    local.append(LocalChange(subscription: LocalRows.partKey(id, path), table: table, columns: part.columns,
+                                             types: part.types, key: part.key, old: oldTree.included[path]?.flatRows ?? [],
+                                             new: part.flatRows, written: written[path] ?? [], isFirst: false))
+                }
             }
             subscriptions[id] = subscription
         }
@@ -531,20 +659,23 @@ public actor SyncClient {
             let awaiting = awaitingRows
             do {
                 // The server's rows, then the outbox rebased on them: one local write, one change.
-                let (settled, conflicts) = try await write(tag: lsn) { [local] db in
+                let (settled, conflicts) = try await write(tag: lsn) { [local, keptParts] db in
                     let touched = try LocalRows.apply(local, in: db)
+                    for (id, kept) in keptParts { try LocalRows.releaseParts(of: id, except: kept, in: db) }
                     let settled = awaiting ? try position.map { try Outbox.settled(through: $0, in: db) } ?? [] : []
                     return (settled, try Rebase.run(touched: touched, settled: settled.map(\.id), in: db))
                 }
                 report(settled: settled, conflicts: conflicts)
             } catch {
                 eventSink.yield(.localFailure(message: "the frame at \(lsn) could not be written to the local store: \(error)"))
-                broken.append(contentsOf: local.map(\.subscription))
+                // (An include's holder names its subscription before U+001F.)
+                broken.append(contentsOf: Set(local.map { String($0.subscription.prefix { $0 != LocalRows.partSeparator }) }))
             }
         } else {
             await settle()
         }
         for (continuation, event) in remote { continuation.yield(event) }
+        for id in snapshots.keys where subscriptions[id]?.result != nil && !broken.contains(id) { resumeRowWaiters(of: id, with: true) }
         // A changeset that does not fit (the client's rows are not the server's): start afresh.
         for id in broken {
             subscriptions[id]?.result = nil

@@ -194,6 +194,21 @@ public enum SyncStress {
          "SELECT \(TeamFixture.todoColumns) FROM todos WHERE \(readableTodo) AND NOT EXISTS \(u0IsAMemberSQL) ORDER BY rank, id LIMIT 5"),
     ]
 
+    /// The subscription with includes every device holds: the projects the user may read, each
+    /// with its todos by rank (a sectioned list) and its owner (a to-one include).
+    static let tree = QueryDescription(
+        table: "projects", order: [OrderDescription(column: "id")],
+        include: ["todos": .rows(of: "todos", on: ["id": "project_id"], order: [OrderDescription(column: "rank")]),
+                  "owner": .row(of: "users", on: ["owner": "id"])])
+
+    /// ``tree``'s parts on Postgres for a user (`$user`): the projects, every list of todos (by
+    /// project, then rank and id), the owners.
+    static let treeProjectsSQL = "SELECT id, name, owner FROM projects WHERE id IN (SELECT project_id FROM members WHERE user_id = $user) ORDER BY id"
+    static let treeTodosSQL = "SELECT \(TeamFixture.todoColumns) FROM todos WHERE \(readableTodo) "
+        + "AND project_id IN (SELECT project_id FROM members WHERE user_id = $user) ORDER BY project_id, rank, id"
+    static let treeOwnersSQL = "SELECT id, name FROM users WHERE id IN (SELECT owner FROM projects "
+        + "WHERE id IN (SELECT project_id FROM members WHERE user_id = $user)) ORDER BY id"
+
     /// A todo's project has u0 among its members (a membership the subscriber may read).
     static let u0IsAMember = ExistsDescription(table: "members", on: ["project_id": "project_id"],
                                                filter: .compare(column: "user_id", op: .equal, value: .text("u0")))
@@ -342,7 +357,12 @@ final class StressDevice: @unchecked Sendable {   // used by the run's one drivi
 
     /// The rows of the local `table` (`notes` or `todos`), as Postgres's text output writes them.
     func localRows(_ table: String = "notes") throws -> [[String]] {
-        let (columns, boolean) = table == "notes" ? ("id, owner, rank, done, body", 3) : (TeamFixture.todoColumns, 4)
+        let (columns, boolean) = switch table {
+        case "notes": ("id, owner, rank, done, body", 3)
+        case "projects": ("id, name, owner", -1)
+        case "users": ("id, name", -1)
+        default: (TeamFixture.todoColumns, 4)
+        }
         return try store.read { db in
             guard try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = ?", [table], as: Int.self) == 1 else { return [] }
             return try db.fetchAll("SELECT \(columns) FROM \(table) ORDER BY id").map { row in
@@ -436,6 +456,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
                     try await device.client.subscribe("q\(query)", SyncStress.queries[query].0)
                     device.subscriptions["q\(query)"] = query
                 }
+                try await device.client.subscribe("tree", SyncStress.tree)
                 await device.followTodos()
                 run.devices.append(device)
             }
@@ -748,7 +769,11 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         switch pick(8) {
         case 0, 1: sql = grant
         case 2, 3: sql = revoke
-        case 4: sql = "UPDATE todos SET project_id = \(project) WHERE id = \(todo)"
+        case 4:
+            // A todo moves to another project (another list of the tree), or a project's owner
+            // (the tree's to-one reference) changes.
+            sql = pick(3) == 0 ? "UPDATE projects SET owner = '\(user)', name = 'p\(report.operations)' WHERE id = \(project)"
+                : "UPDATE todos SET project_id = \(project), rank = \(rank) WHERE id = \(todo)"
         case 5: sql = "UPDATE todos SET done = NOT done, rank = \(rank), title = 'plain \(report.operations)' WHERE id = \(todo)"
         case 6:
             nextPlainTodo += 1
@@ -876,6 +901,30 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
                 return "subscription \(id) shows \(shown.map { $0.joined(separator: "|") }) where Postgres has \(expected.map { $0.joined(separator: "|") })"
             }
         }
+        // The tree: its projects, each project's todos, its owners; its todos are local todos too.
+        func bind(_ sql: String) -> String { sql.replacingOccurrences(of: "$user", with: "'\(device.user)'") }
+        let projects = try await rows(bind(SyncStress.treeProjectsSQL))
+        let shownProjects = await device.client.rows(of: "tree")?.map { row in row.map(\.psqlText) } ?? []
+        if shownProjects != projects {
+            return "the tree shows projects \(shownProjects.map { $0.joined(separator: "|") }) where Postgres has \(projects.map { $0.joined(separator: "|") })"
+        }
+        let todos = try await rows(bind(SyncStress.treeTodosSQL))
+        var lists: [String: [[String]]] = [:]
+        for todo in todos { lists[todo[1], default: []].append(todo) }
+        let expectedLists = projects.map { lists[$0[0]] ?? [] }
+        let included = await device.client.includedRows(of: "tree", include: "todos")
+        let shownLists = (included?.sections ?? []).map { $0.map { row in row.map(\.psqlText) } }
+        if shownLists != expectedLists {
+            return "the tree shows todos \(shownLists) where Postgres has \(expectedLists)"
+        }
+        union["todos", default: []].formUnion(todos)
+        let owners = Set(try await rows(bind(SyncStress.treeOwnersSQL)))
+        let shownOwners = Set(await device.client.includedRows(of: "tree", include: "owner")?.rows.map { row in row.map(\.psqlText) } ?? [])
+        if shownOwners != owners {
+            return "the tree shows owners \(shownOwners.sorted { $0.lexicographicallyPrecedes($1) }) where Postgres has \(owners.sorted { $0.lexicographicallyPrecedes($1) })"
+        }
+        union["projects"] = Set(projects)
+        union["users"] = owners
         for (table, union) in union.sorted(by: { $0.key < $1.key }) {
             let local = Set(try device.localRows(table))
             if local != union {
@@ -945,6 +994,11 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
             for row in try device.localRows("todos") where !readable.contains(row[0]) {
                 report.leaked += 1
                 report.findings.append("device \(index) of \(device.user) holds todo \(row[0]) (\(row.joined(separator: "|"))), which the rule excludes")
+            }
+            let projects = Set(try await rows("SELECT project_id FROM members WHERE user_id = '\(device.user)'").map { $0[0] })
+            for row in try device.localRows("projects") where !projects.contains(row[0]) {
+                report.leaked += 1
+                report.findings.append("device \(index) of \(device.user) holds project \(row[0]), of which they are not a member")
             }
         }
     }

@@ -34,7 +34,11 @@ struct FeedService: Service {
                 (a node whose slot passes it starts again from a fresh copy, and its clients get snapshots)
                 """)
         }
-        server.hubs.withLock { $0 = SubscriptionHub(store: store, rules: server.configuration.rules, cluster: cluster) }
+        let hub = SubscriptionHub(store: store, rules: server.configuration.rules, cluster: cluster)
+        // The replica stands still until the feed follows (below): every version so far is
+        // finished, as subscriptions with includes need to know.
+        hub.complete(version: try await store.asyncCurrentVersion())
+        server.hubs.withLock { $0 = hub }
         let read = try await feed.flushedPosition()
         server.feedStatus.withLock { ($0.readThrough, $0.caughtUpAt, $0.ready) = (read, .now, true) }
         if timeline.completed.version == 0 {

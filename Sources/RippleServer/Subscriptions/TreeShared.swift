@@ -44,6 +44,10 @@ final class TreeShared: @unchecked Sendable {   // every variable field is guard
     var emitted: TreeRows?
     var version: Int64 = 0
     var subscribers: [Int: Subscriber] = [:]
+    /// For each to-many part, the related values (the parents' `on` values) of the rows its
+    /// changes touched since the last event — the lists that may have changed; `nil`: any may
+    /// have (a snapshot of the part, or none sent yet).
+    var touched: [Set<[WireValue]>?]
     var tokens: [SubscriptionToken] = []
     var ended: SubscriptionEvent.Kind?
 
@@ -53,6 +57,7 @@ final class TreeShared: @unchecked Sendable {   // every variable field is guard
         rows = Array(repeating: nil, count: tree.parts.count + 1)
         versions = Array(repeating: 0, count: tree.parts.count + 1)
         shapes = Array(repeating: nil, count: tree.parts.count + 1)
+        touched = Array(repeating: nil, count: tree.parts.count + 1)
     }
 
     /// Takes part `index`'s event (under the lock); whether the tree must hear of it.
@@ -61,13 +66,35 @@ final class TreeShared: @unchecked Sendable {   // every variable field is guard
         case .snapshot(let snapshot):
             rows[index] = snapshot.rows
             shapes[index] = (snapshot.columns, snapshot.types, snapshot.key)
+            touched[index] = nil
         case .changes(let changeset):
             guard let current = rows[index] else { return .ended(reason: "a part of the subscription changed before its first result") }
+            let next: [[WireValue]]
             do {
-                rows[index] = try changeset.apply(to: current)
+                next = try changeset.apply(to: current)
             } catch {
                 return .ended(reason: "the subscription's parts went out of step (\(error)); subscribe again")
             }
+            if index > 0, tree.parts[index - 1].isToMany, touched[index] != nil {
+                // The lists this change may alter: those of the rows it took, put, moved or
+                // changed, as they were and as they are.
+                let columns = tree.parts[index - 1].relatedColumns
+                var values = touched[index] ?? []
+                for old in changeset.deletes { values.insert(columns.map { current[old][$0] }) }
+                for insert in changeset.inserts { values.insert(columns.map { next[insert.index][$0] }) }
+                for move in changeset.moves {
+                    values.insert(columns.map { current[move.old][$0] })
+                    values.insert(columns.map { next[move.new][$0] })
+                }
+                for update in changeset.updates {
+                    values.insert(columns.map { current[update.old][$0] })
+                    values.insert(columns.map { next[update.new][$0] })
+                }
+                touched[index] = values
+            } else {
+                touched[index] = nil
+            }
+            rows[index] = next
         case .ended, .refused:
             return event.kind
         }
@@ -104,14 +131,16 @@ final class TreeShared: @unchecked Sendable {   // every variable field is guard
         guard let emitted else {
             self.emitted = current
             self.version = version
+            touched = Array(repeating: [], count: touched.count)
             for (id, subscriber) in subscribers {
                 subscriber.handler(firstEvent(resumingFrom: subscriber.resumingFrom))
                 subscribers[id]?.resumingFrom = nil
             }
             return
         }
+        defer { touched = Array(repeating: [], count: touched.count) }
         guard emitted != current else { return }
-        let changeset = TreeFrames.changeset(tree, shape, from: emitted, to: current)
+        let changeset = TreeFrames.changeset(tree, shape, from: emitted, to: current, touched: touched)
         self.emitted = current
         self.version = version
         guard !changeset.isEmpty else { return }
@@ -190,14 +219,27 @@ enum TreeFrames {
     }
 
     /// The change from `old` to `new`: the root's changeset (Heckel, by key), each to-one
-    /// include's puts and deletes, each to-many include's sectioned changeset.
-    static func changeset(_ tree: CompiledTree, _ shape: TreeShape, from old: TreeRows, to new: TreeRows) -> WireChangeset {
+    /// include's puts and deletes, each to-many include's sectioned changeset. `touched` says,
+    /// per to-many part, which lists may have changed (`nil`: any): when the root's rows stayed,
+    /// only those are compared.
+    static func changeset(_ tree: CompiledTree, _ shape: TreeShape, from old: TreeRows, to new: TreeRows,
+                          touched: [Set<[WireValue]>?]? = nil) -> WireChangeset {
         let rootKey = shape.keys[0]
-        let rootChanges = Changeset(from: old.parts[0], to: new.parts[0], identifiedBy: { row in rootKey.map { row[$0] } }, contentEqual: ==)
-        var changeset = WireChangeset(rootChanges, from: old.parts[0], to: new.parts[0])
+        let rootStayed = old.parts[0] == new.parts[0]
+        var changeset = WireChangeset()
+        if !rootStayed {
+            let rootChanges = Changeset(from: old.parts[0], to: new.parts[0], identifiedBy: { row in rootKey.map { row[$0] } }, contentEqual: ==)
+            changeset = WireChangeset(rootChanges, from: old.parts[0], to: new.parts[0])
+        }
         var included: [String: WireIncludedChange] = [:]
         for (offset, part) in tree.parts.enumerated() {
             let index = offset + 1
+            if part.isToMany, old.parts[index] == new.parts[index], rootStayed { continue }
+            if part.isToMany, rootStayed, part.parent == nil, let values = touched?[index] {
+                let change = changedSections(tree, shape, from: old, to: new, part: index, among: values)
+                if !change.isEmpty { included[part.path] = .sectioned(change) }
+                continue
+            }
             if part.isToMany {
                 let before = sections(tree, shape, old, part: index)
                 let after = sections(tree, shape, new, part: index)
@@ -213,6 +255,46 @@ enum TreeFrames {
         }
         if !included.isEmpty { changeset.included = included }
         return changeset
+    }
+
+    /// A to-many part's sectioned change when the root's rows stayed and only the lists of
+    /// parents whose `on` values are among `values` may have changed: those lists alone, before
+    /// and after, matched by Heckel's algorithm (a child moving between two of them is one move),
+    /// their paths in the whole list's sections.
+    static func changedSections(_ tree: CompiledTree, _ shape: TreeShape, from old: TreeRows, to new: TreeRows, part index: Int,
+                                among values: Set<[WireValue]>) -> WireSectionedChangeset {
+        let part = tree.parts[index - 1]
+        let parents = new.parts[0]
+        var affected: [Int] = []
+        for (section, row) in parents.enumerated() {
+            let value = part.parentColumns.map { row[$0] }
+            if !value.contains(.null), values.contains(value) { affected.append(section) }
+        }
+        guard !affected.isEmpty else { return WireSectionedChangeset() }
+        let parentKey = shape.keys[0]
+        let keys = affected.map { section in parentKey.map { parents[section][$0] } }
+        func sublists(_ rows: [[WireValue]]) -> [[[WireValue]]] {
+            var children: [[WireValue]: [[WireValue]]] = [:]
+            if part.relatedColumns.count == 1 {
+                let column = part.relatedColumns[0]
+                let wanted = Set(values.map { $0[0] })
+                for row in rows where wanted.contains(row[column]) { children[[row[column]], default: []].append(row) }
+            } else {
+                for row in rows {
+                    let value = part.relatedColumns.map { row[$0] }
+                    if values.contains(value) { children[value, default: []].append(row) }
+                }
+            }
+            return affected.map { section in children[part.parentColumns.map { parents[section][$0] }] ?? [] }
+        }
+        let local = WireSectionedChangeset(from: sublists(old.parts[index]), parents: keys, to: sublists(new.parts[index]), parents: keys,
+                                           key: shape.keys[index])
+        func global(_ path: WirePath) -> WirePath { WirePath(section: affected[path.section], item: path.item) }
+        return WireSectionedChangeset(
+            deletes: local.deletes.map(global),
+            inserts: local.inserts.map { .init(path: global($0.path), row: $0.row) },
+            moves: local.moves.map { .init(old: global($0.old), new: global($0.new)) },
+            updates: local.updates.map { .init(old: global($0.old), new: global($0.new), columns: $0.columns) })
     }
 }
 #endif

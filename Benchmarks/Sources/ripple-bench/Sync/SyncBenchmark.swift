@@ -28,15 +28,19 @@ import RippleTesting
 ///   window: the bytes and time of its first frame, beside a fresh snapshot of the window.
 /// * R1, R2: subscriptions under a membership rule — latency beside a single-table rule's, and
 ///   the node's CPU per membership grant with 100 and 10,000 subscribed users (``SyncRelational``).
+/// * R3: a todo moved between two of 100 projects × 50 todos in a sectioned subscription — its
+///   frame's bytes, and commit → socket latency beside a flat subscription's (``SyncSectioned``).
+/// * R4: initial sync of a membership-ruled subscription with an include (10,000 todos and their
+///   10,000 assignees) into a Swift client's store, beside COPY plus a bare SQLite insert (``SyncIncludedSync``).
 ///
 /// Lines: `bench` "sync", `workload`, `impl` and the figures; `ratio` lines; `target` lines
 /// with `met` "yes" or "no". Notes (and what a missed target costs) go to stderr.
 struct SyncBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
-        abstract: "Ripple Sync against its floors (S1–S5, W1–W3, N1–N3, R1–R2): bytes, latency, fan-out, initial sync, resume, writes, scale, relations.")
+        abstract: "Ripple Sync against its floors (S1–S5, W1–W3, N1–N3, R1–R4): bytes, latency, fan-out, initial sync, resume, writes, scale, relations.")
 
-    @Option(help: "Run only this workload: S1…S5, W1…W3, N1…N3, R1…R2 (repeat it for several; default: all).")
+    @Option(help: "Run only this workload: S1…S5, W1…W3, N1…N3, R1…R4 (repeat it for several; default: all).")
     var workload: [SyncWorkload] = []
 
     @Option(help: "S2, R1: timed commits per impl.")
@@ -136,6 +140,8 @@ struct SyncBenchmark: ParsableCommand {
         if chosen.contains(.n3) { failures += await SyncNodesCost(commits: nodeCommits).run() }
         let relational = chosen.filter { [.r1, .r2].contains($0) }
         if !relational.isEmpty { failures += await SyncRelational(samples: samples).run(relational) }
+        if chosen.contains(.r3) { failures += await SyncSectioned(samples: samples).run() }
+        if chosen.contains(.r4) { failures += await SyncIncludedSync().run() }
         if !SyncProgress.isAbandoned {
             Report.emit([("bench", "sync"), ("info", "run"), ("seconds", .number((ContinuousClock.now - started).seconds))])
         }
@@ -181,7 +187,7 @@ enum SyncProgress {
 /// The names of the sync workloads, as given to `--workload`.
 enum SyncWorkload: String, CaseIterable, ExpressibleByArgument, Sendable {
     case s1 = "S1", s2 = "S2", s3 = "S3", s4 = "S4", s5 = "S5", w1 = "W1", w2 = "W2", w3 = "W3", n1 = "N1", n2 = "N2", n3 = "N3"
-    case r1 = "R1", r2 = "R2"
+    case r1 = "R1", r2 = "R2", r3 = "R3", r4 = "R4"
 }
 
 /// How a sync workload prints its lines.
