@@ -75,7 +75,8 @@ struct DemoCommand: AsyncParsableCommand {
                            todos(id, project_id, owner, title, done, rank)
 
                 Open the live list in a browser; its user switch shows alice's, bob's and carol's todos (Launch's
-                are in alice's and bob's). It follows every change, and reconnects by itself:
+                are in alice's and bob's), as a flat list and, beside it, as projects with their todos (a todo that
+                changes project moves from one section to the other). It follows every change, and reconnects by itself:
                   http://127.0.0.1:\(port)/#table=todos&order=project_id&\(users)
                   health   http://127.0.0.1:\(port)/health    metrics  http://127.0.0.1:\(port)/metrics
 

@@ -1,5 +1,8 @@
 #if Sync
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import RippleServer
 import RippleSyncTesting
 import RippleTesting
@@ -20,10 +23,21 @@ struct LiveListPageTests {
         FROM (SELECT * FROM todos WHERE owner = 'alice' AND NOT done ORDER BY rank, id LIMIT 8) AS shown
         """
 
-    /// Where the test leaves its screenshot: `.build/test-artifacts/live-list.png` in the package.
-    static var screenshotPath: String {
+    /// Where the tests leave their screenshots: `.build/test-artifacts/<name>` in the package.
+    static func artifactPath(_ name: String) -> String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent(".build/test-artifacts/live-list.png").path
+            .appendingPathComponent(".build/test-artifacts/\(name)").path
+    }
+
+    static var screenshotPath: String { artifactPath("live-list.png") }
+
+    /// Saves `page`'s screenshot at `path` (printing where) and checks it is a PNG of some size.
+    static func saveScreenshot(of page: HeadlessChromium.Page, at path: String) async throws {
+        let png = try await page.screenshot()
+        #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && png.count > 10_000)
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try png.write(to: URL(fileURLWithPath: path))
+        print("live-list page screenshot: \(path)")
     }
 
     @Test func thePageFollowsPostgresChangingTheDOMOnlyWhereAChangesetSays() async throws {
@@ -132,12 +146,7 @@ struct LiveListPageTests {
                     #expect(change["kept"] as? Int == 6, "rows the transaction did not touch keep their nodes: \(change)")
 
                     // The screenshot shows the live list.
-                    let png = try await page.screenshot()
-                    #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && png.count > 10_000)
-                    try FileManager.default.createDirectory(atPath: (Self.screenshotPath as NSString).deletingLastPathComponent,
-                                                            withIntermediateDirectories: true)
-                    try png.write(to: URL(fileURLWithPath: Self.screenshotPath))
-                    print("live-list page screenshot: \(Self.screenshotPath)")
+                    try await Self.saveScreenshot(of: page, at: Self.screenshotPath)
 
                     // The node stops; Postgres changes while it is away; a node on the same replica comes
                     // back on the same port. The page reconnects by itself and resumes with a changeset:
@@ -152,6 +161,7 @@ struct LiveListPageTests {
                         let resume = try await mutations()
                         #expect((resume["kept"] as? Int) == 8 && (resume["added"] as? [String])?.isEmpty == true,
                                 "the page resumed with a changeset, keeping its rows: \(resume)")
+                        #expect(try await page.evaluate("rippleList.misfits()") as? Int == 0, "every changeset fitted the rows shown")
                     }
                 }
             }
@@ -197,6 +207,164 @@ struct LiveListPageTests {
                     try await pageShowsTodos(of: "bob", "bob, made a member of Garden")
                     try await page.evaluate(#"rippleList.switchUser("alice")"#)
                     try await pageShowsTodos(of: "alice", "alice, switched back")
+                }
+            }
+        }
+    }
+
+    /// The version of `node`'s replica, as its `/metrics` say.
+    static func replicaVersion(of node: TestNode) async throws -> Double {
+        let (body, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(node.port)/metrics")!)
+        let line = String(decoding: body, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("ripple_replica_version ") }
+        return line.flatMap { Double($0.dropFirst("ripple_replica_version ".count)) } ?? -1
+    }
+
+    /// The sectioned list as Postgres has it for `user` (the membership rules as SQL): the
+    /// projects `user` reads by id, each with its owner's name and its todos by rank (the key
+    /// breaking ties), in the form of `rippleList.sections()`.
+    static func sectionsSQL(_ user: String) -> String {
+        """
+        SELECT coalesce(json_agg(json_build_object(
+                   'row', json_build_array(p.id::text, p.name, p.owner),
+                   'owner', u.name,
+                   'items', (SELECT coalesce(json_agg(json_build_array(t.id::text, t.project_id::text, t.owner, t.title, t.done::text,
+                                                                      t.rank::text) ORDER BY t.rank, t.id), '[]')
+                             FROM (\(TeamFixture.readableTodosSQL(user))) AS t WHERE t.project_id = p.id))
+                 ORDER BY p.id), '[]')
+        FROM projects AS p JOIN users AS u ON u.id = p.owner
+        WHERE p.id IN (SELECT project_id FROM members WHERE user_id = '\(user)')
+        """
+    }
+
+    /// The sectioned list beside the flat one (projects → their todos, one subscription with a
+    /// to-many include `todos` and a to-one `owner`): it shows each project's todos as Postgres
+    /// has them; a todo moved to another project moves exactly one DOM node (the same node, its
+    /// untouched text kept), a new todo is one node inserted, and a revoked membership removes
+    /// the project's section with its todos in one frame.
+    @Test func theSectionedListMovesOneNodeWhenATodoChangesProject() async throws {
+        try await withThrowawayPostgres { postgres in
+            try await TeamFixture.prepare(postgres)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: TeamFixture.tables, rules: TeamFixture.rules, directory: directory) { node in
+                // The node sends a tree's first result once it has finished a version of its own
+                // (SubscriptionHub.completedVersion, 0 until a commit follows the initial copy): one
+                // commit, applied, before the page subscribes.
+                let copied = try await Self.replicaVersion(of: node)
+                try await postgres.psql("UPDATE users SET name = name WHERE id = 'carol'")
+                try await Wait.until("the node to apply a commit after its initial copy") { try await Self.replicaVersion(of: node) > copied }
+                try await HeadlessChromium.with(width: 1200, height: 820) { browser in
+                    let users = try ["alice", "bob"].map { user in
+                        "as=" + "\(user):\(try node.token(user))".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                    }
+                    let page = try await browser.open("http://127.0.0.1:\(node.port)/#table=todos&order=id&" + users.joined(separator: "&"))
+                    /// Waits until both lists show what `user` reads on Postgres now.
+                    func pageEqualsPostgres(for user: String, _ step: String) async throws {
+                        let sections = try await postgres.psql(Self.sectionsSQL(user)).trimmingCharacters(in: .whitespacesAndNewlines)
+                        let rows = try await postgres.psql("""
+                            SELECT coalesce(json_agg(json_build_array(id::text, project_id::text, owner, title, done::text, rank::text) ORDER BY id), '[]')
+                            FROM (\(TeamFixture.readableTodosSQL(user))) AS shown
+                            """).trimmingCharacters(in: .whitespacesAndNewlines)
+                        do {
+                            try await page.evaluate("""
+                                rippleList.until(() => rippleList.status() === "live" && rippleList.sectionsLive()
+                                    && JSON.stringify(rippleList.sections()) === JSON.stringify(\(sections))
+                                    && JSON.stringify(rippleList.rows()) === JSON.stringify(\(rows)), 60000)
+                                """)
+                        } catch {
+                            Issue.record("\(step): the page never showed \(user)'s projects and todos \(sections) and \(rows): \(error)")
+                            throw error
+                        }
+                    }
+
+                    // The first result: alice's projects (Launch, Garden) with their owners and todos.
+                    try await pageEqualsPostgres(for: "alice", "alice's first result")
+                    #expect(try await page.evaluate("rippleList.sections().map((s) => [s.row[1], s.owner, s.items.length])") as? [[AnyHashable]]
+                            == [["Launch", "Alice", 4], ["Garden", "Alice", 3]])
+
+                    // Every later frame is watched at the sections' DOM: nodes added and removed anywhere
+                    // in it, and text rewritten, each record with the frame it came in.
+                    try await page.evaluate("""
+                        (() => {
+                          const view = document.getElementById("sections");
+                          window.todoNode = (id) => Array.from(view.querySelectorAll("li")).find((li) => li.firstChild.textContent === id);
+                          window.sectionNode = (id) => Array.from(view.children).find((a) => a.firstChild.firstChild.textContent === id);
+                          const describe = (node) => node.nodeName === "LI" ? `li ${node.firstChild.textContent}`
+                            : node.nodeName === "ARTICLE" ? `section ${node.firstChild.firstChild.textContent}` : node.nodeName;
+                          const place = (text) => {
+                            const element = text.parentNode, owner = element.closest("li, article");
+                            return `${describe(owner)}.${element.dataset.column || element.className.split(" ")[0]}`;
+                          };
+                          window.sectionsSeen = [];
+                          window.noteSections = (records) => {
+                            for (const record of records) sectionsSeen.push({ record, frame: rippleList.frames() });
+                          };
+                          window.sectionsWatcher = new MutationObserver((records) => noteSections(records));
+                          sectionsWatcher.observe(view, { childList: true, subtree: true, characterData: true });
+                          window.takeSectionMutations = () => {
+                            noteSections(sectionsWatcher.takeRecords());
+                            const records = sectionsSeen.splice(0);
+                            const lists = records.filter(({ record }) => record.type === "childList");
+                            window.added = lists.flatMap(({ record }) => Array.from(record.addedNodes));
+                            window.removed = lists.flatMap(({ record }) => Array.from(record.removedNodes));
+                            return {
+                              added: added.map(describe), removed: removed.map(describe),
+                              frames: new Set(records.map(({ frame }) => frame)).size,
+                              texts: records.filter(({ record }) => record.type === "characterData").map(({ record }) => place(record.target)).sort(),
+                            };
+                          };
+                          return true;
+                        })()
+                        """)
+                    func mutations() async throws -> [String: Any] { try await page.evaluate("takeSectionMutations()") as? [String: Any] ?? [:] }
+
+                    // A todo moves from Launch to the top of Garden: one node, the same, from one section's list
+                    // to the other's; its title's text node is kept, its project and rank rewritten in place.
+                    try await page.evaluate("""
+                        (() => { window.moving = todoNode("2"); window.movingTitle = moving.querySelector('[data-column="title"]').firstChild;
+                                 return true; })()
+                        """)
+                    try await postgres.psql("UPDATE todos SET project_id = 2, rank = 0 WHERE id = 2")
+                    try await pageEqualsPostgres(for: "alice", "a todo moved to another project")
+                    let move = try await mutations()
+                    #expect(move["removed"] as? [String] == ["li 2"] && move["added"] as? [String] == ["li 2"], "one node moved: \(move)")
+                    #expect(move["frames"] as? Int == 1, "in one frame: \(move)")
+                    #expect(try await page.evaluate("""
+                        added[0] === moving && removed[0] === moving && todoNode("2") === moving
+                            && moving.parentNode === sectionNode("2").lastChild && moving.parentNode.firstChild === moving
+                            && moving.querySelector('[data-column="title"]').firstChild === movingTitle
+                        """) as? Bool == true, "the moved node is the todo's own, in Garden's list, its title's text node kept")
+                    #expect(move["texts"] as? [String] == ["li 2.project_id", "li 2.rank", "section 1.count", "section 2.count"],
+                            "only the changed cells and the counts were rewritten: \(move)")
+
+                    // A new todo in Garden: one node inserted.
+                    try await postgres.psql("INSERT INTO todos VALUES (100, 2, 'alice', 'Water the beans', false, 2)")
+                    try await pageEqualsPostgres(for: "alice", "a new todo")
+                    let insert = try await mutations()
+                    #expect(insert["added"] as? [String] == ["li 100"] && (insert["removed"] as? [String])?.isEmpty == true, "\(insert)")
+                    #expect(insert["texts"] as? [String] == ["section 2.count"], "\(insert)")
+
+                    // The screenshot shows both lists.
+                    try await Self.saveScreenshot(of: page, at: Self.artifactPath("live-list-sections.png"))
+
+                    // alice leaves Launch: its section goes, with its todos, in one frame (alice's own todos of
+                    // Launch stay in the flat list: she owns them; bob's leave it).
+                    try await postgres.psql("DELETE FROM members WHERE project_id = 1 AND user_id = 'alice'")
+                    try await pageEqualsPostgres(for: "alice", "alice's membership of Launch revoked")
+                    let revoke = try await mutations()
+                    #expect(revoke["removed"] as? [String] == ["section 1"] && (revoke["added"] as? [String])?.isEmpty == true, "\(revoke)")
+                    #expect(revoke["frames"] as? Int == 1, "in one frame: \(revoke)")
+                    #expect(try await page.evaluate("rippleList.rows().map((row) => row[0])") as? [String]
+                            == ["1", "2", "3", "5", "6", "7", "100"], "alice's own todos of Launch and Garden's todos")
+
+                    // Made a member again: the section comes back with its todos.
+                    try await postgres.psql("INSERT INTO members(project_id, user_id) VALUES (1, 'alice')")
+                    try await pageEqualsPostgres(for: "alice", "alice a member of Launch again")
+
+                    // The user switch shows bob's projects (Launch and Band) in the sectioned list too.
+                    try await page.evaluate(#"rippleList.switchUser("bob")"#)
+                    try await pageEqualsPostgres(for: "bob", "bob, switched to")
+                    #expect(try await page.evaluate("rippleList.sections().map((s) => s.row[1])") as? [String] == ["Launch", "Band"])
+                    #expect(try await page.evaluate("rippleList.misfits()") as? Int == 0, "every changeset fitted the lists shown")
                 }
             }
         }

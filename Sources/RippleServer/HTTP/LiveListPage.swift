@@ -10,6 +10,14 @@ import Foundation
 /// synced tables and their columns. A fragment that names users with their tokens
 /// (`#as=alice:v1.…&as=bob:v1.…`, as the demo prints) adds a user switch: the same query, shown
 /// as each user in turn.
+///
+/// When the node syncs `projects` and `todos` (as the demo's team schema does), the page shows
+/// a sectioned list beside the flat one, on the same socket: one subscription whose root is
+/// `projects` (by id) with a to-many include `todos` (by rank) and, when `users` is synced, a
+/// to-one `owner` — a section per project (its name, its owner's name, its number of todos) and
+/// its todos. Each frame moves the sections by the root's changeset and the todos by their
+/// sectioned change: a todo moved to another project is its element moved from one section's
+/// list to the other's, and a revoked membership removes its section with the todos in it.
 enum LiveListPage {
     static let html = PackageResources.live_list_html
     static let script = PackageResources.live_list_js
