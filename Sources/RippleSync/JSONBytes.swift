@@ -76,18 +76,23 @@ package struct JSONBytes {
         bytes.append(UInt8(ascii: "]"))
     }
 
-    /// A ``WireSnapshot`` as its JSON object.
-    package mutating func snapshot(_ snapshot: WireSnapshot) {
-        raw(#"{"basis":"#); string(snapshot.basis)
-        raw(#","columns":"#); strings(snapshot.columns)
-        raw(#","types":"#); strings(snapshot.types)
-        raw(#","key":"#); integers(snapshot.key)
+    /// A result's members: `"columns":…,"types":…,"key":…,"rows":[…]`.
+    private mutating func result(columns: [String], types: [String], key: [Int], rows: [[WireValue]]) {
+        raw(#""columns":"#); strings(columns)
+        raw(#","types":"#); strings(types)
+        raw(#","key":"#); integers(key)
         raw(#","rows":["#)
-        for (offset, item) in snapshot.rows.enumerated() {
+        for (offset, item) in rows.enumerated() {
             if offset > 0 { bytes.append(UInt8(ascii: ",")) }
             row(item)
         }
         raw("]")
+    }
+
+    /// A ``WireSnapshot`` as its JSON object.
+    package mutating func snapshot(_ snapshot: WireSnapshot) {
+        raw(#"{"basis":"#); string(snapshot.basis)
+        raw(","); result(columns: snapshot.columns, types: snapshot.types, key: snapshot.key, rows: snapshot.rows)
         if let included = snapshot.included, !included.isEmpty {
             raw(#","included":{"#)
             for (offset, (path, part)) in included.sorted(by: { $0.key < $1.key }).enumerated() {
@@ -101,15 +106,7 @@ package struct JSONBytes {
 
     /// A ``WireIncludedSnapshot`` as its JSON object.
     package mutating func includedSnapshot(_ snapshot: WireIncludedSnapshot) {
-        raw(#"{"columns":"#); strings(snapshot.columns)
-        raw(#","types":"#); strings(snapshot.types)
-        raw(#","key":"#); integers(snapshot.key)
-        raw(#","rows":["#)
-        for (offset, item) in snapshot.rows.enumerated() {
-            if offset > 0 { bytes.append(UInt8(ascii: ",")) }
-            row(item)
-        }
-        raw("]")
+        raw("{"); result(columns: snapshot.columns, types: snapshot.types, key: snapshot.key, rows: snapshot.rows)
         if let counts = snapshot.counts { raw(#","counts":"#); integers(counts) }
         raw("}")
     }

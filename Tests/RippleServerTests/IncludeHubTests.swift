@@ -108,28 +108,37 @@ struct IncludeHubTests {
 
     static func text(_ rows: [[WireValue]]) -> [String] { rows.map(psqlText) }
 
-    @Test(arguments: [1, 2, 3]) func treesStayEqualToPostgresUnderRandomCommits(seed: UInt64) async throws {
+    /// A throwaway Postgres with ``TeamFixture``'s tables, a replica following it whose commits
+    /// finish the hub's versions, and the tables' schemas, for `body`.
+    func withTeamHub(_ body: (ThrowawayPostgres, SubscriptionHub, ReplicaFeed, [String: SyncedTableSchema]) async throws -> Void) async throws {
         let postgres = try await ThrowawayPostgres.started()
         defer { try? postgres.stop() }
         let directory = try TemporaryDirectory()
         try await postgres.psql(TeamFixture.schema + TeamFixture.seed)
-        let rules = try SyncRules(json: Data(TeamFixture.rules.utf8))
-        let store = try Store(path: directory.path("replica.sqlite"))
-        let hub = SubscriptionHub(store: store, rules: rules)
+        let hub = SubscriptionHub(store: try Store(path: directory.path("replica.sqlite")), rules: try SyncRules(json: Data(TeamFixture.rules.utf8)))
         let client = postgres.makeClient()
-        let users = ["alice", "bob", "carol"]
-        let projectTrees = users.map { _ in TreeClient() }
-        let todoTrees = users.map { _ in TreeClient() }
-        var random = SeededGenerator(seed: seed)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
-            let feed = ReplicaFeed(store: store, client: client, configuration: FeedConfiguration(tables: TeamFixture.tables)) { commit in
+            let feed = ReplicaFeed(store: hub.store, client: client, configuration: FeedConfiguration(tables: TeamFixture.tables)) { commit in
                 hub.complete(version: commit.version)
             }
             try await feed.prepare()
             var schemas: [String: SyncedTableSchema] = [:]
-            for table in TeamFixture.tables { schemas[table] = try #require(await feed.schema(of: table)) }
+            for table in TeamFixture.tables {
+                let schema = try #require(await feed.schema(of: table))
+                schemas[table] = schema
+            }
+            try await body(postgres, hub, feed, schemas)
+        }
+    }
+
+    @Test(arguments: [1, 2, 3]) func treesStayEqualToPostgresUnderRandomCommits(seed: UInt64) async throws {
+        let users = ["alice", "bob", "carol"]
+        let projectTrees = users.map { _ in TreeClient() }
+        let todoTrees = users.map { _ in TreeClient() }
+        var random = SeededGenerator(seed: seed)
+        try await withTeamHub { postgres, hub, feed, schemas in
             var tokens: [SubscriptionToken] = []
             defer { tokens.forEach { $0.cancel() } }
             for (index, user) in users.enumerated() {
@@ -196,21 +205,7 @@ struct IncludeHubTests {
     /// history at that version are what the subscriber had then, and the first event is one
     /// changeset that brings them to now (includes and all).
     @Test func aTreeResumesWithOneChangeset() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        let directory = try TemporaryDirectory()
-        try await postgres.psql(TeamFixture.schema + TeamFixture.seed)
-        let hub = SubscriptionHub(store: try Store(path: directory.path("replica.sqlite")), rules: try SyncRules(json: Data(TeamFixture.rules.utf8)))
-        let client = postgres.makeClient()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            let feed = ReplicaFeed(store: hub.store, client: client, configuration: FeedConfiguration(tables: TeamFixture.tables)) { commit in
-                hub.complete(version: commit.version)
-            }
-            try await feed.prepare()
-            var schemas: [String: SyncedTableSchema] = [:]
-            for table in TeamFixture.tables { schemas[table] = try #require(await feed.schema(of: table)) }
+        try await withTeamHub { postgres, hub, feed, schemas in
             let (compiled, basis) = try hub.compileSubscription(Self.projectsWithTodos, user: "bob", schema: schemas["projects"]!, tables: schemas)
             let first = TreeClient()
             var token = hub.subscribe(compiled, basis: basis, schema: schemas["projects"]!, resumingFrom: nil) { first.receive($0) }
@@ -255,22 +250,8 @@ struct IncludeHubTests {
     /// A todo moved to another project is one cross-section move in one event (with its changed
     /// column), and nothing else of the tree is sent.
     @Test func aTodoMovedToAnotherProjectIsOneMove() async throws {
-        let postgres = try await ThrowawayPostgres.started()
-        defer { try? postgres.stop() }
-        let directory = try TemporaryDirectory()
-        try await postgres.psql(TeamFixture.schema + TeamFixture.seed)
-        let hub = SubscriptionHub(store: try Store(path: directory.path("replica.sqlite")), rules: try SyncRules(json: Data(TeamFixture.rules.utf8)))
-        let client = postgres.makeClient()
         let tree = TreeClient()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            let feed = ReplicaFeed(store: hub.store, client: client, configuration: FeedConfiguration(tables: TeamFixture.tables)) { commit in
-                hub.complete(version: commit.version)
-            }
-            try await feed.prepare()
-            var schemas: [String: SyncedTableSchema] = [:]
-            for table in TeamFixture.tables { schemas[table] = try #require(await feed.schema(of: table)) }
+        try await withTeamHub { postgres, hub, feed, schemas in
             let query = QueryDescription(table: "projects", order: [OrderDescription(column: "id")],
                                          include: ["todos": .rows(of: "todos", on: ["id": "project_id"], order: [OrderDescription(column: "rank")])])
             let (compiled, basis) = try hub.compileSubscription(query, user: "alice", schema: schemas["projects"]!, tables: schemas)

@@ -123,7 +123,10 @@ struct IncludeMeaningTests {
                 let feed = ReplicaFeed(store: store, client: client, configuration: FeedConfiguration(tables: ["projects", "members", "todos"]))
                 try await feed.prepare()
                 var schemas: [String: SyncedTableSchema] = [:]
-                for name in ["projects", "members", "todos"] { schemas[name] = try #require(await feed.schema(of: name)) }
+                for name in ["projects", "members", "todos"] {
+                    let schema = try #require(await feed.schema(of: name))
+                    schemas[name] = schema
+                }
                 var (parts, withRows, refused) = (0, 0, 0)
                 for (query, user, json) in planned {
                     let rules = try SyncRules(json: Data(json.utf8))

@@ -15,6 +15,11 @@ struct NodePart: Service {
             try await service.run()
         } catch let error as CancellationError {
             throw error
+        } catch where Task.isCancelled {
+            // Cancelled (the node's stop grace ran out, or its task was cancelled): what the part
+            // threw on its way out — a Postgres connection its pool closed under it — is the
+            // stop, not a failure.
+            throw CancellationError()
         } catch {
             throw SyncServerError(part: name, stoppedBy: error)
         }

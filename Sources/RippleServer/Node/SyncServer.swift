@@ -115,13 +115,17 @@ public final class SyncServer: Service, Sendable {
             Task { await parts.triggerGracefulShutdown() }
         }
         // Whatever ended the node, nobody waits for a port that will not come.
-        if case .failure(let error) = outcome {
+        switch outcome {
+        case .failure(let error) where !(error is CancellationError):
             logger.error("the node stopped: \(error)")
             failListening(error)
-        } else {
+            throw error
+        case .failure, .success:
+            // Stopped as asked. (Parts still running when the stop grace ran out were cancelled,
+            // and say `CancellationError`: the stop took longer, it did not fail. A part's own
+            // failure is a `SyncServerError` naming it.)
             failListening(CancellationError())
         }
-        try outcome.get()
     }
 
     /// The port the node listens on, once it does.
