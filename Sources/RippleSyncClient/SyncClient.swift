@@ -168,8 +168,11 @@ public actor SyncClient {
             return try Outbox.hasResultsWaiting(db)
         }
         Self.sealing.withLock { stores in
-            guard !stores.contains(ObjectIdentifier(store)) else { return }
-            stores.insert(ObjectIdentifier(store))
+            // (A store released earlier may have left its identifier to this one: only a live
+            // store of that identifier is this one.)
+            if let known = stores[ObjectIdentifier(store)], known.store === store { return }
+            stores = stores.filter { $0.value.store != nil }
+            stores[ObjectIdentifier(store)] = SealedStore(store: store)
             // Each local commit's captured writes become one mutation, in that commit.
             _ = store.addCommitParticipant { db, origin in
                 if origin != .sync { try Outbox.seal(db) }
@@ -188,8 +191,14 @@ public actor SyncClient {
     }
 
     /// The stores whose commits already seal mutations (one participant per store; its lock is a
-    /// leaf: taken alone).
-    private static let sealing = Locked<Set<ObjectIdentifier>>([])
+    /// leaf: taken alone), held weakly: a store released gives its place up.
+    private static let sealing = Locked<[ObjectIdentifier: SealedStore]>([:])
+
+    /// A store whose commits seal mutations, as ``sealing`` remembers it.
+    private final class SealedStore: @unchecked Sendable {   // `store` is written once, at init
+        weak var store: Store?
+        init(store: Store) { self.store = store }
+    }
 
     /// Disconnects and stops reconnecting; the local rows stay.
     public func stop() async {
