@@ -308,12 +308,12 @@ public final class ThrowawayPostgres: Sendable {
         let errorHandle = errors.fileHandleForReading
         // (On a thread of its own: a blocked read must not hold one of the shared workers.)
         Thread {
-            errorData.data = errorHandle.readDataToEndOfFile()
+            errorData.data = errorHandle.readToEndRetryingInterrupts()
             done.signal()
         }.start()
         let name = "\((executable as NSString).lastPathComponent) \(arguments.joined(separator: " ").prefix(200))"
         let outputData = try Wait.exit(of: process, name, within: .seconds(300)) {
-            output.fileHandleForReading.readDataToEndOfFile()
+            output.fileHandleForReading.readToEndRetryingInterrupts()
         }
         try Wait.for(done, "the standard error of \(name)")
         let text = String(decoding: outputData, as: UTF8.self)

@@ -243,7 +243,7 @@ struct SyncClientWriteTests {
             shell.standardError = errors
             let errorHandle = errors.fileHandleForReading
             let message = try await Wait.run(shell, "the sqlite3 shell") {
-                String(decoding: errorHandle.readDataToEndOfFile(), as: UTF8.self)
+                String(decoding: errorHandle.readToEndRetryingInterrupts(), as: UTF8.self)
             }
             #expect(shell.terminationStatus != 0)
             #expect(message.contains("ripple_origin"))

@@ -15,8 +15,8 @@ import Testing
         process.standardError = errors
         let (outputHandle, errorHandle) = (output.fileHandleForReading, errors.fileHandleForReading)
         let (out, err) = try await Wait.run(process, "`ripple \(arguments.joined(separator: " "))`") {
-            (String(decoding: outputHandle.readDataToEndOfFile(), as: UTF8.self),
-             String(decoding: errorHandle.readDataToEndOfFile(), as: UTF8.self))
+            (String(decoding: outputHandle.readToEndRetryingInterrupts(), as: UTF8.self),
+             String(decoding: errorHandle.readToEndRetryingInterrupts(), as: UTF8.self))
         }
         return (process.terminationStatus, out, err)
     }

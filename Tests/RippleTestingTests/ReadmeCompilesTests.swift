@@ -93,7 +93,7 @@ import Testing
         process.standardOutput = FileHandle.nullDevice
         let errorHandle = errors.fileHandleForReading
         let output = try await Wait.run(process, "swiftc -typecheck of \(file.lastPathComponent)", within: .seconds(600)) {
-            String(decoding: errorHandle.readDataToEndOfFile(), as: UTF8.self)
+            String(decoding: errorHandle.readToEndRetryingInterrupts(), as: UTF8.self)
         }
         // Errors, and warnings too: pasted code should build without any.
         let lines = output.split(separator: "\n").filter { $0.contains("error:") || $0.contains("warning:") }

@@ -64,7 +64,7 @@ import Testing
         process.standardOutput = output
         let error = #expect(throws: Wait.TimedOut.self) {
             try Wait.run(process, "sleep 600", within: .milliseconds(200)) {
-                _ = output.fileHandleForReading.readDataToEndOfFile()
+                _ = output.fileHandleForReading.readToEndRetryingInterrupts()
             }
         }
         #expect(error?.what == "sleep 600 to exit")
@@ -79,7 +79,7 @@ import Testing
         let output = Pipe()
         process.standardOutput = output
         let text = try Wait.run(process, "echo") {
-            String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            String(decoding: output.fileHandleForReading.readToEndRetryingInterrupts(), as: UTF8.self)
         }
         #expect(text == "ripple\n")
         #expect(process.terminationStatus == 0)

@@ -427,7 +427,7 @@ private enum SQLiteShell {
         let errors = Pipe()
         process.standardError = errors
         let message = try Wait.run(process, "the sqlite3 shell") {
-            String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            String(decoding: errors.fileHandleForReading.readToEndRetryingInterrupts(), as: UTF8.self)
         }
         #expect(process.terminationStatus == 0, "sqlite3: \(message)")
     }

@@ -24,7 +24,7 @@ import Testing
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errors))
         let outputHandle = output.fileHandleForReading
         let text = try await Wait.run(process, "`ripple crashtest`", within: .seconds(600)) {
-            String(decoding: outputHandle.readDataToEndOfFile(), as: UTF8.self)
+            String(decoding: outputHandle.readToEndRetryingInterrupts(), as: UTF8.self)
         }
         let diagnostics = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
 

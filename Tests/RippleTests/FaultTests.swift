@@ -190,7 +190,7 @@ import Testing
         input.fileHandleForWriting.write(Data("COMMIT;\n.quit\n".utf8))
         try input.fileHandleForWriting.close()
         try Wait.exit(of: shell, "the sqlite3 shell to commit and quit") {
-            _ = output.fileHandleForReading.readDataToEndOfFile()
+            _ = output.fileHandleForReading.readToEndRetryingInterrupts()
         }
         #expect(shell.terminationStatus == 0)
         try setup.store.noticeExternalWrites()

@@ -411,7 +411,7 @@ import Testing
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
         let message = try Wait.run(process, "`ripple history` as nobody") {
-            String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            String(decoding: errors.fileHandleForReading.readToEndRetryingInterrupts(), as: UTF8.self)
         }
         #expect(process.terminationStatus != 0)
         #expect(message.contains("permission"), "\(message)")

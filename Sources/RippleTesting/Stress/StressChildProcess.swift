@@ -59,7 +59,7 @@ public enum StressChild {
                 output.send(.finished(busyRetried: writer.busyRetried))
             }.start()
         }
-        _ = FileHandle.standardInput.readDataToEndOfFile()   // the parent closes it to stop us
+        _ = FileHandle.standardInput.readToEndRetryingInterrupts()   // the parent closes it to stop us
         stop.set()
         group.wait()
         return 0
@@ -150,7 +150,7 @@ final class StressChildProcess {
                     }
                 }
             }
-            let diagnostics = String(decoding: errorHandle.readDataToEndOfFile(), as: UTF8.self)
+            let diagnostics = String(decoding: errorHandle.readToEndRetryingInterrupts(), as: UTF8.self)
             process.waitUntilExit()
             if process.terminationStatus != 0 || finishedThreads != sources.count {
                 ledger.reportChildFailure(
