@@ -193,7 +193,9 @@ import Testing
                 try String(contentsOfFile: errors, encoding: .utf8))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    // (The suite's limit: four runs of the `ripple` tool took two minutes in the whole suite on a
+    // loaded machine, past a one-minute limit of its own.)
+    @Test
     func historyTakesNegativeVersionsSpacedAsWellAsWithEquals() throws {
         let path = directory.path("history.sqlite")
         let current: Int64
