@@ -50,7 +50,7 @@ final class StressNodeProcess: Sendable {
             }
             for waiter in waiters { waiter.resume() }
         }
-        try process.run()
+        try ProcessLaunch.run(process)
         SyncStress.running.withLock { _ = $0.nodes.insert(process.processIdentifier) }
         let watchdog = Task {
             try await Task.sleep(for: .seconds(60))

@@ -298,7 +298,7 @@ public final class ThrowawayPostgres: Sendable {
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try ProcessLaunch.run(process)
         // Read both pipes to their end before waiting (a full pipe would block the child).
         final class Box: @unchecked Sendable {   // written before `done` is signalled, read after
             var data = Data()

@@ -119,7 +119,7 @@ package enum Wait {
     @discardableResult
     package static func run<T>(_ process: Process, _ what: String, within limit: Duration = limit,
                                reading body: () throws -> T) throws -> T {
-        try process.run()
+        try ProcessLaunch.run(process)
         return try exit(of: process, what, within: limit, reading: body)
     }
 

@@ -43,7 +43,7 @@ final class HeadlessChromium: Sendable {
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try ProcessLaunch.run(process)
         // The browser names its DevTools endpoint on stderr; the rest of stderr is drained
         // (unread, a full pipe would stop the browser).
         let endpoint = FirstOutcome<Result<String, Failure>>()

@@ -74,7 +74,7 @@ struct NodeDescriptorTests {
             // Its errors go to a file, told when the test fails.
             _ = FileManager.default.createFile(atPath: directory.path("node.err"), contents: nil)
             process.standardError = FileHandle(forWritingAtPath: directory.path("node.err"))
-            try process.run()
+            try ProcessLaunch.run(process)
             defer {
                 // A node that ended, at whatever step the test stopped: how, and what it said.
                 if !process.isRunning {

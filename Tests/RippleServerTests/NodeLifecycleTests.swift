@@ -45,7 +45,7 @@ struct NodeLifecycleTests {
         process.standardOutput = output
         _ = FileManager.default.createFile(atPath: directory.path("node.err"), contents: nil)
         process.standardError = FileHandle(forWritingAtPath: directory.path("node.err"))
-        try process.run()
+        try ProcessLaunch.run(process)
         defer {
             if process.isRunning {
                 process.terminate()

@@ -83,7 +83,7 @@ struct ThrowawayPostgresTests {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try ProcessLaunch.run(process)
         let reader = output.fileHandleForReading
         let said: String
         do {

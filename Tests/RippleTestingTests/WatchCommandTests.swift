@@ -323,7 +323,7 @@ private final class WatchedProcess: @unchecked Sendable {   // every var is used
                 condition.broadcast()
             }
         }
-        try process.run()
+        try ProcessLaunch.run(process)
         read(output.fileHandleForReading, isOutput: true)
         read(errors.fileHandleForReading, isOutput: false)
     }

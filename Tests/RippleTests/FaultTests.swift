@@ -167,7 +167,7 @@ import Testing
         let input = Pipe(), output = Pipe()
         shell.standardInput = input
         shell.standardOutput = output
-        try shell.run()
+        try ProcessLaunch.run(shell)
         defer { if shell.isRunning { shell.terminate() } }
         input.fileHandleForWriting.write(Data("BEGIN EXCLUSIVE;\nUPDATE todos SET title = 'shell';\nSELECT 'locked';\n".utf8))
         var said = Data()

@@ -32,7 +32,7 @@ enum SQLiteShell {
         process.arguments = ["-bail", database]
         let input = Pipe()
         process.standardInput = input
-        try process.run()
+        try ProcessLaunch.run(process)
         return Session(process: process, input: input.fileHandleForWriting)
     }
 

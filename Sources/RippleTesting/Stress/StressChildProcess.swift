@@ -118,7 +118,7 @@ final class StressChildProcess {
 
     /// Starts the child and a thread reading its reports into `ledger`.
     func start(ledger: StressLedger) throws {
-        try process.run()
+        try ProcessLaunch.run(process)
         let handle = output.fileHandleForReading
         let errorHandle = errors.fileHandleForReading
         let index = self.index
