@@ -78,34 +78,8 @@ struct SyncIncludedSync {
     /// The Swift client's initial sync: `subscribe` until its store holds the todos and their
     /// assignees (checked).
     private func syncClient(node: SyncNode, cluster: SyncCluster) async throws -> Duration {
-        let store = try Store(path: cluster.path("client-r4.sqlite"))
-        let token = try node.token()
-        let client = SyncClient(url: node.url, store: store) { token }
-        let events = SyncMailbox<(event: SyncClientEvent, at: ContinuousClock.Instant)>()
-        let listener = Task {
-            for await event in client.events { events.put((event, .now)) }
-        }
-        defer { listener.cancel() }
-        do {
-            try await client.start()
-            while true {
-                guard let (event, _) = try await events.take(within: 30) else { throw SyncBenchError("the client's events ended") }
-                if case .connected = event { break }
-                if case .disconnected(let reason) = event { throw SyncBenchError("the client did not connect: \(reason)") }
-            }
-            let start = ContinuousClock.now
-            try await client.subscribe("todos", Self.query)
-            var done: ContinuousClock.Instant?
-            while done == nil {
-                guard let (event, at) = try await events.take(within: 300) else { throw SyncBenchError("the client's events ended") }
-                switch event {
-                case .applied(_, let subscriptions) where subscriptions.contains("todos"): done = at
-                case .serverError(let code, let message, _): throw SyncBenchError("the client heard \(code.rawValue): \(message)")
-                case .localFailure(let message): throw SyncBenchError("the client failed: \(message)")
-                case .disconnected(let reason): throw SyncBenchError("the client was disconnected: \(reason)")
-                default: continue
-                }
-            }
+        try await SyncInitialSync.timeInitialSync(node: node, store: try Store(path: cluster.path("client-r4.sqlite")), id: "todos",
+                                                  query: Self.query) { store in
             let (todos, users) = try store.read { db in
                 (try db.fetchValue("SELECT count(*) FROM todos", as: Int.self) ?? 0,
                  try db.fetchValue("SELECT count(*) FROM users WHERE id IN (SELECT assignee FROM todos)", as: Int.self) ?? 0)
@@ -113,11 +87,6 @@ struct SyncIncludedSync {
             guard todos == Self.rows, users == Self.rows else {
                 throw SyncBenchError("the client's store holds \(todos) todos and \(users) of their assignees, not \(Self.rows) of each")
             }
-            try? await withDeadline(10, "stopping the Swift client") { await client.stop() }
-            return done! - start
-        } catch {
-            try? await withDeadline(10, "stopping the Swift client") { await client.stop() }
-            throw error
         }
     }
 

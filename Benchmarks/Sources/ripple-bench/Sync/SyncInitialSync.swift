@@ -91,7 +91,23 @@ struct SyncInitialSync {
 
     /// The Swift client's initial sync: `subscribe` until its store holds the rows (checked).
     private func syncClient(node: SyncNode, cluster: SyncCluster, expectedSum: String) async throws -> Duration {
-        let store = try Store(path: cluster.path("client-s4.sqlite"))
+        let rows = rows
+        return try await Self.timeInitialSync(node: node, store: try Store(path: cluster.path("client-s4.sqlite")), id: "items",
+                                              query: Self.query) { store in
+            let (count, sum) = try store.read { db in
+                (try db.fetchValue("SELECT count(*) FROM items", as: Int.self) ?? 0,
+                 try db.fetchValue("SELECT sum(rank) FROM items", as: Int.self) ?? 0)
+            }
+            guard count == rows, String(sum) == expectedSum else {
+                throw SyncBenchError("the client's store holds \(count) rows (rank sum \(sum), Postgres \(expectedSum))")
+            }
+        }
+    }
+
+    /// A Swift client's initial sync of `query` into `store`: from `subscribe` (once connected)
+    /// until the client tells that the frame is in its store; `check` then looks at the store.
+    static func timeInitialSync(node: SyncNode, store: Store, id: String, query: QueryDescription,
+                                check: (Store) throws -> Void) async throws -> Duration {
         let token = try node.token()
         let client = SyncClient(url: node.url, store: store) { token }
         let events = SyncMailbox<(event: SyncClientEvent, at: ContinuousClock.Instant)>()
@@ -108,25 +124,19 @@ struct SyncInitialSync {
                 if case .disconnected(let reason) = event { throw SyncBenchError("the client did not connect: \(reason)") }
             }
             let start = ContinuousClock.now
-            try await client.subscribe("items", Self.query)
+            try await client.subscribe(id, query)
             var done: ContinuousClock.Instant?
             while done == nil {
                 guard let (event, at) = try await events.take(within: 300) else { throw SyncBenchError("the client's events ended") }
                 switch event {
-                case .applied(_, let subscriptions) where subscriptions.contains("items"): done = at
+                case .applied(_, let subscriptions) where subscriptions.contains(id): done = at
                 case .serverError(let code, let message, _): throw SyncBenchError("the client heard \(code.rawValue): \(message)")
                 case .localFailure(let message): throw SyncBenchError("the client failed: \(message)")
                 case .disconnected(let reason): throw SyncBenchError("the client was disconnected: \(reason)")
                 default: continue
                 }
             }
-            let (count, sum) = try store.read { db in
-                (try db.fetchValue("SELECT count(*) FROM items", as: Int.self) ?? 0,
-                 try db.fetchValue("SELECT sum(rank) FROM items", as: Int.self) ?? 0)
-            }
-            guard count == rows, String(sum) == expectedSum else {
-                throw SyncBenchError("the client's store holds \(count) rows (rank sum \(sum), Postgres \(expectedSum))")
-            }
+            try check(store)
             try? await withDeadline(10, "stopping the Swift client") { await client.stop() }
             return done! - start
         } catch {
