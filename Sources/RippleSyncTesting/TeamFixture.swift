@@ -1,4 +1,5 @@
 #if Sync
+import Foundation
 import RippleSync
 import RippleTesting
 
@@ -70,6 +71,32 @@ package enum TeamFixture {
             (8, 3, 'bob', 'Rehearse on Tuesday', false, 1), (9, 3, 'bob', 'Tune the guitar', false, 2),
             (10, 3, 'bob', 'Print the setlist', false, 3);
         """
+
+    /// A seed for pgbench workloads: users u1…u4, six projects each with its owner as a member
+    /// (and u1, u4 in two more), 40 todos across them.
+    package static let pgbenchSeed = """
+        INSERT INTO users SELECT 'u' || n, 'User ' || n FROM generate_series(1, 4) AS n;
+        INSERT INTO projects SELECT n, 'Project ' || n, 'u' || (1 + n % 4) FROM generate_series(1, 6) AS n;
+        INSERT INTO members(project_id, user_id) SELECT n, 'u' || (1 + n % 4) FROM generate_series(1, 6) AS n;
+        INSERT INTO members(project_id, user_id) VALUES (1, 'u1'), (3, 'u4') ON CONFLICT DO NOTHING;
+        INSERT INTO todos SELECT n, 1 + n % 6, 'u' || (1 + n % 4), 'todo ' || n, n % 3 = 0, n % 7 FROM generate_series(1, 40) AS n;
+        """
+
+    /// pgbench's arguments for `workload` (scripts by name, weight and SQL, written into
+    /// `directory`) over ``pgbenchSeed``: 4 clients, `transactions` each, serialization failures
+    /// tried again. Each script may use `:p` (a project), `:u` (a user number), `:t` (a todo)
+    /// and `:r` (a rank).
+    package static func pgbenchArguments(_ workload: [(name: String, weight: Int, sql: String)], transactions: Int,
+                                         in directory: TemporaryDirectory) throws -> [String] {
+        var arguments = ["-n", "-c", "4", "-j", "2", "-t", String(transactions), "--max-tries", "20"]
+        for (name, weight, sql) in workload {
+            let path = directory.path("\(name).sql")
+            try Data(("\\set p random(1, 6)\n\\set u random(1, 4)\n\\set t random(1, 40)\n\\set r random(0, 9)\n" + sql + "\n").utf8)
+                .write(to: URL(fileURLWithPath: path))
+            arguments += ["-f", "\(path)@\(weight)"]
+        }
+        return arguments
+    }
 
     /// Makes the tables and seeds them.
     package static func prepare(_ postgres: ThrowawayPostgres) async throws {

@@ -141,11 +141,11 @@ struct IncludeSyncTests {
         return leaked
     }
 
-    func withTeam(_ body: (ThrowawayPostgres, TestNode, TeamHistory) async throws -> Void) async throws {
+    func withTeam(seed: String = TeamFixture.seed, _ body: (ThrowawayPostgres, TestNode, TeamHistory) async throws -> Void) async throws {
         try await withThrowawayPostgres { postgres in
             try await postgres.psql(TeamFixture.schema)
             let history = try await TeamHistory.start(postgres)
-            try await postgres.psql(TeamFixture.seed)
+            try await postgres.psql(seed)
             let directory = try TemporaryDirectory()
             try await TestNode.with(postgres, tables: TeamFixture.tables, rules: TeamFixture.rules, directory: directory) { node in
                 try await body(postgres, node, history)
@@ -238,62 +238,44 @@ struct IncludeSyncTests {
     /// exactly what its user could read at its position.
     @Test func pgbenchsWorkloadBesideFourUsersTrees() async throws {
         let users = ["u1", "u2", "u3", "u4"]
-        try await withThrowawayPostgres { postgres in
-            try await postgres.psql(TeamFixture.schema)
-            let history = try await TeamHistory.start(postgres)
-            try await postgres.psql("""
-                INSERT INTO users SELECT 'u' || n, 'User ' || n FROM generate_series(1, 4) AS n;
-                INSERT INTO projects SELECT n, 'Project ' || n, 'u' || (1 + n % 4) FROM generate_series(1, 6) AS n;
-                INSERT INTO members(project_id, user_id) SELECT n, 'u' || (1 + n % 4) FROM generate_series(1, 6) AS n;
-                INSERT INTO members(project_id, user_id) VALUES (1, 'u1'), (3, 'u4') ON CONFLICT DO NOTHING;
-                INSERT INTO todos SELECT n, 1 + n % 6, 'u' || (1 + n % 4), 'todo ' || n, n % 3 = 0, n % 7 FROM generate_series(1, 40) AS n;
-                """)
-            let directory = try TemporaryDirectory()
-            try await TestNode.with(postgres, tables: TeamFixture.tables, rules: TeamFixture.rules, directory: directory) { node in
-                let scripts = try TemporaryDirectory()
-                let workload: [(String, Int, String)] = [
-                    ("grant", 3, "INSERT INTO members(project_id, user_id) VALUES (:p, 'u' || :u) ON CONFLICT DO NOTHING;"),
-                    ("revoke", 3, "DELETE FROM members WHERE project_id = :p AND user_id = 'u' || :u;"),
-                    ("move", 4, "UPDATE todos SET project_id = :p, rank = :r WHERE id = :t;"),
-                    ("rank", 3, "UPDATE todos SET rank = :r, title = 'edit ' || :t WHERE id = :t;"),
-                    ("project", 1, "UPDATE projects SET name = 'renamed ' || :r, owner = 'u' || :u WHERE id = :p;"),
-                    ("many", 2, """
-                        BEGIN;
-                        UPDATE todos SET project_id = :p, rank = :r WHERE id = :t;
-                        DELETE FROM members WHERE project_id = :p AND user_id = 'u' || :u;
-                        INSERT INTO members(project_id, user_id) VALUES (1 + :p % 6, 'u' || :u) ON CONFLICT DO NOTHING;
-                        COMMIT;
-                        """),
-                ]
-                var arguments = ["-n", "-c", "4", "-j", "2", "-t", "100", "--max-tries", "20"]
-                for (name, weight, sql) in workload {
-                    let path = scripts.path("\(name).sql")
-                    try Data(("\\set p random(1, 6)\n\\set u random(1, 4)\n\\set t random(1, 40)\n\\set r random(0, 9)\n" + sql + "\n").utf8)
-                        .write(to: URL(fileURLWithPath: path))
-                    arguments += ["-f", "\(path)@\(weight)"]
+        try await withTeam(seed: TeamFixture.pgbenchSeed) { postgres, node, history in
+            let scripts = try TemporaryDirectory()
+            let workload: [(name: String, weight: Int, sql: String)] = [
+                ("grant", 3, "INSERT INTO members(project_id, user_id) VALUES (:p, 'u' || :u) ON CONFLICT DO NOTHING;"),
+                ("revoke", 3, "DELETE FROM members WHERE project_id = :p AND user_id = 'u' || :u;"),
+                ("move", 4, "UPDATE todos SET project_id = :p, rank = :r WHERE id = :t;"),
+                ("rank", 3, "UPDATE todos SET rank = :r, title = 'edit ' || :t WHERE id = :t;"),
+                ("project", 1, "UPDATE projects SET name = 'renamed ' || :r, owner = 'u' || :u WHERE id = :p;"),
+                ("many", 2, """
+                    BEGIN;
+                    UPDATE todos SET project_id = :p, rank = :r WHERE id = :t;
+                    DELETE FROM members WHERE project_id = :p AND user_id = 'u' || :u;
+                    INSERT INTO members(project_id, user_id) VALUES (1 + :p % 6, 'u' || :u) ON CONFLICT DO NOTHING;
+                    COMMIT;
+                    """),
+            ]
+            let arguments = try TeamFixture.pgbenchArguments(workload, transactions: 100, in: scripts)
+            try await withSockets { sockets in
+                var readers: [TreeReader] = []
+                for user in users {
+                    let reader = TreeReader(user, try await sockets.open(node.url))
+                    try await reader.subscribe(node)
+                    readers.append(reader)
                 }
-                try await withSockets { sockets in
-                    var readers: [TreeReader] = []
-                    for user in users {
-                        let reader = TreeReader(user, try await sockets.open(node.url))
-                        try await reader.subscribe(node)
-                        readers.append(reader)
-                    }
-                    _ = try await postgres.pgbench(arguments)
-                    for reader in readers {
-                        try await reader.until(try await Self.expected(postgres, reader.user), "\(reader.user)'s tree to equal Postgres's once pgbench ended")
-                    }
-                    var leaked = 0
-                    for reader in readers { leaked += try await checkFrames(reader, history) }
-                    #expect(leaked == 0)
-                    let frames = readers.map { $0.frames.count - 1 }
-                    #expect(frames.reduce(0, +) > 100, "\(frames) frames")
-                    let moves = readers.flatMap(\.frames).compactMap { frame -> Int? in
-                        guard case .sectioned(let todos)? = frame.changeset?.included?["todos"] else { return nil }
-                        return todos.moves.count
-                    }
-                    #expect(moves.reduce(0, +) > 0, "no frame moved a todo between sections")
+                _ = try await postgres.pgbench(arguments)
+                for reader in readers {
+                    try await reader.until(try await Self.expected(postgres, reader.user), "\(reader.user)'s tree to equal Postgres's once pgbench ended")
                 }
+                var leaked = 0
+                for reader in readers { leaked += try await checkFrames(reader, history) }
+                #expect(leaked == 0)
+                let frames = readers.map { $0.frames.count - 1 }
+                #expect(frames.reduce(0, +) > 100, "\(frames) frames")
+                let moves = readers.flatMap(\.frames).compactMap { frame -> Int? in
+                    guard case .sectioned(let todos)? = frame.changeset?.included?["todos"] else { return nil }
+                    return todos.moves.count
+                }
+                #expect(moves.reduce(0, +) > 0, "no frame moved a todo between sections")
             }
         }
     }

@@ -306,16 +306,9 @@ struct RelationalSyncTests {
     /// there, nothing missing.
     @Test func pgbenchsRelationalWorkloadBesideFourUsers() async throws {
         let users = ["u1", "u2", "u3", "u4"]
-        let seed = """
-            INSERT INTO users SELECT 'u' || n, 'User ' || n FROM generate_series(1, 4) AS n;
-            INSERT INTO projects SELECT n, 'Project ' || n, 'u' || (1 + n % 4) FROM generate_series(1, 6) AS n;
-            INSERT INTO members(project_id, user_id) SELECT n, 'u' || (1 + n % 4) FROM generate_series(1, 6) AS n;
-            INSERT INTO members(project_id, user_id) VALUES (1, 'u1'), (3, 'u4') ON CONFLICT DO NOTHING;
-            INSERT INTO todos SELECT n, 1 + n % 6, 'u' || (1 + n % 4), 'todo ' || n, n % 3 = 0, n % 7 FROM generate_series(1, 40) AS n;
-            """
-        try await withTeam(seed: seed) { postgres, node, history in
+        try await withTeam(seed: TeamFixture.pgbenchSeed) { postgres, node, history in
             let scripts = try TemporaryDirectory()
-            let workload: [(String, Int, String)] = [
+            let workload: [(name: String, weight: Int, sql: String)] = [
                 ("grant", 3, "INSERT INTO members(project_id, user_id) VALUES (:p, 'u' || :u) ON CONFLICT DO NOTHING;"),
                 ("revoke", 3, "DELETE FROM members WHERE project_id = :p AND user_id = 'u' || :u;"),
                 ("move", 3, "UPDATE todos SET project_id = :p WHERE id = :t;"),
@@ -328,13 +321,7 @@ struct RelationalSyncTests {
                     COMMIT;
                     """),
             ]
-            var arguments = ["-n", "-c", "4", "-j", "2", "-t", "120", "--max-tries", "20"]
-            for (name, weight, sql) in workload {
-                let path = scripts.path("\(name).sql")
-                try Data(("\\set p random(1, 6)\n\\set u random(1, 4)\n\\set t random(1, 40)\n\\set r random(0, 9)\n" + sql + "\n").utf8)
-                    .write(to: URL(fileURLWithPath: path))
-                arguments += ["-f", "\(path)@\(weight)"]
-            }
+            let arguments = try TeamFixture.pgbenchArguments(workload, transactions: 120, in: scripts)
             try await withSockets { sockets in
                 var readers: [Reader] = []
                 for user in users {
