@@ -184,12 +184,7 @@ enum TreeFrames {
         -> (parents: [[WireValue]], sections: [[[WireValue]]]) {
         let part = tree.parts[index - 1]
         let parentIndex = part.parent.map { $0 + 1 } ?? 0
-        var children: [[WireValue]: [[WireValue]]] = [:]
-        for row in rows.parts[index] {
-            let values = part.relatedColumns.map { row[$0] }
-            guard !values.contains(.null) else { continue }
-            children[values, default: []].append(row)
-        }
+        let children = self.children(rows.parts[index], of: part)
         let parentKey = shape.keys[parentIndex]
         var parents: [[WireValue]] = []
         var sections: [[[WireValue]]] = []
@@ -199,6 +194,26 @@ enum TreeFrames {
             sections.append(values.contains(.null) ? [] : children[values] ?? [])
         }
         return (parents, sections)
+    }
+
+    /// A to-many part's `rows` grouped by their related values (the parents' `on` values they
+    /// belong to), in their order; a row with a NULL among them belongs to no parent. With
+    /// `values`, only the groups of those values.
+    static func children(_ rows: [[WireValue]], of part: CompiledPart, among values: Set<[WireValue]>? = nil) -> [[WireValue]: [[WireValue]]] {
+        var children: [[WireValue]: [[WireValue]]] = [:]
+        if let values, part.relatedColumns.count == 1 {
+            // One column: compared as it is, without making an array per row.
+            let column = part.relatedColumns[0]
+            let wanted = Set(values.map { $0[0] })
+            for row in rows where wanted.contains(row[column]) { children[[row[column]], default: []].append(row) }
+            return children
+        }
+        for row in rows {
+            let related = part.relatedColumns.map { row[$0] }
+            guard !related.contains(.null), values?.contains(related) ?? true else { continue }
+            children[related, default: []].append(row)
+        }
+        return children
     }
 
     static func snapshot(_ tree: CompiledTree, _ shape: TreeShape, _ rows: TreeRows, basis: String) -> WireSnapshot {
@@ -274,17 +289,7 @@ enum TreeFrames {
         let parentKey = shape.keys[0]
         let keys = affected.map { section in parentKey.map { parents[section][$0] } }
         func sublists(_ rows: [[WireValue]]) -> [[[WireValue]]] {
-            var children: [[WireValue]: [[WireValue]]] = [:]
-            if part.relatedColumns.count == 1 {
-                let column = part.relatedColumns[0]
-                let wanted = Set(values.map { $0[0] })
-                for row in rows where wanted.contains(row[column]) { children[[row[column]], default: []].append(row) }
-            } else {
-                for row in rows {
-                    let value = part.relatedColumns.map { row[$0] }
-                    if values.contains(value) { children[value, default: []].append(row) }
-                }
-            }
+            let children = self.children(rows, of: part, among: values)
             return affected.map { section in children[part.parentColumns.map { parents[section][$0] }] ?? [] }
         }
         let local = WireSectionedChangeset(from: sublists(old.parts[index]), parents: keys, to: sublists(new.parts[index]), parents: keys,
