@@ -113,6 +113,33 @@ package struct SyncClientTestError: Error, CustomStringConvertible {
 }
 
 extension ThrowawayPostgres {
+    /// Runs `body` while another session holds `table` in ACCESS EXCLUSIVE mode (every other
+    /// session that touches it waits), and ends that session after it — when `body` returns and
+    /// when it throws — waiting until it is gone.
+    package func withTableLocked<Result>(_ table: String, isolation: isolated (any Actor)? = #isolation,
+                                         _ body: () async throws -> Result) async throws -> Result {
+        let tag = "ripple_lock_holder_\(table)"
+        let holder = Task {
+            try? await psql("BEGIN; LOCK TABLE \(table) IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(600) AS \(tag); COMMIT")
+        }
+        func release() async throws {
+            _ = try await psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%\(tag)%' AND pid <> pg_backend_pid()")
+            _ = try await Wait.value("the session holding \(table) to end") { await holder.result }
+        }
+        do {
+            try await Wait.until("another session to hold \(table)") {
+                try await rows("SELECT count(*) FROM pg_locks WHERE relation = '\(table)'::regclass AND mode = 'AccessExclusiveLock' AND granted")
+                    == ["1"]
+            }
+            let result = try await body()
+            try await release()
+            return result
+        } catch {
+            try? await release()
+            throw error
+        }
+    }
+
     /// The rows `sql` reads, as psql prints them (`|` between columns); psql runs on a thread of
     /// its own (a cooperative thread waiting for it would be one fewer for the node).
     package func rows(_ sql: String) async throws -> [String] {

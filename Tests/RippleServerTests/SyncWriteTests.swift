@@ -258,26 +258,17 @@ import Testing
             try await node.untilReady()
             let (socket, _) = try await self.socket(node, "alice")
             defer { socket.close() }
-            // Another session holds the table until it is ended below.
-            let holder = Task {
-                try? await postgres.psql("BEGIN; LOCK TABLE counters IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(120); COMMIT")
+            try await postgres.withTableLocked("counters") {
+                try await socket.send(.push(mutations: [Mutation(id: 1, ops: [MutationOp(.patch, table: "counters",
+                                                                                            values: ["id": .integer(1), "total": .integer(11)])])]))
+                try await Wait.until("the push to wait on the lock") {
+                    try await postgres.rows("SELECT count(*) FROM pg_locks WHERE relation = 'counters'::regclass AND NOT granted") == ["1"]
+                }
+                let start = ContinuousClock.now
+                try await node.shutDown()
+                let took = ContinuousClock.now - start
+                #expect(took < .seconds(5), "the node took \(took) to stop while a push waited on Postgres")
             }
-            defer { holder.cancel() }
-            try await Wait.until("the other session to hold counters") {
-                try await postgres.rows("SELECT count(*) FROM pg_locks WHERE relation = 'counters'::regclass AND mode = 'AccessExclusiveLock' AND granted")
-                    == ["1"]
-            }
-            try await socket.send(.push(mutations: [Mutation(id: 1, ops: [MutationOp(.patch, table: "counters",
-                                                                                        values: ["id": .integer(1), "total": .integer(11)])])]))
-            try await Wait.until("the push to wait on the lock") {
-                try await postgres.rows("SELECT count(*) FROM pg_locks WHERE relation = 'counters'::regclass AND NOT granted") == ["1"]
-            }
-            let start = ContinuousClock.now
-            try await node.shutDown()
-            let took = ContinuousClock.now - start
-            #expect(took < .seconds(5), "the node took \(took) to stop while a push waited on Postgres")
-            _ = try await postgres.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(120)%' AND pid <> pg_backend_pid()")
-            _ = await holder.result
             try await Wait.until("the push's session to end") {
                 try await postgres.rows("SELECT count(*) FROM pg_locks WHERE relation = 'counters'::regclass") == ["0"]
             }
