@@ -33,6 +33,12 @@ import RippleTesting
 /// * R4: initial sync of a membership-ruled subscription with an include (10,000 todos and their
 ///   10,000 assignees) into a Swift client's store, beside COPY plus a bare SQLite insert (``SyncIncludedSync``).
 ///
+/// Each group of workloads that shares a cluster (S1/S2/S5, S3, S4, W1–W3, N1/N2, N3, R1/R2, R3,
+/// R4) runs in a fresh process of its own — this executable again, with `--in-process` and that
+/// group's workloads — so that no workload's figures depend on what ran before it in the same
+/// process (N1's 15,000 sockets and N2's 10,000 clients leave threads, buffers and a grown heap
+/// behind, which slowed R4 and S4 by a third). `--in-process` runs every chosen group here.
+///
 /// Lines: `bench` "sync", `workload`, `impl` and the figures; `ratio` lines; `target` lines
 /// with `met` "yes" or "no". Notes (and what a missed target costs) go to stderr.
 struct SyncBenchmark: ParsableCommand {
@@ -64,8 +70,14 @@ struct SyncBenchmark: ParsableCommand {
     @Option(help: "N3: commits per measurement.")
     var nodeCommits = 5_000
 
-    @Option(help: "Seconds after which a run that has not finished stops its clusters and fails.")
+    @Option(help: "Seconds after which a run that has not finished stops its clusters and fails (each group's process has its own).")
     var watchdog: Double = 900
+
+    @Flag(help: .hidden)
+    var noMachineLine = false
+
+    @Flag(help: "Run every chosen workload in this process (by default each group runs in a fresh process of its own).")
+    var inProcess = false
 
     func validate() throws {
         if samples < 10 { throw ValidationError("--samples must be at least 10") }
@@ -89,6 +101,7 @@ struct SyncBenchmark: ParsableCommand {
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
                 Report.note("interrupted: stopping the clusters")
+                SyncChildren.stopRunning()
                 SyncCluster.stopAll()
                 Foundation.exit(128 + number)
             }
@@ -98,6 +111,15 @@ struct SyncBenchmark: ParsableCommand {
         defer { signals.forEach { $0.cancel() } }
         // The workloads are async (the node, the sockets); this command waits for them on its
         // own thread, outside the concurrency pool they run on, and no longer than the watchdog.
+        let groups = SyncWorkload.groups(of: workload.isEmpty ? SyncWorkload.allCases : workload)
+        if !inProcess && groups.count > 1 {
+            let failures = try runGroupsInChildren(groups)
+            if failures > 0 {
+                Report.note("\(failures) group(s) failed: see the lines with \"error\"")
+                throw ExitCode.failure
+            }
+            return
+        }
         let outcome = SyncLocked<Result<Int, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         let command = self
@@ -120,32 +142,66 @@ struct SyncBenchmark: ParsableCommand {
         }
     }
 
+    /// Runs each group in a child process (this executable, `sync --in-process`, the group's
+    /// workloads and this run's options), one after another, the child's lines going straight to
+    /// ours; returns how many children failed. The children stop their own clusters; an
+    /// interrupted parent stops the running child first (see ``run()``'s signal handler).
+    private func runGroupsInChildren(_ groups: [[SyncWorkload]]) throws -> Int {
+        let started = ContinuousClock.now
+        emitMachine()
+        var failures = 0
+        for group in groups {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Bundle.main.executablePath ?? CommandLine.arguments[0])
+            process.arguments = ["sync", "--in-process", "--no-machine-line"] + group.flatMap { ["--workload", $0.rawValue] } + optionArguments
+            try ProcessLaunch.run(process)
+            SyncChildren.current.withLock { $0 = process }
+            process.waitUntilExit()
+            SyncChildren.current.withLock { $0 = nil }
+            if process.terminationReason != .exit || process.terminationStatus != 0 {
+                let names = group.map(\.rawValue).joined(separator: ",")
+                Report.emit([("bench", "sync"), ("error", .string("the process for \(names) ended with status \(process.terminationStatus)"))])
+                failures += 1
+            }
+        }
+        Report.emit([("bench", "sync"), ("info", "run"), ("seconds", .number((ContinuousClock.now - started).seconds))])
+        return failures
+    }
+
+    /// This run's options, as a child is given them.
+    private var optionArguments: [String] {
+        ["--samples", String(samples), "--commits", String(commits), "--rows", String(rows),
+         "--offline", String(offline), "--sockets", String(sockets), "--rounds", String(rounds),
+         "--node-commits", String(nodeCommits), "--watchdog", String(watchdog)]
+    }
+
     /// Runs the chosen workloads; returns how many checks failed (each printed with "error").
     private func runWorkloads() async throws -> Int {
         let started = ContinuousClock.now
-        emitMachine()
-        let chosen = workload.isEmpty ? SyncWorkload.allCases : workload
+        if !noMachineLine { emitMachine() }
         var failures = 0
-        // S1, S5 and S2 share one cluster and node (a window of the same table).
-        let window = chosen.filter { [.s1, .s2, .s5].contains($0) }
-        if !window.isEmpty {
-            failures += await SyncWindowWorkloads(samples: samples).run(window)
+        for group in SyncWorkload.groups(of: workload.isEmpty ? SyncWorkload.allCases : workload) {
+            failures += await run(group: group)
         }
-        if chosen.contains(.s3) { failures += await SyncFanout(commits: commits).run() }
-        if chosen.contains(.s4) { failures += await SyncInitialSync(rows: rows).run() }
-        let writes = chosen.filter { [.w1, .w2, .w3].contains($0) }
-        if !writes.isEmpty { failures += await SyncWrites(samples: samples, offline: offline).run(writes) }
-        let scale = chosen.filter { [.n1, .n2].contains($0) }
-        if !scale.isEmpty { failures += await SyncScale(sockets: sockets, rounds: rounds).run(scale) }
-        if chosen.contains(.n3) { failures += await SyncNodesCost(commits: nodeCommits).run() }
-        let relational = chosen.filter { [.r1, .r2].contains($0) }
-        if !relational.isEmpty { failures += await SyncRelational(samples: samples).run(relational) }
-        if chosen.contains(.r3) { failures += await SyncSectioned(samples: samples).run() }
-        if chosen.contains(.r4) { failures += await SyncIncludedSync().run() }
-        if !SyncProgress.isAbandoned {
+        if !SyncProgress.isAbandoned && !noMachineLine {
             Report.emit([("bench", "sync"), ("info", "run"), ("seconds", .number((ContinuousClock.now - started).seconds))])
         }
         return failures
+    }
+
+    /// Runs one group of ``SyncWorkload/groups(of:)``; returns how many checks failed.
+    private func run(group: [SyncWorkload]) async -> Int {
+        switch group[0] {
+        case .s1, .s2, .s5: await SyncWindowWorkloads(samples: samples).run(group)
+        case .s3: await SyncFanout(commits: commits).run()
+        case .s4: await SyncInitialSync(rows: rows).run()
+        case .w1, .w2, .w3: await SyncWrites(samples: samples, offline: offline).run(group)
+        case .n1, .n2: await SyncScale(sockets: sockets, rounds: rounds).run(group)
+        case .n3: await SyncNodesCost(commits: nodeCommits).run()
+        case .r1, .r2: await SyncRelational(samples: samples).run(group)
+        case .r3: await SyncSectioned(samples: samples).run()
+        case .r4: await SyncIncludedSync().run()
+        }
     }
 
     private func emitMachine() {
@@ -184,10 +240,29 @@ enum SyncProgress {
     }
 }
 
+/// The child process running a group of workloads now, for the signal handler.
+enum SyncChildren {
+    static let current = SyncLocked<Process?>(nil)
+
+    /// Asks the running child to stop (it stops its clusters) and waits for it.
+    static func stopRunning() {
+        guard let process = current.withLock({ $0 }), process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
+
 /// The names of the sync workloads, as given to `--workload`.
 enum SyncWorkload: String, CaseIterable, ExpressibleByArgument, Sendable {
     case s1 = "S1", s2 = "S2", s3 = "S3", s4 = "S4", s5 = "S5", w1 = "W1", w2 = "W2", w3 = "W3", n1 = "N1", n2 = "N2", n3 = "N3"
     case r1 = "R1", r2 = "R2", r3 = "R3", r4 = "R4"
+
+    /// The groups that share a cluster and a node, in the order a run takes them: S1/S2/S5,
+    /// S3, S4, W1–W3, N1/N2, N3, R1/R2, R3, R4 — each holding those of `chosen` it has.
+    static func groups(of chosen: [SyncWorkload]) -> [[SyncWorkload]] {
+        let groups: [[SyncWorkload]] = [[.s1, .s2, .s5], [.s3], [.s4], [.w1, .w2, .w3], [.n1, .n2], [.n3], [.r1, .r2], [.r3], [.r4]]
+        return groups.map { group in group.filter(chosen.contains) }.filter { !$0.isEmpty }
+    }
 }
 
 /// How a sync workload prints its lines.
