@@ -154,7 +154,7 @@ struct SyncBenchmark: ParsableCommand {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: Bundle.main.executablePath ?? CommandLine.arguments[0])
             process.arguments = ["sync", "--in-process", "--no-machine-line"] + group.flatMap { ["--workload", $0.rawValue] } + optionArguments
-            try ProcessLaunch.run(process)
+            try process.run()
             SyncChildren.current.withLock { $0 = process }
             process.waitUntilExit()
             SyncChildren.current.withLock { $0 = nil }
