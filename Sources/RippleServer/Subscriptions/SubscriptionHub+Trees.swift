@@ -128,7 +128,7 @@ extension SubscriptionHub {
             let parts = [(tree.root, schema)] + tree.parts.map { ($0.compiled, $0.schema) }
             var tokens: [SubscriptionToken] = []
             for (index, (compiled, partSchema)) in parts.enumerated() {
-                tokens.append(subscribe(compiled, basis: basis, schema: partSchema) { [weak self, entry] event in
+                tokens.append(subscribe(compiled, basis: basis, schema: partSchema, resumingFrom: nil, encoded: false) { [weak self, entry] event in
                     self?.receive(event, part: index, of: entry)
                 })
             }

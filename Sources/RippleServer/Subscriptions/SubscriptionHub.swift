@@ -25,7 +25,8 @@ public struct SubscriptionEvent: Sendable {
     public var version: Int64
     public var kind: Kind
     /// The event's JSON (the snapshot's or the changeset's object), encoded once for every
-    /// subscriber sharing it.
+    /// subscriber sharing it; empty for a subscriber that takes the values alone (a part of a
+    /// subscription with includes, whose tree encodes its own frames).
     package var json: [UInt8]
 
     public var isSnapshot: Bool {
@@ -55,6 +56,10 @@ public final class SubscriptionHub: Sendable {
         /// For a resume that attached before the shared query had a result: the rows the client
         /// has, to be sent the change from them instead of a snapshot.
         var resumingFrom: [[WireValue]]?
+        /// Whether it sends the events' JSON (a socket's subscription) or takes their values
+        /// alone (a part of a tree): nothing is encoded for a live query none of whose
+        /// subscribers sends it.
+        var encodes = true
     }
 
     /// One live query and its subscribers.
@@ -200,6 +205,14 @@ public final class SubscriptionHub: Sendable {
     public func subscribe(_ compiled: CompiledQuery, basis: String, schema: SyncedTableSchema,
                           resumingFrom old: [[WireValue]]? = nil,
                           handler: @escaping @Sendable (SubscriptionEvent) -> Void) -> SubscriptionToken {
+        subscribe(compiled, basis: basis, schema: schema, resumingFrom: old, encoded: true, handler: handler)
+    }
+
+    /// ``subscribe(_:basis:schema:resumingFrom:handler:)``; `encoded` false: the events carry
+    /// their values alone, no JSON (a tree's part: the tree encodes its own frames).
+    func subscribe(_ compiled: CompiledQuery, basis: String, schema: SyncedTableSchema,
+                   resumingFrom old: [[WireValue]]?, encoded: Bool,
+                   handler: @escaping @Sendable (SubscriptionEvent) -> Void) -> SubscriptionToken {
         let id = nextID.withLock { value -> Int in
             value += 1
             return value
@@ -214,10 +227,10 @@ public final class SubscriptionHub: Sendable {
             if let ended = entry.ended {
                 handler(SubscriptionEvent(version: entry.version, kind: ended, json: []))
             } else if entry.hasResult {
-                handler(Self.firstEvent(of: entry, resumingFrom: old))
-                entry.subscribers[id] = Subscriber(handler: handler, resumingFrom: nil)
+                handler(Self.firstEvent(of: entry, resumingFrom: old, encoded: encoded))
+                entry.subscribers[id] = Subscriber(handler: handler, resumingFrom: nil, encodes: encoded)
             } else {
-                entry.subscribers[id] = Subscriber(handler: handler, resumingFrom: old)
+                entry.subscribers[id] = Subscriber(handler: handler, resumingFrom: old, encodes: encoded)
             }
         }
         if isNew {
@@ -262,12 +275,28 @@ public final class SubscriptionHub: Sendable {
         return (steps.first?.snapshot ?? []).map(shape.row)
     }
 
-    private static func firstEvent(of entry: Shared, resumingFrom old: [[WireValue]]?) -> SubscriptionEvent {
+    private static func firstEvent(of entry: Shared, resumingFrom old: [[WireValue]]?, encoded: Bool) -> SubscriptionEvent {
         guard let old else {
-            return SubscriptionEvent(version: entry.version, kind: .snapshot(entry.snapshot), json: entry.encodedSnapshot())
+            return SubscriptionEvent(version: entry.version, kind: .snapshot(entry.snapshot), json: encoded ? entry.encodedSnapshot() : [])
         }
         let changeset = Changeset(from: old, to: entry.rows, identifiedBy: entry.identity, contentEqual: ==)
-        return event(WireChangeset(changeset, from: old, to: entry.rows), of: entry)
+        let wire = WireChangeset(changeset, from: old, to: entry.rows)
+        return encoded ? event(wire, of: entry) : SubscriptionEvent(version: entry.version, kind: .changes(wire), json: [])
+    }
+
+    /// Hands `changeset` (at the entry's version) to every subscriber: encoded once for those
+    /// that send it, as values to the others.
+    private static func deliver(_ changeset: WireChangeset, of entry: Shared) {
+        var encoded: SubscriptionEvent?
+        for subscriber in entry.subscribers.values {
+            if subscriber.encodes {
+                let delivered = encoded ?? event(changeset, of: entry)
+                encoded = delivered
+                subscriber.handler(delivered)
+            } else {
+                subscriber.handler(SubscriptionEvent(version: entry.version, kind: .changes(changeset), json: []))
+            }
+        }
     }
 
     /// A change as sent: the changeset, or the result when that encodes shorter.
@@ -349,8 +378,7 @@ public final class SubscriptionHub: Sendable {
                 entry.rows[pair.new] = after
             }
             (entry.version, entry.snapshotJSON) = (event.version, nil)
-            let delivered = self.event(WireChangeset(updates: updates), of: entry)
-            for subscriber in entry.subscribers.values { subscriber.handler(delivered) }
+            deliver(WireChangeset(updates: updates), of: entry)
             return true
         }
         if updatedInPlace { return }
@@ -374,13 +402,12 @@ public final class SubscriptionHub: Sendable {
             (entry.rows, entry.version, entry.hasResult, entry.snapshotJSON) = (rows, event.version, true, nil)
             guard hadResult else {
                 for (id, subscriber) in entry.subscribers {
-                    subscriber.handler(firstEvent(of: entry, resumingFrom: subscriber.resumingFrom))
+                    subscriber.handler(firstEvent(of: entry, resumingFrom: subscriber.resumingFrom, encoded: subscriber.encodes))
                     entry.subscribers[id]?.resumingFrom = nil
                 }
                 return
             }
-            let delivered = self.event(WireChangeset(changeset, from: old, to: rows), of: entry)
-            for subscriber in entry.subscribers.values { subscriber.handler(delivered) }
+            deliver(WireChangeset(changeset, from: old, to: rows), of: entry)
         }
     }
 
