@@ -1,0 +1,96 @@
+#if Sync
+import ArgumentParser
+import Foundation
+
+/// The options of `ripple-server`'s commands taken from the environment as well as from flags:
+/// `--postgres` from `RIPPLE_POSTGRES`, `--jwks-url` from `RIPPLE_JWKS_URL` — the long name in
+/// capitals, dashes as underscores, after `RIPPLE_`. A flag on the command line wins over the
+/// variable; a boolean flag's variable is `1`, `true` or `yes` (on) or `0`, `false`, `no`
+/// (off). This is how containers and process managers configure a node.
+///
+/// A variable that starts with `RIPPLE_` and names no option of the command is reported on
+/// standard error (a misspelt `RIPPLE_TABLE` would otherwise be ignored without a word).
+enum EnvironmentOptions {
+    /// The commands that read the environment.
+    static let commands: [String: any ParsableCommand.Type] = ["serve": ServeCommand.self]
+
+    /// Variables of the `RIPPLE_` family that are not options (read elsewhere).
+    static let otherVariables: Set<String> = ["RIPPLE_SYNC_SECRET"]
+
+    /// `arguments` (without the program's name) completed from `environment`, and notes about
+    /// variables that name no option.
+    static func complete(_ arguments: [String], environment: [String: String],
+                         defaultCommand: String = "serve") -> (arguments: [String], notes: [String]) {
+        let named = arguments.first.flatMap { commands[$0] != nil ? $0 : nil }
+        // `ripple-server --postgres …` runs the default command; a word that is not an option
+        // names another subcommand (demo, subscribe, …), which reads no environment.
+        if named == nil, let first = arguments.first, !first.hasPrefix("-") { return (arguments, []) }
+        let name = named ?? defaultCommand
+        guard let command = commands[name] else { return (arguments, []) }
+        let options = Self.options(of: command)
+        let given = Set(arguments.compactMap { argument -> String? in
+            guard argument.hasPrefix("--") else { return nil }
+            return String(argument.dropFirst(2).prefix { $0 != "=" })
+        })
+        var completed = arguments
+        var notes: [String] = []
+        for (variable, value) in environment.sorted(by: { $0.key < $1.key }) where variable.hasPrefix("RIPPLE_") {
+            guard !otherVariables.contains(variable) else { continue }
+            let long = variable.dropFirst("RIPPLE_".count).lowercased().replacingOccurrences(of: "_", with: "-")
+            guard let option = options.first(where: { $0.name == long }) else {
+                notes.append("\(variable) names no option of `ripple-server \(name)` (ignored)")
+                continue
+            }
+            guard !given.contains(long) else { continue }
+            if option.isFlag {
+                switch value.lowercased() {
+                case "1", "true", "yes": completed.append("--" + long)
+                case "0", "false", "no", "": break
+                default: notes.append("\(variable)=\(value) is neither true nor false (ignored)")
+                }
+            } else {
+                completed += ["--" + long, value]
+            }
+        }
+        return (completed, notes)
+    }
+
+    /// The long names of `command`'s options and flags, as ArgumentParser derives them from the
+    /// properties' names (`secretFile` → `secret-file`).
+    static func options(of command: any ParsableCommand.Type) -> [(name: String, isFlag: Bool)] {
+        Mirror(reflecting: command.init()).children.compactMap { child in
+            guard let label = child.label, label.hasPrefix("_") else { return nil }
+            let type = String(describing: Swift.type(of: child.value))
+            let isFlag = type.hasPrefix("Flag<")
+            guard isFlag || type.hasPrefix("Option<") else { return nil }
+            return (kebab(String(label.dropFirst())), isFlag)
+        }
+    }
+
+    /// `secretFile` → `secret-file`.
+    private static func kebab(_ name: String) -> String {
+        var result = ""
+        for character in name {
+            if character.isUppercase {
+                result += "-" + character.lowercased()
+            } else {
+                result.append(character)
+            }
+        }
+        return result
+    }
+}
+
+extension ServerCommand {
+    /// Parses the command line completed from the environment (see ``EnvironmentOptions``), then
+    /// runs the command.
+    static func main() async {
+        let (arguments, notes) = EnvironmentOptions.complete(Array(CommandLine.arguments.dropFirst()),
+                                                             environment: ProcessInfo.processInfo.environment)
+        for note in notes {
+            FileHandle.standardError.write(Data("ripple-server: \(note)\n".utf8))
+        }
+        await main(arguments)
+    }
+}
+#endif
