@@ -27,16 +27,11 @@ struct ServeCommand: AsyncParsableCommand {
                 --postgres postgres://postgres@db.internal/app --tables todos,tags \\
                 --rules rules.json --host 0.0.0.0 --port 8080
 
-            Every option can come from the environment instead: RIPPLE_ and the option's
-            name in capitals, dashes as underscores (RIPPLE_POSTGRES, RIPPLE_TABLES,
-            RIPPLE_LOG_FORMAT; a flag's variable is 1/true/yes or 0/false/no). A flag on the
-            command line wins over its variable.
+            Every option can come from the environment instead: RIPPLE_ and the option's name in capitals, dashes as underscores (RIPPLE_POSTGRES, RIPPLE_TABLES, RIPPLE_LOG_FORMAT; a flag's variable is 1/true/yes or 0/false/no). A flag on the command line wins over its variable.
 
-            Lists (--tables) are names separated by commas: todos,tags (spaces around a name
-            are trimmed). The node listens on plain ws://; put a TLS proxy in front for wss://.
-            Several nodes on one Postgres each need their own --slot and --replica.
-            SIGINT or SIGTERM stops the node gracefully: sockets are told retry_later and
-            closed, then the node stops and exits with status 0.
+            Lists (--tables) are names separated by commas: todos,tags (spaces around a name are trimmed). The node listens on plain ws://; put a TLS proxy in front for wss://. Several nodes on one Postgres each need their own --slot and --replica.
+
+            SIGINT or SIGTERM stops the node gracefully: sockets are told retry_later and closed, then the node stops and exits with status 0.
             """)
 
     @Option(help: "The database: postgres://user[:password]@host[:port]/database (a superuser: the node makes a publication, a replication slot and event triggers).")
