@@ -12,7 +12,8 @@ import RippleSync
 ///   sorted keys: an app declaring the same query again finds it equal), the position its rows
 ///   stand at, and the sizes of its stored frames.
 /// * `ripple_sync_subscription_frames`: its result as `changes` frames, in order — number 0 a
-///   snapshot, then each changeset applied since. Reading them back and applying them in order
+///   snapshot (the frame as the node sent it, when it held that snapshot alone), then each
+///   changeset applied since. Reading them back and applying them in order
 ///   gives the result at the stored position. Once the changesets outweigh the snapshot they are
 ///   folded into a new snapshot, so each frame costs what it changed, not the whole result.
 enum StoredSubscriptions {
@@ -74,9 +75,11 @@ enum StoredSubscriptions {
             guard case .changes(_, let snapshots, let changesets) = message else {
                 throw SyncClientError("a stored frame of subscription \(id) is not a changes frame")
             }
-            if let snapshot = snapshots[frameID] {
+            // Each frame holds one snapshot or one changeset: this subscription's (under the id
+            // the node or the store gave it).
+            if snapshots.count == 1, changesets.isEmpty, let snapshot = snapshots.first?.value {
                 tree = WireTree(snapshot)
-            } else if let changeset = changesets[frameID], tree != nil {
+            } else if changesets.count == 1, snapshots.isEmpty, let changeset = changesets.first?.value, tree != nil {
                 do { try tree!.apply(changeset) } catch {
                     throw SyncClientError("a stored changeset of subscription \(id) does not fit its rows: \(error)")
                 }
@@ -89,9 +92,10 @@ enum StoredSubscriptions {
     }
 
     /// Keeps `tree`, at `lsn`, as subscription `id`'s result (a snapshot arrived), replacing
-    /// what was stored for it.
-    static func keepSnapshot(_ id: String, query: String, tree: WireTree, lsn: String, in db: Database) throws {
-        let frame = snapshotFrame(tree, lsn: lsn)
+    /// what was stored for it; `frame`: the `changes` frame holding that snapshot alone, if at
+    /// hand (otherwise it is encoded from `tree`).
+    static func keepSnapshot(_ id: String, query: String, tree: WireTree, lsn: String, frame: String? = nil, in db: Database) throws {
+        let frame = frame ?? snapshotFrame(tree, lsn: lsn)
         try db.execute("DELETE FROM ripple_sync_subscription_frames WHERE subscription = ?", [id])
         try db.execute("INSERT INTO ripple_sync_subscription_frames VALUES (?, 0, ?)", [id, frame])
         try db.execute("INSERT OR REPLACE INTO ripple_sync_subscriptions VALUES (?, ?, ?, ?, 0)", [id, query, lsn, frame.utf8.count])

@@ -579,7 +579,7 @@ public actor SyncClient {
             serverPosition = SyncPosition(lsn)
             for id in snapshots.keys { received.snapshots[id, default: 0] += 1 }
             for id in changesets.keys { received.changesets[id, default: 0] += 1 }
-            await apply(lsn: lsn, snapshots: snapshots, changesets: changesets)
+            await apply(lsn: lsn, snapshots: snapshots, changesets: changesets, text: text)
         case .pushed(let results):
             // A rejection the node did not store (out of order, Postgres unavailable for now, or
             // its result could not be stored) is not the mutation's fate: it is pushed again,
@@ -643,7 +643,7 @@ public actor SyncClient {
     }
 
     /// Applies one frame: each subscription's new rows, the local ones in one write.
-    private func apply(lsn: String, snapshots: [String: WireSnapshot], changesets: [String: WireChangeset]) async {
+    private func apply(lsn: String, snapshots: [String: WireSnapshot], changesets: [String: WireChangeset], text: String) async {
         var local: [LocalChange] = []
         var remote: [(AsyncThrowingStream<RemoteQueryEvent, any Error>.Continuation, RemoteQueryEvent)] = []
         var broken: [String] = []
@@ -657,9 +657,13 @@ public actor SyncClient {
             subscription.live = true
             let old = subscription.result?.rows ?? []
             var result = WireResult(tree: WireTree(snapshot), lsn: lsn)
+            // The frame as it came, when it is this snapshot alone: the store keeps it without
+            // encoding the rows again.
+            var frame = snapshots.count == 1 && changesets.isEmpty ? text : nil
             do {
                 result.tree = try WireTree.checked(snapshot, of: subscription.query)
             } catch {
+                frame = nil
                 // Subscribing again would bring the same snapshot: its root rows are kept alone.
                 result.tree.included = [:]
                 eventSink.yield(.localFailure(message: "the included rows of \(id) at \(lsn) were left out: \(error)"))
@@ -687,7 +691,7 @@ public actor SyncClient {
                 }
                 keptParts[id] = Set(result.tree.included.keys.map { LocalRows.partKey(id, $0) })
                 subscription.isFirstLocal = false
-                if let query = subscription.storedQuery { kept.append(.snapshot(id: id, query: query, tree: result.tree)) }
+                if let query = subscription.storedQuery { kept.append(.snapshot(id: id, query: query, tree: result.tree, frame: frame)) }
             }
             subscriptions[id] = subscription
         }
@@ -734,7 +738,9 @@ public actor SyncClient {
             subscriptions[id] = subscription
         }
         for (id, subscription) in subscriptions where subscription.live { subscriptions[id]?.result?.lsn = lsn }
-        let advanced = subscriptions.filter { $0.value.live && $0.value.remote == nil && $0.value.result != nil }.keys.sorted()
+        // (Not those whose changeset did not fit: their kept rows are still of their old position.)
+        let advanced = subscriptions.filter { $0.value.live && $0.value.remote == nil && $0.value.result != nil && !broken.contains($0.key) }
+            .keys.sorted()
         if !local.isEmpty {
             let position = settlingPosition
             let awaiting = awaitingRows
@@ -746,8 +752,8 @@ public actor SyncClient {
                     for (id, kept) in keptParts { try LocalRows.releaseParts(of: id, except: kept, in: db) }
                     for result in kept {
                         switch result {
-                        case .snapshot(let id, let query, let tree):
-                            try StoredSubscriptions.keepSnapshot(id, query: query, tree: tree, lsn: lsn, in: db)
+                        case .snapshot(let id, let query, let tree, let frame):
+                            try StoredSubscriptions.keepSnapshot(id, query: query, tree: tree, lsn: lsn, frame: frame, in: db)
                         case .changeset(let id, let changeset, let tree):
                             try StoredSubscriptions.keepChangeset(id, changeset, tree: tree, lsn: lsn, in: db)
                         }
@@ -780,7 +786,8 @@ public actor SyncClient {
 
     /// A subscription's new result, as the frame's write keeps it in the local store.
     private enum KeptResult: Sendable {
-        case snapshot(id: String, query: String, tree: WireTree)
+        /// `frame`: the frame that brought it, when it holds nothing else.
+        case snapshot(id: String, query: String, tree: WireTree, frame: String?)
         case changeset(id: String, WireChangeset, tree: WireTree)
     }
 

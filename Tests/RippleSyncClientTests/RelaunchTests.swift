@@ -76,7 +76,8 @@ struct RelaunchTests {
                     try await client.subscribe("open", TodosFixture.aliceOpen)
                     try await client.subscribe("first", Self.first3)
                     // What the store kept is there at once.
-                    #expect(await client.rows(of: "open") == held || (await client.traffic()).frames > 0)
+                    let framesBefore = (await client.traffic()).frames
+                    #expect(await client.rows(of: "open") == held || framesBefore > 0)
                     try await Wait.until("the relaunched client's rows to equal Postgres's", pausingAtMost: .milliseconds(250)) {
                         let traffic = await client.traffic()
                         guard traffic.changesets["open"] != nil, traffic.changesets["first"] != nil else { return false }
@@ -155,7 +156,8 @@ struct RelaunchTests {
                 }
                 try await Self.launch(node, path: path) { client, store in
                     try await client.subscribe("open", Self.first3)
-                    #expect(await client.rows(of: "open") == nil || (await client.traffic()).frames > 0, "the old query's rows were taken for the new one's")
+                    let framesBefore = (await client.traffic()).frames
+                    #expect(await client.rows(of: "open") == nil || framesBefore > 0, "the old query's rows were taken for the new one's")
                     try await Wait.until("the new query's rows", pausingAtMost: .milliseconds(250)) {
                         try Self.local(store, Self.localTodos + " ORDER BY id") == (try await postgres.rows(Self.first3SQL))
                     }
@@ -239,7 +241,7 @@ struct RelaunchTests {
                     let last = lines.last { $0["snapshots"] != nil }
                     launches.append((stored, (last?["snapshots"] as? [String: Int]) ?? [:], (last?["changesets"] as? [String: Int]) ?? [:]))
                 }
-                try await writer.value
+                _ = try await writer.value
 
                 // The last launch, writes stopped: it resumes, pushes what is pending, and settles.
                 try await Self.launch(node, path: path) { client, store in
@@ -250,9 +252,10 @@ struct RelaunchTests {
                     }
                     try await Wait.until("the last launch to settle and equal Postgres", pausingAtMost: .milliseconds(250)) {
                         guard try await client.pendingMutations() == 0 else { return false }
-                        return try Self.local(store, "SELECT id, v FROM items ORDER BY id") == (try await postgres.rows("SELECT id, v FROM items ORDER BY id"))
-                            && Self.local(store, "SELECT id, n, applied FROM counters ORDER BY id")
-                            == (try await postgres.rows("SELECT id, n, applied FROM counters ORDER BY id"))
+                        let items = try await postgres.rows("SELECT id, v FROM items ORDER BY id")
+                        let counters = try await postgres.rows("SELECT id, n, applied FROM counters ORDER BY id")
+                        return try Self.local(store, "SELECT id, v FROM items ORDER BY id") == items
+                            && Self.local(store, "SELECT id, n, applied FROM counters ORDER BY id") == counters
                     }
                     let traffic = await client.traffic()
                     #expect(traffic.snapshots.isEmpty, "the last launch got snapshots: \(traffic)")
