@@ -180,7 +180,7 @@ struct RelaunchTests {
     /// child adds to (`applied` counts the updates Postgres applied to each counter).
     static let crashSchema = """
         CREATE TABLE items(id int8 PRIMARY KEY, v int8 NOT NULL);
-        INSERT INTO items SELECT n, 0 FROM generate_series(1, 500) AS n;
+        INSERT INTO items SELECT n, 0 FROM generate_series(1, 2000) AS n;
         CREATE TABLE counters(id int8 PRIMARY KEY, n int8 NOT NULL DEFAULT 0, applied int8 NOT NULL DEFAULT 0);
         INSERT INTO counters SELECT n, 0, 0 FROM generate_series(1, 5) AS n;
         CREATE FUNCTION count_applied() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -197,6 +197,9 @@ struct RelaunchTests {
     /// its subscriptions stored resumed them without a snapshot; the local rows equal Postgres's;
     /// every counter's value is the number of updates Postgres applied to it (no mutation lost,
     /// none applied twice) and the outbox is empty.
+    ///
+    /// (`items` holds 2,000 rows, so that a resume's changeset — at most the writer's 400 updates —
+    /// stays below the result's size, where the node would send a snapshot instead.)
     @Test(arguments: [UInt64(42)])
     func aClientKilledAtRandomMomentsLosesNothingAndAppliesNothingTwice(seed: UInt64) async throws {
         let executable = try #require(Self.serverExecutable, "ripple-server is not built beside the tests")
@@ -210,7 +213,7 @@ struct RelaunchTests {
                 let writer = Task {
                     try await postgres.psql("""
                         DO $$ BEGIN FOR i IN 1..400 LOOP
-                            UPDATE items SET v = v + 1 WHERE id = 1 + floor(random() * 500)::int8; COMMIT; PERFORM pg_sleep(0.015);
+                            UPDATE items SET v = v + 1 WHERE id = 1 + floor(random() * 2000)::int8; COMMIT; PERFORM pg_sleep(0.015);
                         END LOOP; END $$
                         """)
                 }
@@ -226,9 +229,14 @@ struct RelaunchTests {
                     process.standardError = FileHandle(forWritingAtPath: directory.path("child\(launch).err"))
                     try ProcessLaunch.run(process)
                     do {
-                        // Killed once it has applied a frame, at a random moment after: 0 to 600 ms.
+                        // Killed once it has applied a frame (the first launch: a frame of each
+                        // subscription, so that the store keeps both), at a random moment after: 0 to 600 ms.
                         try await Wait.until("launch \(launch) to apply a frame", pausingAtMost: .milliseconds(20)) {
-                            Self.childLines(output).contains { $0["snapshots"] != nil }
+                            Self.childLines(output).contains { line in
+                                let received = Set(((line["snapshots"] as? [String: Int]) ?? [:]).keys)
+                                    .union(((line["changesets"] as? [String: Int]) ?? [:]).keys)
+                                return launch == 0 ? received == ["items", "counters"] : line["snapshots"] != nil
+                            }
                         }
                         try await Task.sleep(for: .milliseconds(Int.random(in: 0...600, using: &random)))
                     } catch {
