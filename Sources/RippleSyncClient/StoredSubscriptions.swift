@@ -19,8 +19,9 @@ import RippleSync
 enum StoredSubscriptions {
     /// The id a stored frame names its subscription by (the frames belong to one subscription).
     private static let frameID = "s"
-    /// Changesets are folded into a new snapshot once they outweigh it, or this many bytes.
-    static let foldThreshold = 64 * 1024
+    /// Changesets are folded into a new snapshot once they outweigh it and this many bytes (a
+    /// small result is not encoded again every few frames).
+    static let foldThreshold = 4 * 1024
 
     /// Creates the tables when missing.
     static func prepare(_ db: Database) throws {

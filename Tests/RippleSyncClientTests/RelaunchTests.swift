@@ -321,8 +321,9 @@ struct RelaunchStoreTests {
         var lsn = server.nextLSN()
         let port = try IncludedRowsTests.closedPort()
         var relaunches = 0
+        var folds = 0
         var frame = 0
-        while frame < 60 {
+        while frame < 150 {
             let store = try Store(path: path)
             let client = SyncClient(url: "ws://127.0.0.1:\(port)/sync", store: store) { "a token" }
             await client.setBackoff(min: .seconds(60), max: .seconds(60))
@@ -338,16 +339,24 @@ struct RelaunchStoreTests {
                     #expect(await client.includedRows(of: "p", include: "todos")?.counts == tree.sections.map(\.count))
                 }
                 try Self.expectStored(store, tree: tree, lsn: lsn, seed: seed, frame: frame)
-                while frame < 60 {
+                while frame < 150 {
                     frame += 1
                     let old = tree
                     Self.change(&server, using: &random)
                     tree = server.tree()
                     lsn = server.nextLSN()
-                    if Int.random(in: 0..<10, using: &random) == 0 {
+                    if Int.random(in: 0..<40, using: &random) == 0 {
                         await client.receive(frame: Server.frame(lsn: lsn, snapshots: ["p": Server.snapshot(tree)]))
                     } else {
+                        @Sendable func kept() throws -> Int? {
+                            try store.read { db in
+                                try db.fetchValue("SELECT count(*) FROM ripple_sync_subscription_frames WHERE subscription = 'p'", as: Int.self)
+                            }
+                        }
+                        let before = try kept()
                         await client.receive(frame: Server.frame(lsn: lsn, changesets: ["p": Server.changeset(from: old, to: tree)]))
+                        // Frames kept, then one: the changesets were folded into a snapshot.
+                        if let before, before > 1, try kept() == 1 { folds += 1 }
                     }
                     #expect(await client.rows(of: "p") == tree.root, "seed \(seed), frame \(frame)")
                     try Self.expectStored(store, tree: tree, lsn: lsn, seed: seed, frame: frame)
@@ -357,6 +366,7 @@ struct RelaunchStoreTests {
             }
         }
         #expect(relaunches > 0)
+        #expect(folds > 0, "seed \(seed): the kept changesets were never folded")
     }
 
     /// The store's kept subscription `p` is `tree` at `lsn`.
