@@ -104,9 +104,14 @@ public actor SyncClient {
     /// resumed with `true` once they are, `false` when it ends first or the waiter is cancelled.
     private var rowWaiters: [String: [Int: CheckedContinuation<Bool, Never>]] = [:]
     private var nextWaiter = 0
+    /// What the client received (see ``traffic()``).
+    private var received = SyncClientTraffic()
 
     struct ClientSubscription {
         var query: QueryDescription
+        /// The query as the local store keeps it (see ``StoredSubscriptions``); `nil` for a
+        /// remote query, which the store does not keep.
+        var storedQuery: String?
         var remote: AsyncThrowingStream<RemoteQueryEvent, any Error>.Continuation?
         var result: WireResult?
         var isFirstLocal = true
@@ -162,6 +167,7 @@ public actor SyncClient {
         awaitingRows = try await write(tag: nil) { db in
             try LocalRows.prepare(db)
             try Outbox.prepare(db)
+            try StoredSubscriptions.prepare(db)
             try Outbox.refreshCaptures(db)
             // What other stores on the file wrote while no client ran: one mutation.
             try Outbox.seal(db)
@@ -217,8 +223,15 @@ public actor SyncClient {
         try await read { db in try Outbox.count(db) }
     }
 
-    /// Subscribes under `id` (the app's name for it, stable across launches: the rows it held in
-    /// an earlier launch are replaced by its first result); its rows are kept in the local store.
+    /// Subscribes under `id` (the app's name for it, stable across launches); its rows are kept
+    /// in the local store.
+    ///
+    /// The store keeps each subscription (its query, its rows as the server sent them, its
+    /// position) across launches. Subscribing again under the same `id` with the same query, in a
+    /// later launch, resumes from the stored position: one changeset brings the rows up to date
+    /// (or a snapshot, where the node cannot make one). Under another query (the app changed
+    /// it), the subscription starts afresh: its first result replaces the rows it held. See
+    /// ``storedSubscriptions()`` and ``resumeStoredSubscriptions()`` to resume without declaring.
     ///
     /// The rows of the query's includes (see `IncludeDescription`) are kept too, each in the local
     /// table of the included table's name, while the subscription holds them: the app's own
@@ -231,17 +244,48 @@ public actor SyncClient {
     public func subscribe(_ id: String, _ query: QueryDescription) async throws {
         guard !id.contains(LocalRows.partSeparator) else { throw SyncClientError("a subscription id cannot contain U+001F") }
         guard subscriptions[id] == nil else { throw SyncClientError("the client already has a subscription \(id)") }
-        subscriptions[id] = ClientSubscription(query: query)
+        let queryText = try StoredSubscriptions.queryText(query)
+        var subscription = ClientSubscription(query: query, storedQuery: queryText)
+        // The same query stored by an earlier launch: its rows and position resume.
+        if let stored = try await read({ db in try StoredSubscriptions.load(id, in: db) }), stored.query == queryText {
+            subscription.result = WireResult(tree: stored.tree, lsn: stored.lsn)
+        }
+        guard subscriptions[id] == nil else { throw SyncClientError("the client already has a subscription \(id)") }
+        subscriptions[id] = subscription
         await sendSubscribe(id)
     }
 
-    /// Ends subscription `id`; `removingRows`: also deletes the local rows no other subscription
-    /// holds, its included rows too (otherwise they stay, no longer updated).
+    /// The subscriptions the local store keeps from earlier launches (and this one), by id, with
+    /// their queries: those ``resumeStoredSubscriptions()`` subscribes.
+    public func storedSubscriptions() async throws -> [String: QueryDescription] {
+        try await read { db in try StoredSubscriptions.queries(in: db) }
+    }
+
+    /// Subscribes every subscription the local store keeps that the client does not have yet,
+    /// each resuming from its stored position, as ``subscribe(_:_:)`` with its stored query
+    /// would; returns their ids, sorted. An app that declares its subscriptions itself does not
+    /// need this: it declares them again with ``subscribe(_:_:)``.
+    @discardableResult
+    public func resumeStoredSubscriptions() async throws -> [String] {
+        var resumed: [String] = []
+        for (id, query) in try await storedSubscriptions().sorted(by: { $0.key < $1.key }) where subscriptions[id] == nil {
+            try await subscribe(id, query)
+            resumed.append(id)
+        }
+        return resumed
+    }
+
+    /// Ends subscription `id`, and the local store forgets it (a later launch does not resume it);
+    /// `removingRows`: also deletes the local rows no other subscription holds, its included rows
+    /// too (otherwise they stay, no longer updated).
     public func unsubscribe(_ id: String, removingRows: Bool = true) async throws {
         let existed = subscriptions.removeValue(forKey: id) != nil
         resumeRowWaiters(of: id, with: false)
         if existed { await send(.unsubscribe(id: id)) }
-        if removingRows { try await write(tag: nil) { db in try LocalRows.release(id, in: db) } }
+        try await write(tag: nil) { db in
+            try StoredSubscriptions.remove(id, in: db)
+            if removingRows { try LocalRows.release(id, in: db) }
+        }
     }
 
     /// A live query evaluated by the server: its events carry the rows and a changeset to
@@ -269,6 +313,24 @@ public actor SyncClient {
     public func position(of id: String) async -> String? {
         await storeCallsEnded()
         return subscriptions[id]?.result?.lsn
+    }
+
+    /// What the client received from the nodes since it was made: frames, their bytes, and the
+    /// snapshots and changesets of each subscription (a subscription resumed after a relaunch
+    /// gets one changeset, and no snapshot, when the node could make one).
+    public func traffic() -> SyncClientTraffic { received }
+
+    /// Keeps the position of the local subscriptions whose rows stand at `lsn` (a heartbeat: the
+    /// server moved on without changing them), so that a later launch resumes from it and the
+    /// node needs little history to answer.
+    private func keepPositions(at lsn: String) async {
+        let ids = subscriptions.filter { $0.value.live && $0.value.remote == nil && $0.value.result != nil }.keys.sorted()
+        guard !ids.isEmpty else { return }
+        do {
+            try await write(tag: nil) { db in try StoredSubscriptions.advance(ids, to: lsn, in: db) }
+        } catch {
+            eventSink.yield(.localFailure(message: "the subscriptions' position \(lsn) could not be kept: \(error)"))
+        }
     }
 
     /// The codes of rejections the node did not store (no `lsn`): not a mutation's fate, so it
@@ -488,6 +550,8 @@ public actor SyncClient {
 
     private func receive(_ text: String) async {
         machine.heard(now: .now)
+        received.frames += 1
+        received.bytes += text.utf8.count
         let message: ServerMessage
         do {
             message = try ServerMessage(json: text.utf8)
@@ -513,7 +577,9 @@ public actor SyncClient {
             }
         case .changes(let lsn, let snapshots, let changesets):
             serverPosition = SyncPosition(lsn)
-            await apply(lsn: lsn, snapshots: snapshots, changesets: changesets)
+            for id in snapshots.keys { received.snapshots[id, default: 0] += 1 }
+            for id in changesets.keys { received.changesets[id, default: 0] += 1 }
+            await apply(lsn: lsn, snapshots: snapshots, changesets: changesets, text: text)
         case .pushed(let results):
             // A rejection the node did not store (out of order, Postgres unavailable for now, or
             // its result could not be stored) is not the mutation's fate: it is pushed again,
@@ -540,6 +606,7 @@ public actor SyncClient {
             serverPosition = SyncPosition(lsn)
             for (id, subscription) in subscriptions where subscription.live { subscriptions[id]?.result?.lsn = lsn }
             eventSink.yield(.caughtUp(lsn: lsn))
+            await keepPositions(at: lsn)
             await settle()
         case .error(let code, let message, let id):
             eventSink.yield(.serverError(code: code, message: message, subscription: id))
@@ -576,21 +643,27 @@ public actor SyncClient {
     }
 
     /// Applies one frame: each subscription's new rows, the local ones in one write.
-    private func apply(lsn: String, snapshots: [String: WireSnapshot], changesets: [String: WireChangeset]) async {
+    private func apply(lsn: String, snapshots: [String: WireSnapshot], changesets: [String: WireChangeset], text: String) async {
         var local: [LocalChange] = []
         var remote: [(AsyncThrowingStream<RemoteQueryEvent, any Error>.Continuation, RemoteQueryEvent)] = []
         var broken: [String] = []
         // Per local subscription given a snapshot: the holders of its includes' rows now (those
         // of its other includes are released in the frame's write).
         var keptParts: [String: Set<String>] = [:]
+        // What the local store keeps of the subscriptions, in the same write as their rows.
+        var kept: [KeptResult] = []
         for (id, snapshot) in snapshots {
             guard var subscription = subscriptions[id] else { continue }
             subscription.live = true
             let old = subscription.result?.rows ?? []
             var result = WireResult(tree: WireTree(snapshot), lsn: lsn)
+            // The frame as it came, when it is this snapshot alone: the store keeps it without
+            // encoding the rows again.
+            var frame = snapshots.count == 1 && changesets.isEmpty ? text : nil
             do {
                 result.tree = try WireTree.checked(snapshot, of: subscription.query)
             } catch {
+                frame = nil
                 // Subscribing again would bring the same snapshot: its root rows are kept alone.
                 result.tree.included = [:]
                 eventSink.yield(.localFailure(message: "the included rows of \(id) at \(lsn) were left out: \(error)"))
@@ -618,6 +691,7 @@ public actor SyncClient {
                 }
                 keptParts[id] = Set(result.tree.included.keys.map { LocalRows.partKey(id, $0) })
                 subscription.isFirstLocal = false
+                if let query = subscription.storedQuery { kept.append(.snapshot(id: id, query: query, tree: result.tree, frame: frame)) }
             }
             subscriptions[id] = subscription
         }
@@ -647,6 +721,7 @@ public actor SyncClient {
                 local.append(LocalChange(subscription: id, table: subscription.query.table, columns: result.columns, types: result.types,
                                          key: result.key, old: old, new: result.rows,
                                          written: wire.inserts.map(\.index) + wire.updates.map(\.new), isFirst: false))
+                if !wire.isEmpty { kept.append(.changeset(id: id, wire, tree: result.tree)) }
                 // The includes that changed: those the frame names, and the to-many ones whose
                 // sections came or went with the root's rows (in the same write as the root's).
                 let sectionsChanged = !wire.deletes.isEmpty || !wire.inserts.isEmpty
@@ -663,14 +738,27 @@ public actor SyncClient {
             subscriptions[id] = subscription
         }
         for (id, subscription) in subscriptions where subscription.live { subscriptions[id]?.result?.lsn = lsn }
+        // (Not those whose changeset did not fit: their kept rows are still of their old position.)
+        let advanced = subscriptions.filter { $0.value.live && $0.value.remote == nil && $0.value.result != nil && !broken.contains($0.key) }
+            .keys.sorted()
         if !local.isEmpty {
             let position = settlingPosition
             let awaiting = awaitingRows
             do {
-                // The server's rows, then the outbox rebased on them: one local write, one change.
-                let (settled, conflicts) = try await write(tag: lsn) { [local, keptParts] db in
+                // The server's rows, the subscriptions' results and positions, then the outbox
+                // rebased on them: one local write, one change.
+                let (settled, conflicts) = try await write(tag: lsn) { [local, keptParts, kept] db in
                     let touched = try LocalRows.apply(local, in: db)
                     for (id, kept) in keptParts { try LocalRows.releaseParts(of: id, except: kept, in: db) }
+                    for result in kept {
+                        switch result {
+                        case .snapshot(let id, let query, let tree, let frame):
+                            try StoredSubscriptions.keepSnapshot(id, query: query, tree: tree, lsn: lsn, frame: frame, in: db)
+                        case .changeset(let id, let changeset, let tree):
+                            try StoredSubscriptions.keepChangeset(id, changeset, tree: tree, lsn: lsn, in: db)
+                        }
+                    }
+                    try StoredSubscriptions.advance(advanced, to: lsn, in: db)
                     let settled = awaiting ? try position.map { try Outbox.settled(through: $0, in: db) } ?? [] : []
                     return (settled, try Rebase.run(touched: touched, settled: settled.map(\.id), in: db))
                 }
@@ -694,6 +782,13 @@ public actor SyncClient {
             await sendSubscribe(id)
         }
         eventSink.yield(.applied(lsn: lsn, subscriptions: Set(snapshots.keys).union(changesets.keys).sorted()))
+    }
+
+    /// A subscription's new result, as the frame's write keeps it in the local store.
+    private enum KeptResult: Sendable {
+        /// `frame`: the frame that brought it, when it holds nothing else.
+        case snapshot(id: String, query: String, tree: WireTree, frame: String?)
+        case changeset(id: String, WireChangeset, tree: WireTree)
     }
 
     // MARK: Writes
@@ -848,6 +943,21 @@ public actor SyncClient {
         if !settled.isEmpty { eventSink.yield(.settled(mutations: settled.map(\.id))) }
         for (mutation, reason) in conflicts { eventSink.yield(.conflicted(mutation: mutation, reason: reason)) }
     }
+}
+
+/// What a ``SyncClient`` received from the nodes (see ``SyncClient/traffic()``).
+public struct SyncClientTraffic: Sendable, Hashable {
+    /// The frames received.
+    public var frames = 0
+    /// Their bytes (the text of each frame, in UTF-8).
+    public var bytes = 0
+    /// The snapshots received, by subscription id.
+    public var snapshots: [String: Int] = [:]
+    /// The changesets received (an empty one too), by subscription id.
+    public var changesets: [String: Int] = [:]
+
+    /// Nothing received.
+    public init() {}
 }
 
 /// What happens on a client's connection.

@@ -11,7 +11,8 @@ struct ServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ripple-server",
         abstract: "Ripple Sync: PostgreSQL's commits as live changesets over WebSocket.",
-        subcommands: [ServeCommand.self, DemoCommand.self, SubscribeCommand.self, TokenCommand.self, StressCommand.self],
+        subcommands: [ServeCommand.self, DemoCommand.self, SubscribeCommand.self, TokenCommand.self, StressCommand.self,
+                      RelaunchChildCommand.self],
         defaultSubcommand: ServeCommand.self
     )
 }

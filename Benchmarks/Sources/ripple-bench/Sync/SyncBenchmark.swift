@@ -26,6 +26,8 @@ import RippleTesting
 ///   in the local store), beside `COPY … TO STDOUT` of the same rows plus a bare SQLite insert.
 /// * S5: a subscription resumed after 1,000 missed commits that touched 10 rows of its 1,000-row
 ///   window: the bytes and time of its first frame, beside a fresh snapshot of the window.
+/// * W4: an app relaunched over its store holding 10,000 synced rows, 100 of which changed while
+///   it was away: bytes and time to fresh rows, beside a fresh snapshot (``SyncRelaunch``).
 /// * R1, R2: subscriptions under a membership rule — latency beside a single-table rule's, and
 ///   the node's CPU per membership grant with 100 and 10,000 subscribed users (``SyncRelational``).
 /// * R3: a todo moved between two of 100 projects × 50 todos in a sectioned subscription — its
@@ -33,7 +35,7 @@ import RippleTesting
 /// * R4: initial sync of a membership-ruled subscription with an include (10,000 todos and their
 ///   10,000 assignees) into a Swift client's store, beside COPY plus a bare SQLite insert (``SyncIncludedSync``).
 ///
-/// Each group of workloads that shares a cluster (S1/S2/S5, S3, S4, W1–W3, N1/N2, N3, R1/R2, R3,
+/// Each group of workloads that shares a cluster (S1/S2/S5, S3, S4, W1–W3, W4, N1/N2, N3, R1/R2, R3,
 /// R4) runs in a fresh process of its own — this executable again, with `--in-process` and that
 /// group's workloads — so that no workload's figures depend on what ran before it in the same
 /// process (N1's 15,000 sockets and N2's 10,000 clients leave threads, buffers and a grown heap
@@ -44,9 +46,9 @@ import RippleTesting
 struct SyncBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
-        abstract: "Ripple Sync against its floors (S1–S5, W1–W3, N1–N3, R1–R4): bytes, latency, fan-out, initial sync, resume, writes, scale, relations.")
+        abstract: "Ripple Sync against its floors (S1–S5, W1–W4, N1–N3, R1–R4): bytes, latency, fan-out, initial sync, resume, writes, scale, relations.")
 
-    @Option(help: "Run only this workload: S1…S5, W1…W3, N1…N3, R1…R4 (repeat it for several; default: all).")
+    @Option(help: "Run only this workload: S1…S5, W1…W4, N1…N3, R1…R4 (repeat it for several; default: all).")
     var workload: [SyncWorkload] = []
 
     @Option(help: "S2, R1: timed commits per impl.")
@@ -196,6 +198,7 @@ struct SyncBenchmark: ParsableCommand {
         case .s3: await SyncFanout(commits: commits).run()
         case .s4: await SyncInitialSync(rows: rows).run()
         case .w1, .w2, .w3: await SyncWrites(samples: samples, offline: offline).run(group)
+        case .w4: await SyncRelaunch().run()
         case .n1, .n2: await SyncScale(sockets: sockets, rounds: rounds).run(group)
         case .n3: await SyncNodesCost(commits: nodeCommits).run()
         case .r1, .r2: await SyncRelational(samples: samples).run(group)
@@ -254,13 +257,13 @@ enum SyncChildren {
 
 /// The names of the sync workloads, as given to `--workload`.
 enum SyncWorkload: String, CaseIterable, ExpressibleByArgument, Sendable {
-    case s1 = "S1", s2 = "S2", s3 = "S3", s4 = "S4", s5 = "S5", w1 = "W1", w2 = "W2", w3 = "W3", n1 = "N1", n2 = "N2", n3 = "N3"
+    case s1 = "S1", s2 = "S2", s3 = "S3", s4 = "S4", s5 = "S5", w1 = "W1", w2 = "W2", w3 = "W3", w4 = "W4", n1 = "N1", n2 = "N2", n3 = "N3"
     case r1 = "R1", r2 = "R2", r3 = "R3", r4 = "R4"
 
     /// The groups that share a cluster and a node, in the order a run takes them: S1/S2/S5,
-    /// S3, S4, W1–W3, N1/N2, N3, R1/R2, R3, R4 — each holding those of `chosen` it has.
+    /// S3, S4, W1–W3, W4, N1/N2, N3, R1/R2, R3, R4 — each holding those of `chosen` it has.
     static func groups(of chosen: [SyncWorkload]) -> [[SyncWorkload]] {
-        let groups: [[SyncWorkload]] = [[.s1, .s2, .s5], [.s3], [.s4], [.w1, .w2, .w3], [.n1, .n2], [.n3], [.r1, .r2], [.r3], [.r4]]
+        let groups: [[SyncWorkload]] = [[.s1, .s2, .s5], [.s3], [.s4], [.w1, .w2, .w3], [.w4], [.n1, .n2], [.n3], [.r1, .r2], [.r3], [.r4]]
         return groups.map { group in group.filter(chosen.contains) }.filter { !$0.isEmpty }
     }
 }
