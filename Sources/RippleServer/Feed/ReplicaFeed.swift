@@ -28,8 +28,10 @@ public struct ReplicaCommit: Sendable, Hashable {
     public var position: PGOutput.LSN
     /// Whether it is an initial copy (versions before it cannot be resumed from).
     public var isCopy: Bool
-    /// The synced tables whose columns the commit changed, or which it dropped: queries over
-    /// them were compiled for columns that are no more.
+    /// The synced tables the commit made again (their key, or how the replica keeps a column,
+    /// changed) or dropped: queries over them were compiled for columns that are no more. (A
+    /// table that follows its schema change in place is not among them: see
+    /// ``ReplicaSchemaChange``.)
     public var reshapedTables: [String]
 
     public init(version: Int64, position: PGOutput.LSN, isCopy: Bool, reshapedTables: [String] = []) {
@@ -51,6 +53,15 @@ public struct ReplicaCommit: Sendable, Hashable {
 /// * The initial copy reads every table in one `REPEATABLE READ` snapshot and the WAL position
 ///   after it; the slot (made before) replays onto the copy as upserts and deletes-if-present,
 ///   so the replica is exact from that position on (``consistentFrom``).
+///
+/// * A schema change of a synced table (told by the node's event triggers, or by pgoutput
+///   describing the table with other columns) is applied in the commit of its transaction: the
+///   table is described again and read afresh from a snapshot, and only the rows whose values
+///   differ are written. Added columns, dropped columns and types widened within how the
+///   replica keeps them are followed in place, the table's history kept (a dropped column
+///   becomes a tombstone no query names; see `ReplicaTableChange`), so that live queries over
+///   the columns that stay go on and resume across it; any other change makes the table again.
+///   ``ReplicaSchemaChange`` tells which, before the commit.
 ///
 /// Values are kept as ``PostgresTypes`` says.
 public actor ReplicaFeed {
@@ -280,6 +291,15 @@ public actor ReplicaFeed {
         let (_, version) = try await store.asyncWriteTakingVersion(origin: .replication, tag: "copy \(lsn)") { db in
             for name in names {
                 let table = described[name]!
+                // A replica table of other columns (the table changed while the node was away):
+                // made again (a copy starts history afresh anyway).
+                let physical = try ReplicaTableChange.physicalColumns(of: name, in: db)
+                let change = ReplicaTableChange(from: physical, to: table.columns.map { ($0.name, $0.type) },
+                                                key: table.key.map { table.columns[$0].name })
+                if change.remakes || !change.statements(for: name).isEmpty {
+                    try db.execute("DROP TABLE IF EXISTS \(SQLIdentifier.quoted(name))")
+                    try db.execute(Self.createSQL(table))
+                }
                 try db.execute("DELETE FROM \(SQLIdentifier.quoted(name))")
                 for row in copied[name] ?? [] { try Self.upsert(table, row.map { $0.map(PGOutput.Value.text) ?? .null }, in: db) }
             }

@@ -10,7 +10,7 @@ public struct ReplicaSchemaChange: Sendable, Hashable {
         /// The replica's table is made again (its key changed, or a column's type changed how
         /// the replica keeps it): every query over it ends, and history stops at the commit.
         case remade
-        /// The replica's table follows in place, its history kept (see ``ReplicaTableChange``):
+        /// The replica's table follows in place, its history kept (see ``ReplicaFeed``):
         /// queries that name none of `droppedColumns` go on, and resume across the commit.
         case inPlace(addedColumns: [String], droppedColumns: [String])
     }

@@ -257,6 +257,8 @@ public final class MutationWriter: Sendable {
                                                             logger: logger).map({ try $0.decode(String.self) }) {
             let results = try MutationBatch.results(from: answer)
             guard results.map(\.id) == planned.map(\.id) else { throw SyncServerError("ripple_sync_apply answered other mutations") }
+            // A column Postgres does not have: the tables changed since they were described.
+            if results.contains(where: { $0.code == "42703" }) { forgetTables() }
             return results
         }
         throw SyncServerError("ripple_sync_apply answered nothing")
@@ -596,6 +598,8 @@ struct Rejection: Error {
         case "23502": "a column that cannot be null was null"
         case "23514": "a check constraint refused the row"
         case "42501": "Postgres refused the permission"
+        // The table changed after the node last described it (a column dropped since).
+        case "42703": "a column the mutation names is not in the table (dropped since the app was built?)"
         case _ where state.hasPrefix("22"): "a value does not fit its column"
         case _ where state.hasPrefix("23"): "a constraint refused the row"
         default: "Postgres refused the mutation"
