@@ -16,7 +16,9 @@ public struct Mutation: Codable, Hashable, Sendable {
 /// A row operation of a ``Mutation`` on a synced table. `values` are the row's columns by name,
 /// as the wire writes them (see ``WireValue`` and the types table of the protocol page):
 ///
-/// * `put`: the whole row — inserted, or written over the row with its key;
+/// * `put`: the whole row as the app knows it — inserted, or written over the row with its key
+///   (a column it leaves out, one added since the app was built, takes its default in a new
+///   row and keeps its value in an existing one);
 /// * `patch`: the key columns and only the columns that changed — other columns keep the
 ///   value they have on the server (concurrent patches of different columns both survive);
 ///   a row that no longer exists rejects the mutation;

@@ -217,9 +217,14 @@ public enum SyncErrorCode: String, Codable, Hashable, Sendable, CaseIterable {
     /// subscription id it refuses the socket (which closes); with one, the subscription was not
     /// made: subscribe again later.
     case retryLater = "retry_later"
-    /// The subscription ended: its table was dropped or its columns changed, or its query no
-    /// longer runs on the replica (the message says which).
+    /// The subscription ended: its table was dropped or changed in a way the node cannot
+    /// follow, or (for a subscription with no column list) its table's columns changed, or its
+    /// query no longer runs on the replica (the message says which). Subscribing again gives
+    /// the table as it is.
     case subscriptionEnded = "subscription_ended"
+    /// The subscription ended: it names a column that was dropped from its table (the message
+    /// says `column <column> of <table> was dropped`). Subscribe again without it.
+    case columnDropped = "column_dropped"
     /// A `push` the server cannot take now (no client id on this socket: reconnect).
     case unavailable
     /// The server failed; the message says how. Codes this library does not know read as this.

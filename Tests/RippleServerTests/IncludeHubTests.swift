@@ -44,7 +44,7 @@ struct IncludeHubTests {
                     }
                     guard tree != nil else { failures.append("a change before the first result"); return }
                     do { try tree!.apply(changeset) } catch { failures.append("\(error)") }
-                case .ended(let reason): failures.append("ended: \(reason)")
+                case .ended(let reason, _): failures.append("ended: \(reason)")
                 case .refused(let reason): failures.append("refused: \(reason)")
                 }
             }

@@ -33,7 +33,7 @@ struct SubscriptionHubTests {
                 case .snapshot(let snapshot): received = snapshot.rows
                 case .changes(let changeset):
                     do { received = try changeset.apply(to: received) } catch { failures.append("\(error)") }
-                case .ended(let reason): failures.append("ended: \(reason)")
+                case .ended(let reason, _): failures.append("ended: \(reason)")
                 case .refused(let reason): failures.append("refused: \(reason)")
                 }
             }

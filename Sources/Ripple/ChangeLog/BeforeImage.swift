@@ -124,14 +124,19 @@ enum BeforeImage {
 
     /// The row an image restores, as ``RowKey`` encodings one after the other — the rowid, then
     /// each of the table's `width` columns — given, for a columns image, the row as it is now in
-    /// the same form (`current`). `nil` when the image does not fit a row of `width` columns.
+    /// the same form (`current`). `nil` when the image does not fit a row of `width` columns (a
+    /// row image of fewer columns is of a row from before columns were appended: NULL in them).
     static func restoredRow(_ view: View, of bytes: UnsafeBufferPointer<UInt8>, width: Int,
                             current: UnsafeBufferPointer<UInt8>?) -> [UInt8]? {
         var row: [UInt8] = []
         if view.isRow {
-            guard view.columns.count == width else { return nil }
+            // A row logged before columns were appended to the table (a history-preserving
+            // schema change, see `Database.declareHistoryPreservingSchemaChange()`) held no
+            // value in them: NULL.
+            guard view.columns.count <= width else { return nil }
             row.append(contentsOf: bytes[view.rowid])
             for column in view.columns { row.append(contentsOf: bytes[column.value]) }
+            for _ in view.columns.count..<width { row.append(RowKey.Tag.null) }
             return row
         }
         guard let current, let now = values(of: current), now.count == width + 1,

@@ -215,10 +215,14 @@ final class ChangeLog {
 
     /// `PRAGMA schema_version` when the current write transaction began.
     private var schemaVersionAtBegin: Int64 = 0
+    /// The current write transaction's schema changes were declared history-preserving (see
+    /// ``Database/declareHistoryPreservingSchemaChange()``): no ``everyTable`` entry is logged.
+    var schemaChangeKeepsHistory = false
 
     /// Called when a write transaction begins, before any of its statements.
     func begin(_ db: Database) throws {
         (countIfCommitted, countAfterCommit, pendingLineage) = (nil, nil, nil)
+        schemaChangeKeepsHistory = false
         capture.reset()
         try capture.refreshSchemaIfNeeded(db)
         schemaVersionAtBegin = capture.schemaVersion   // just read by the capture: no second PRAGMA
@@ -243,6 +247,8 @@ final class ChangeLog {
     ///
     /// A transaction that changed the schema (a table created, altered or dropped) also takes a
     /// version, logged as a change to ``everyTable``: queries over the old schema must re-read.
+    /// (One whose schema changes were declared history-preserving logs none: live queries still
+    /// re-read, and history crosses it.)
     func record(_ db: Database, origin: CommitOrigin, tag: String?) throws -> CommitSummary? {
         try capture.resolvePending(db)
         let schemaChanged = try Self.schemaVersion(db) != schemaVersionAtBegin
@@ -316,12 +322,13 @@ final class ChangeLog {
                               schemaChanged: Bool) throws -> CommitSummary {
         var tables = changedTables
         tables.formUnion(try foreignTables(db, after: knownVersion, through: version - 1))
-        if schemaChanged && !adoptedForeignWrite {
+        if schemaChanged && !adoptedForeignWrite && !schemaChangeKeepsHistory {
             try db.execute("INSERT INTO ripple_changes(version, table_name, operation) VALUES (?, ?, 'update')",
                            [version, Self.everyTable])
         }
         if adoptedForeignWrite || schemaChanged { tables.insert(Self.everyTable) }
         adoptedForeignWrite = false
+        schemaChangeKeepsHistory = false
         knownVersion = version
         return CommitSummary(version: version, tables: tables)
     }

@@ -28,8 +28,10 @@ public struct ReplicaCommit: Sendable, Hashable {
     public var position: PGOutput.LSN
     /// Whether it is an initial copy (versions before it cannot be resumed from).
     public var isCopy: Bool
-    /// The synced tables whose columns the commit changed, or which it dropped: queries over
-    /// them were compiled for columns that are no more.
+    /// The synced tables the commit made again (their key, or how the replica keeps a column,
+    /// changed) or dropped: queries over them were compiled for columns that are no more. (A
+    /// table that follows its schema change in place is not among them: see
+    /// ``ReplicaSchemaChange``.)
     public var reshapedTables: [String]
 
     public init(version: Int64, position: PGOutput.LSN, isCopy: Bool, reshapedTables: [String] = []) {
@@ -51,6 +53,15 @@ public struct ReplicaCommit: Sendable, Hashable {
 /// * The initial copy reads every table in one `REPEATABLE READ` snapshot and the WAL position
 ///   after it; the slot (made before) replays onto the copy as upserts and deletes-if-present,
 ///   so the replica is exact from that position on (``consistentFrom``).
+///
+/// * A schema change of a synced table (told by the node's event triggers, or by pgoutput
+///   describing the table with other columns) is applied in the commit of its transaction: the
+///   table is described again and read afresh from a snapshot, and only the rows whose values
+///   differ are written. Added columns, dropped columns and types widened within how the
+///   replica keeps them are followed in place, the table's history kept (a dropped column
+///   becomes a tombstone no query names; see `ReplicaTableChange`), so that live queries over
+///   the columns that stay go on and resume across it; any other change makes the table again.
+///   ``ReplicaSchemaChange`` tells which, before the commit.
 ///
 /// Values are kept as ``PostgresTypes`` says.
 public actor ReplicaFeed {
@@ -107,14 +118,32 @@ public actor ReplicaFeed {
     /// have had their events of it (see ``ReplicaCommit``).
     private let onCommit: (@Sendable (ReplicaCommit) -> Void)?
 
+    /// Told of each synced table whose schema changed, before the replica commit that follows
+    /// it: the live queries that cannot go on are ended first (see ``ReplicaSchemaChange``).
+    private let onSchemaChange: (@Sendable (ReplicaSchemaChange) -> Void)?
+
     /// A feed of `store` from `client`'s database; `onCommit` hears each replica commit once its
-    /// immediate live queries have their events (the sync server completes its frames there).
+    /// immediate live queries have their events (the sync server completes its frames there);
+    /// `onSchemaChange`, each synced table's schema change before the commit that applies it.
     public init(store: Store, client: PostgresClient, configuration: FeedConfiguration,
-                onCommit: (@Sendable (ReplicaCommit) -> Void)? = nil) {
+                onCommit: (@Sendable (ReplicaCommit) -> Void)? = nil,
+                onSchemaChange: (@Sendable (ReplicaSchemaChange) -> Void)? = nil) {
         self.store = store
         self.client = client
         self.configuration = configuration
+        self.onSchemaChange = onSchemaChange
         self.onCommit = onCommit
+    }
+
+    /// Tells ``onSchemaChange`` of each table of `recopy`.
+    private func tellSchemaChanges(_ recopy: Recopy) {
+        guard let onSchemaChange else { return }
+        for name in recopy.gone { onSchemaChange(ReplicaSchemaChange(table: name, kind: .gone)) }
+        for (table, change, _) in recopy.kept {
+            let added = change.added.map(\.name).filter { !$0.hasPrefix("ripple_order:") }
+            let kind: ReplicaSchemaChange.Kind = change.remakes ? .remade : .inPlace(addedColumns: added, droppedColumns: change.dropped)
+            onSchemaChange(ReplicaSchemaChange(table: table.name, kind: kind))
+        }
     }
 
     /// The schema of synced table `name` as the replica holds it (after ``prepare()``), for
@@ -262,6 +291,15 @@ public actor ReplicaFeed {
         let (_, version) = try await store.asyncWriteTakingVersion(origin: .replication, tag: "copy \(lsn)") { db in
             for name in names {
                 let table = described[name]!
+                // A replica table of other columns (the table changed while the node was away):
+                // made again (a copy starts history afresh anyway).
+                let physical = try ReplicaTableChange.physicalColumns(of: name, in: db)
+                let change = ReplicaTableChange(from: physical, to: table.columns.map { ($0.name, $0.type) },
+                                                key: table.key.map { table.columns[$0].name })
+                if change.remakes || !change.statements(for: name).isEmpty {
+                    try db.execute("DROP TABLE IF EXISTS \(SQLIdentifier.quoted(name))")
+                    try db.execute(Self.createSQL(table))
+                }
                 try db.execute("DELETE FROM \(SQLIdentifier.quoted(name))")
                 for row in copied[name] ?? [] { try Self.upsert(table, row.map { $0.map(PGOutput.Value.text) ?? .null }, in: db) }
             }
@@ -342,6 +380,7 @@ public actor ReplicaFeed {
                         // same replica commit as the transaction's other changes.
                         let changed = Self.changedTables(in: transaction, relations: relations, tables: tables)
                         let recopy = changed.isEmpty ? nil : try await recopy(changed)
+                        if let recopy { tellSchemaChanges(recopy) }
                         try await apply(transaction, commit: commit, recopy: recopy)
                         applied += 1
                         progress()
@@ -465,14 +504,24 @@ public actor ReplicaFeed {
         let (_, version) = try await store.asyncWriteTakingVersion(origin: .replication, tag: commit.commitLSN.description) { db in
             if let recopy {
                 for name in recopy.gone { try db.execute("DROP TABLE IF EXISTS \(SQLIdentifier.quoted(name))") }
-                for (table, remake, rows) in recopy.kept {
-                    if remake {
+                // Tables that follow in place first, declared (history crosses them): nothing
+                // else of the transaction may change the schema before the declaration.
+                let inPlace = recopy.kept.filter { !$0.change.remakes }
+                for (table, change, _) in inPlace {
+                    for statement in change.statements(for: table.name) { try db.execute(statement) }
+                }
+                if recopy.gone.isEmpty, inPlace.count == recopy.kept.count,
+                   inPlace.contains(where: { !$0.change.statements(for: $0.table.name).isEmpty }) {
+                    try db.declareHistoryPreservingSchemaChange()
+                }
+                for (table, change, rows) in recopy.kept {
+                    if change.remakes {
                         try db.execute("DROP TABLE IF EXISTS \(SQLIdentifier.quoted(table.name))")
                         try db.execute(Self.createSQL(table))
+                        for row in rows { try Self.upsert(table, row.map { $0.map(PGOutput.Value.text) ?? .null }, in: db) }
                     } else {
-                        try db.execute("DELETE FROM \(SQLIdentifier.quoted(table.name))")
+                        try Self.replaceRows(of: table, with: rows, in: db)
                     }
-                    for row in rows { try Self.upsert(table, row.map { $0.map(PGOutput.Value.text) ?? .null }, in: db) }
                 }
             }
             for message in transaction {
@@ -499,7 +548,7 @@ public actor ReplicaFeed {
             try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES ('lsn', ?)", [commit.endLSN.description])
         }
         appliedLSN = commit.endLSN
-        let reshaped = (recopy?.gone ?? []) + (recopy?.kept.filter(\.remake).map(\.table.name) ?? [])
+        let reshaped = (recopy?.gone ?? []) + (recopy?.kept.filter(\.change.remakes).map(\.table.name) ?? [])
         if let version { onCommit?(ReplicaCommit(version: version, position: commit.commitLSN, isCopy: false, reshapedTables: reshaped)) }
     }
 
@@ -533,18 +582,17 @@ public actor ReplicaFeed {
     struct Recopy {
         /// The tables gone from Postgres (dropped or renamed).
         var gone: [String]
-        /// The tables read again, with the rows of one snapshot.
-        var kept: [(table: Table, remake: Bool, rows: [[String?]])]
+        /// The tables read again, with how the replica's table follows, and the rows of one
+        /// snapshot.
+        var kept: [(table: Table, change: ReplicaTableChange, rows: [[String?]])]
     }
 
-    /// Describes `names` again and reads them afresh from one snapshot: a table whose columns
-    /// changed is to be made again; one that is gone, dropped (so the live queries over it end
-    /// with an error naming it).
+    /// Describes `names` again and reads them afresh from one snapshot; how each replica table
+    /// follows its new columns is a ``ReplicaTableChange``. A table that is gone is dropped (so
+    /// the live queries over it end with an error naming it).
     private func recopy(_ names: Set<String>) async throws -> Recopy {
         var recopy = Recopy(gone: [], kept: [])
-        var previous: [String: Table] = [:]
         for name in names.sorted() {
-            previous[name] = tables[name]
             if try await rows("SELECT 1 FROM pg_tables WHERE schemaname = 'public' AND tablename = \(name)").isEmpty {
                 recopy.gone.append(name)
                 tables[name] = nil
@@ -556,12 +604,38 @@ public actor ReplicaFeed {
         let copied = try await snapshot(of: kept)
         for name in kept {
             let table = tables[name]!
-            let same = previous[name].map { old in
-                old.columns.elementsEqual(table.columns, by: { $0.name == $1.name && $0.type == $1.type }) && old.key == table.key
-            } ?? false
-            recopy.kept.append((table, !same, copied.rows[name] ?? []))
+            let physical = try await store.asyncRead { db in try ReplicaTableChange.physicalColumns(of: name, in: db) }
+            let change = ReplicaTableChange(from: physical, to: table.columns.map { ($0.name, $0.type) },
+                                            key: table.key.map { table.columns[$0].name })
+            recopy.kept.append((table, change, copied.rows[name] ?? []))
         }
         return recopy
+    }
+
+    /// Puts the copied rows of `table` in the replica: writes only the rows that differ from the
+    /// replica's (a row whose values are all the same is left alone, so that its live queries
+    /// see no update), and deletes the rows the copy no longer has.
+    private static func replaceRows(of table: Table, with copied: [[String?]], in db: Database) throws {
+        let names = table.columns.map { SQLIdentifier.quoted($0.name) }.joined(separator: ", ")
+        var current: [[SQLValue]: [SQLValue]] = [:]
+        for row in try db.fetchAll("SELECT \(names) FROM \(SQLIdentifier.quoted(table.name))") {
+            let values = Array(row.values.prefix(table.columns.count))
+            current[table.key.map { values[$0] }] = values
+        }
+        for row in copied {
+            let values = row.map { $0.map(PGOutput.Value.text) ?? .null }
+            guard values.count == table.columns.count else {
+                throw FeedError("a row of \(table.name) has \(values.count) values for \(table.columns.count) columns")
+            }
+            let replica = try zip(values, table.columns).map { try sqlValue($0, of: $1.type) }
+            let key = table.key.map { replica[$0] }
+            let before = current.removeValue(forKey: key)
+            if before != replica { try upsert(table, values, in: db) }
+        }
+        for key in current.keys {
+            let arguments = key.map { $0 as any SQLValueConvertible }
+            try db.execute(table.deleteSQL, arguments)
+        }
     }
 
     /// The synced table a relation OID names, checked against the columns pgoutput describes.

@@ -72,17 +72,27 @@ public final class SyncServer: Service, Sendable {
         feedConfiguration.publication = configuration.publication
         feedConfiguration.batchSize = configuration.feedBatchSize
         let hubs = hubs
-        feed = ReplicaFeed(store: store, client: client, configuration: feedConfiguration) { commit in
+        let writer = writer
+        feed = ReplicaFeed(store: store, client: client, configuration: feedConfiguration, onCommit: { commit in
             // Subscriptions with includes send their version's event first (their parts heard
             // the commit), then the sockets make the version's frames.
             hubs.withLock { $0 }?.complete(version: commit.version)
             sessions.complete(commit)
-            // Subscriptions compiled for columns that are no more end, after this version's frame.
+            // Subscriptions over a table made again (or dropped) end, after this version's frame.
             for table in commit.reshapedTables {
                 hubs.withLock { $0 }?.endSubscriptions(on: table, reason: "the columns of \(table) changed, or it was dropped: "
                                                        + "subscribe again")
             }
-        }
+        }, onSchemaChange: { change in
+            // Before the commit that applies it: writes describe the table again; subscriptions
+            // that cannot go on end first (the others go on through the commit).
+            if case .inPlace(let added, let dropped) = change.kind {
+                writer.tableChanged(change.table, dropped: dropped)
+                hubs.withLock { $0 }?.followSchemaChange(of: change.table, added: added, dropped: dropped)
+            } else {
+                writer.tableChanged(change.table, dropped: [])
+            }
+        })
     }
 
     /// The node's parts, in the order they start; they shut down in reverse.

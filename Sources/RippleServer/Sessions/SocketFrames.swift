@@ -71,8 +71,8 @@ struct SocketFrames {
         switch event.kind {
         case .snapshot: pending[version, default: Pending()].snapshots.append(Item(id: id, generation: generation, json: event.json))
         case .changes: pending[version, default: Pending()].changesets.append(Item(id: id, generation: generation, json: event.json))
-        case .ended(let reason):
-            pending[version, default: Pending()].ended.append((id, .subscriptionEnded, reason))
+        case .ended(let reason, let code):
+            pending[version, default: Pending()].ended.append((id, code, reason))
             subscriptions[id] = nil
             return true
         case .refused(let reason):

@@ -36,6 +36,9 @@ public struct CompiledQuery: Hashable, Sendable {
     /// What the result depends on in the tables its sub-queries read: one interest per
     /// sub-query, at every depth, in the order they are written (empty: no sub-query).
     package var dependencies: [RowDependency] = []
+    /// The query gave no column list: its result has every column of the table, and follows
+    /// the table's columns (see ``SubscriptionHub/followSchemaChange(of:added:dropped:)``).
+    package var selectsEveryColumn = false
 }
 
 /// Compiles described queries against a synced table's schema (and, for sub-queries, the other
@@ -204,6 +207,7 @@ public enum QueryCompiler {
         }
         var compiled = CompiledQuery(sql: sql, arguments: arguments, identity: identity, columns: selected)
         compiled.dependencies = context.dependencies ?? []
+        compiled.selectsEveryColumn = query.columns == nil
         // A query with sub-queries reads other tables' rows too: each becomes a dependency of its
         // routing, merged to one per table (the store holds a dependency's rows by table). A
         // commit that changes a row a dependency's condition selects, before or after, runs the

@@ -14,8 +14,9 @@ public struct SubscriptionEvent: Sendable {
         /// The change from the rows last received.
         case changes(WireChangeset)
         /// The subscription ended (its table was dropped, its query no longer fits it): nothing
-        /// more comes.
-        case ended(reason: String)
+        /// more comes. `code`: what the client is told (`subscription_ended`, or
+        /// `column_dropped` when a column it names was dropped).
+        case ended(reason: String, code: SyncErrorCode = .subscriptionEnded)
         /// The replica could not run the query at all (a limit of SQLite's that the compiler's
         /// checks did not foresee): the subscription never had a result, and nothing comes.
         case refused(reason: String)
@@ -128,7 +129,15 @@ public final class SubscriptionHub: Sendable {
         }
     }
 
-    private let shared = Locked<[CompiledQuery: Shared]>([:])
+    /// A live query shared by subscriptions: the compiled query, and the wire types its
+    /// subscribers were given (a subscription keeps the types it was given for its lifetime:
+    /// after a widened type, new subscriptions share another live query).
+    private struct SharedKey: Hashable {
+        var compiled: CompiledQuery
+        var types: [String]
+    }
+
+    private let shared = Locked<[SharedKey: Shared]>([:])
     let nextID = Locked(0)
     /// The subscriptions with includes (see ``TreeShared``), those whose parts changed since the
     /// last finished version, and the last finished version.
@@ -217,10 +226,11 @@ public final class SubscriptionHub: Sendable {
             value += 1
             return value
         }
+        let key = SharedKey(compiled: compiled, types: WireShape(compiled, schema).types)
         let (entry, isNew) = shared.withLock { entries -> (Shared, Bool) in
-            if let entry = entries[compiled] { return (entry, false) }
+            if let entry = entries[key] { return (entry, false) }
             let entry = Shared(compiled: compiled, basis: basis, schema: schema)
-            entries[compiled] = entry
+            entries[key] = entry
             return (entry, true)
         }
         entry.lock.withLock {
@@ -255,7 +265,7 @@ public final class SubscriptionHub: Sendable {
             }
             entry.lock.withLock { entry.subscription = subscription }
         }
-        return SubscriptionToken { [weak self] in self?.unsubscribe(id, from: compiled) }
+        return SubscriptionToken { [weak self] in self?.unsubscribe(id, from: key) }
     }
 
     /// The rows of `compiled` as they were at replica `version` (time travel through the
@@ -312,15 +322,15 @@ public final class SubscriptionHub: Sendable {
         return SubscriptionEvent(version: entry.version, kind: .changes(changeset), json: out.bytes)
     }
 
-    private func unsubscribe(_ id: Int, from compiled: CompiledQuery) {
+    private func unsubscribe(_ id: Int, from key: SharedKey) {
         let ended: Shared? = shared.withLock { entries in
-            guard let entry = entries[compiled] else { return nil }
+            guard let entry = entries[key] else { return nil }
             let empty = entry.lock.withLock { () -> Bool in
                 entry.subscribers[id] = nil
                 return entry.subscribers.isEmpty
             }
             guard empty else { return nil }
-            entries[compiled] = nil
+            entries[key] = nil
             return entry
         }
         if let ended { ended.lock.withLock { ended.subscription }?.cancel() }
@@ -338,6 +348,54 @@ public final class SubscriptionHub: Sendable {
         }
     }
 
+    /// Follows a schema change of `table` that its replica table follows in place (columns
+    /// `added` and `dropped`; a widened type changes neither), before the replica commit that
+    /// applies it:
+    ///
+    /// * a subscription that names a dropped column — selects, compares or orders by it, in the
+    ///   query or a sub-query — ends with `column_dropped`, naming the column and the table;
+    /// * one with no column list over `table` (every column) ends with `subscription_ended`
+    ///   when a column was added or dropped: subscribing again gives the new columns;
+    /// * every other one goes on, through the commit and on resume (its compiled query, hence
+    ///   its basis, is unchanged), with the wire types it was given.
+    public func followSchemaChange(of table: String, added: [String], dropped: [String]) {
+        guard !added.isEmpty || !dropped.isEmpty else { return }
+        let ending = shared.withLock { entries in
+            entries.values.compactMap { entry -> (Shared, SubscriptionEvent.Kind)? in
+                let reads = entry.table == table || entry.compiled.dependencies.contains { $0.table == table }
+                guard reads else { return nil }
+                if let column = Self.namedColumn(of: entry, among: dropped, table: table), !entry.compiled.selectsEveryColumn {
+                    return (entry, .ended(reason: "column \(column) of \(table) was dropped: the subscription names it (subscribe "
+                                          + "again without it)", code: .columnDropped))
+                }
+                if entry.compiled.selectsEveryColumn && entry.table == table {
+                    return (entry, .ended(reason: "the columns of \(table) changed: subscribe again for its new columns"))
+                }
+                if Self.namedColumn(of: entry, among: dropped, table: table) != nil {
+                    // Every column of another table, whose sub-query names the dropped column.
+                    return (entry, .ended(reason: "a column of \(table) the subscription's filter names was dropped: subscribe again"))
+                }
+                return nil
+            }
+        }
+        for (entry, ending) in ending {
+            end(entry, as: ending)
+            entry.lock.withLock { entry.subscription }?.cancel()
+        }
+    }
+
+    /// The first of `dropped` (columns of `table`) that `entry`'s query names: among its
+    /// columns, or anywhere in its SQL (a filter's, an order's, a sub-query's; a column of
+    /// another table under the same name counts too: the subscription ends rather than risk
+    /// running over a column that is gone).
+    private static func namedColumn(of entry: Shared, among dropped: [String], table: String) -> String? {
+        dropped.first { column in
+            (entry.table == table && entry.compiled.columns.contains(column))
+                || entry.compiled.sql.contains(SQLIdentifier.quoted(column))
+                || entry.compiled.sql.contains(SQLIdentifier.quoted(OrderKeys.column(for: column)))
+        }
+    }
+
     /// What a live query's failure was, in SQLite's words (never the SQL nor its values).
     private static func failure(_ error: any Error) -> String {
         if let error = error as? DatabaseError { return error.message }
@@ -350,7 +408,8 @@ public final class SubscriptionHub: Sendable {
     /// get a new live query.
     private func end(_ entry: Shared, as ending: SubscriptionEvent.Kind) {
         shared.withLock { entries in
-            if entries[entry.compiled] === entry { entries[entry.compiled] = nil }
+            let key = SharedKey(compiled: entry.compiled, types: entry.shape.types)
+            if entries[key] === entry { entries[key] = nil }
         }
         entry.lock.withLock {
             entry.ended = ending

@@ -57,6 +57,8 @@ public final class MutationWriter: Sendable {
     private let logger: Logger
     /// The writable tables as Postgres described them, by name.
     private let described = Locked<[String: WritableTable]>([:])
+    /// The columns of each table that this node saw dropped (see ``tableChanged(_:dropped:)``).
+    private let droppedColumns = Locked<[String: Set<String>]>([:])
 
     /// How many times a mutation that fails for a transient reason is tried.
     static let attempts = 5
@@ -255,6 +257,8 @@ public final class MutationWriter: Sendable {
                                                             logger: logger).map({ try $0.decode(String.self) }) {
             let results = try MutationBatch.results(from: answer)
             guard results.map(\.id) == planned.map(\.id) else { throw SyncServerError("ripple_sync_apply answered other mutations") }
+            // A column Postgres does not have: the tables changed since they were described.
+            if results.contains(where: { $0.code == "42703" }) { forgetTables() }
             return results
         }
         throw SyncServerError("ripple_sync_apply answered nothing")
@@ -272,7 +276,13 @@ public final class MutationWriter: Sendable {
         var rows: [RowKey: [String: WireValue]?] = [:]
         do {
             for op in mutation.ops {
-                let table = try await writable(op.table, user: user)
+                var table = try await writable(op.table, user: user)
+                if op.values.keys.contains(where: { table.types[$0] == nil }) {
+                    // A column this node has not seen yet (added since it described the table):
+                    // described again before it is refused.
+                    described.withLock { $0[table.name] = nil }
+                    table = try await writable(op.table, user: user)
+                }
                 try validate(op, of: table)
                 let rule = try await writeRule(of: table, for: user)
                 var decided = op
@@ -409,7 +419,9 @@ public final class MutationWriter: Sendable {
         var write = PostgresStatement(packed: packed)
         switch op.kind {
         case .put:
-            let names = table.columns
+            // The columns the operation gives: one added since the client was built takes its
+            // default in a new row, and keeps its value in an existing one.
+            let names = table.columns.filter { op.values[$0] != nil }
             write.sql = "INSERT INTO \(table.quoted) (\(names.map(SQLIdentifier.quoted).joined(separator: ", "))) VALUES ("
             for (offset, name) in names.enumerated() {
                 if offset > 0 { write.sql += ", " }
@@ -459,17 +471,18 @@ public final class MutationWriter: Sendable {
                                        write: write?.sql, writeArgs: write?.packed, check: check?.sql, checkArgs: check?.packed)
     }
 
-    /// An operation's shape against its table: known columns, the whole key, every column for
-    /// a `put`.
+    /// An operation's shape against its table: known columns (a column dropped since the client
+    /// was built is `column_dropped`), the whole key. A `put` need not give every column: an
+    /// app built before a column was added does not know it (see ``write(_:of:packed:)``).
     private func validate(_ op: MutationOp, of table: WritableTable) throws {
-        if let unknown = op.values.keys.first(where: { table.types[$0] == nil }) {
+        if let unknown = op.values.keys.sorted().first(where: { table.types[$0] == nil }) {
+            if droppedColumns.withLock({ $0[table.name]?.contains(unknown) == true }) {
+                throw Rejection(code: "column_dropped", message: "column \(unknown) of \(table.name) was dropped: the mutation names it")
+            }
             throw Rejection(code: "bad_mutation", message: "table \(table.name) has no column \(unknown)")
         }
         if let missing = table.key.first(where: { op.values[$0] == nil || op.values[$0] == .null }) {
             throw Rejection(code: "bad_mutation", message: "the operation on \(table.name) has no value for its key column \(missing)")
-        }
-        if op.kind == .put, let missing = table.columns.first(where: { op.values[$0] == nil }) {
-            throw Rejection(code: "bad_mutation", message: "a put on \(table.name) must give every column; \(missing) is missing")
         }
     }
 
@@ -516,6 +529,14 @@ public final class MutationWriter: Sendable {
 
     /// Forgets the tables' descriptions (after a schema change).
     public func forgetTables() { described.withLock { $0 = [:] } }
+
+    /// Forgets table `table`'s description after a schema change that dropped `dropped`: a
+    /// mutation naming one of them is rejected with `column_dropped` (while this node runs;
+    /// after a restart, with `bad_mutation`, as any unknown column).
+    public func tableChanged(_ table: String, dropped: [String]) {
+        described.withLock { $0[table] = nil }
+        droppedColumns.withLock { $0[table, default: []].formUnion(dropped) }
+    }
 
     /// The rows of `query`, each column as text: on `connection`, or on one from the pool.
     private func texts(on connection: PostgresConnection? = nil, _ query: PostgresQuery) async throws -> [[String?]] {
@@ -577,6 +598,8 @@ struct Rejection: Error {
         case "23502": "a column that cannot be null was null"
         case "23514": "a check constraint refused the row"
         case "42501": "Postgres refused the permission"
+        // The table changed after the node last described it (a column dropped since).
+        case "42703": "a column the mutation names is not in the table (dropped since the app was built?)"
         case _ where state.hasPrefix("22"): "a value does not fit its column"
         case _ where state.hasPrefix("23"): "a constraint refused the row"
         default: "Postgres refused the mutation"

@@ -1,0 +1,231 @@
+#if Sync
+import Foundation
+import Ripple
+import RippleServer
+import RippleSync
+import RippleSyncTesting
+import RippleTesting
+import Testing
+
+/// Old app versions through schema changes, end to end (a real cluster changed by psql, a node,
+/// real WebSockets): a subscription that names its columns keeps its changesets, live and on
+/// resume, through `ADD COLUMN`, a dropped column it does not name and a widened type; one that
+/// names a dropped column ends with `column_dropped`; an old client's pushes keep writing.
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed: schema evolution tests skipped"),
+       .timeLimit(.minutes(15)))
+struct SchemaEvolutionTests {
+    static let rules = #"{"tables": {"items": {"read": true, "write": true}}}"#
+
+    static func prepare(_ postgres: ThrowawayPostgres) async throws {
+        try await postgres.psql("""
+            CREATE TABLE items(id int8 PRIMARY KEY, owner text NOT NULL DEFAULT 'o', title varchar(20) NOT NULL,
+                               qty int4 NOT NULL, price numeric(8,2));
+            INSERT INTO items SELECT n, 'owner ' || n, 'item ' || n, n * 10, n + 0.5 FROM generate_series(1, 12) AS n;
+            """)
+    }
+
+    /// What an app built before the changes asks for: its columns, by name.
+    static let named = QueryDescription(table: "items", order: [OrderDescription(column: "qty", descending: true)], limit: 8,
+                                        columns: ["id", "title", "qty", "price"])
+    static let namedSQL = "SELECT id, title, qty, price FROM items ORDER BY qty DESC, id LIMIT 8"
+
+    /// The changes an old app lives through: each followed by a write to a column it names (so
+    /// that a frame is due), or by none.
+    static let compatibleChanges: [(ddl: String, write: String?)] = [
+        ("ALTER TABLE items ADD COLUMN note text", nil),
+        ("ALTER TABLE items ADD COLUMN flag bool NOT NULL DEFAULT true", "UPDATE items SET title = 'after flag' WHERE id = 12"),
+        ("ALTER TABLE items DROP COLUMN owner", "UPDATE items SET qty = 500 WHERE id = 3"),
+        ("ALTER TABLE items ALTER COLUMN qty TYPE int8", "UPDATE items SET qty = 9007199254740993 WHERE id = 4"),
+        ("ALTER TABLE items ALTER COLUMN title TYPE varchar(50)", "UPDATE items SET title = 'a title longer than twenty' WHERE id = 5"),
+        ("ALTER TABLE items ALTER COLUMN title TYPE text", "INSERT INTO items(id, title, qty, price) VALUES (13, 'new', 700, 1)"),
+        ("ALTER TABLE items ALTER COLUMN price TYPE numeric(12,3)", "UPDATE items SET price = 12345.678 WHERE id = 12"),
+        ("ALTER TABLE items ADD COLUMN later text NOT NULL DEFAULT 'x'", "DELETE FROM items WHERE id = 13"),
+    ]
+
+    /// Waits until the node's schema of `items` has (or has not) `column`: the change was
+    /// detected.
+    static func waitForSchema(_ node: TestNode, column: String, present: Bool) async throws {
+        try await Wait.until("the node to see column \(column) \(present ? "added to" : "dropped from") items") {
+            let schema = await node.server.schema(of: "items")
+            return schema?.columns.contains { $0.name == column } == present
+        }
+    }
+
+    /// Reads frames until `rows` equals Postgres's rows of `sql`, failing on a snapshot for `id`.
+    static func readUntilEqual(_ rows: inout ClientRows, id: String, socket: TestSocket, postgres: ThrowawayPostgres,
+                               sql: String, what: String) async throws {
+        let expected = try await postgres.rows(sql)
+        while rows.rows.map(psqlText) != expected {
+            let message = try #require(try await socket.nextSkippingHeartbeats(what: what))
+            if case .changes(_, let snapshots, let changesets) = message {
+                #expect(snapshots[id] == nil, "no snapshot for \(id) after \(what)")
+                // A row whose columns did not change (a default filled in, a widened type) is
+                // no update.
+                for update in changesets[id]?.updates ?? [] {
+                    #expect(!update.columns.isEmpty, "an update of no column for \(id) after \(what)")
+                }
+            }
+            if case .error(let code, let text, let errorID) = message { Issue.record("\(code) for \(errorID ?? "-"): \(text) after \(what)") }
+            _ = try rows.take(message, id: id)
+        }
+    }
+
+    /// A live subscription naming its columns gets changesets only, through every compatible
+    /// change, its rows equal to Postgres's; a client resuming with a position from before them
+    /// all gets one changeset that brings its rows to Postgres's.
+    @Test func aSubscriptionNamingItsColumnsKeepsChangesetsLiveAndOnResume() async throws {
+        try await withThrowawayPostgres { postgres in
+            try await Self.prepare(postgres)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["items"], rules: Self.rules, directory: directory) { node in
+                var before = ClientRows()
+                try await withSocket(node.url) { socket in
+                    _ = try await socket.hello(try node.token("alice"))
+                    try await socket.send(.subscribe(id: "named", query: Self.named, resume: nil))
+                    try await before.readFirstResult(from: socket, id: "named")
+                }
+                #expect(before.rows.map(psqlText) == (try await postgres.rows(Self.namedSQL)))
+                try await withSocket(node.url) { socket in
+                    _ = try await socket.hello(try node.token("alice"))
+                    try await socket.send(.subscribe(id: "named", query: Self.named, resume: nil))
+                    var live = ClientRows()
+                    try await live.readFirstResult(from: socket, id: "named")
+                    let types = try #require(try await Self.snapshotTypes(node))
+                    for (ddl, write) in Self.compatibleChanges {
+                        try await postgres.psql(ddl)
+                        if let write {
+                            try await postgres.psql(write)
+                            try await Self.readUntilEqual(&live, id: "named", socket: socket, postgres: postgres, sql: Self.namedSQL,
+                                                          what: ddl)
+                        } else if let added = ddl.split(separator: " ").dropFirst(5).first {
+                            // No later write: the change arrives once detected.
+                            try await Self.waitForSchema(node, column: String(added), present: true)
+                        }
+                    }
+                    #expect(live.rows.map(psqlText) == (try await postgres.rows(Self.namedSQL)))
+                    #expect(live.columns == ["id", "title", "qty", "price"])
+                    // A subscription made now has the new types; the live one kept its own.
+                    #expect(types == ["int8", "varchar", "int4", "numeric"])
+                    #expect(try await Self.snapshotTypes(node) == ["int8", "text", "int8", "numeric"])
+                }
+                // A client from before every change resumes: one changeset, no snapshot.
+                try await withSocket(node.url) { socket in
+                    _ = try await socket.hello(try node.token("alice"))
+                    try await socket.send(.subscribe(id: "named", query: Self.named,
+                                                     resume: ResumePoint(basis: before.basis, lsn: before.lsn)))
+                    var resumed = before
+                    var answered = false
+                    while !answered {
+                        let message = try #require(try await socket.nextSkippingHeartbeats(what: "the resume's first frame"))
+                        if case .changes(_, let snapshots, let changesets) = message {
+                            #expect(snapshots["named"] == nil, "a resume across the changes is a changeset")
+                            answered = snapshots["named"] != nil || changesets["named"] != nil
+                        }
+                        _ = try resumed.take(message, id: "named")
+                    }
+                    #expect(resumed.rows.map(psqlText) == (try await postgres.rows(Self.namedSQL)))
+                }
+            }
+        }
+    }
+
+    /// The wire types a fresh subscription to ``named`` gets.
+    static func snapshotTypes(_ node: TestNode) async throws -> [String]? {
+        try await withSocket(node.url) { socket in
+            _ = try await socket.hello(try node.token("alice"))
+            try await socket.send(.subscribe(id: "fresh", query: Self.named, resume: nil))
+            while let message = try await socket.nextSkippingHeartbeats(what: "a fresh snapshot") {
+                if case .changes(_, let snapshots, _) = message, let snapshot = snapshots["fresh"] { return snapshot.types }
+            }
+            return nil
+        }
+    }
+
+    /// Subscriptions naming a column that is dropped — selected, or compared in the filter —
+    /// end with `column_dropped`, naming the column and the table; a sibling on the socket that
+    /// does not name it goes on with changesets.
+    @Test func aSubscriptionNamingADroppedColumnEndsWithATypedError() async throws {
+        try await withThrowawayPostgres { postgres in
+            try await Self.prepare(postgres)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["items"], rules: Self.rules, directory: directory) { node in
+                try await withSocket(node.url) { socket in
+                    _ = try await socket.hello(try node.token("alice"))
+                    let priced = QueryDescription(table: "items", filter: .compare(column: "price", op: .greater, value: .integer(3)),
+                                                  columns: ["id", "title"])
+                    let titled = QueryDescription(table: "items", order: [OrderDescription(column: "id")], columns: ["id", "title"])
+                    try await socket.send(.subscribe(id: "priced", query: priced, resume: nil))
+                    try await socket.send(.subscribe(id: "named", query: Self.named, resume: nil))
+                    try await socket.send(.subscribe(id: "titles", query: titled, resume: nil))
+                    var titles = ClientRows()
+                    var first: Set<String> = []
+                    while first.count < 3 {
+                        let message = try #require(try await socket.nextSkippingHeartbeats(what: "the first results"))
+                        if case .changes(_, let snapshots, _) = message { first.formUnion(snapshots.keys) }
+                        _ = try titles.take(message, id: "titles")
+                    }
+                    try await postgres.psql("ALTER TABLE items DROP COLUMN price")
+                    var ended: [String: (code: SyncErrorCode, text: String)] = [:]
+                    while ended.count < 2, let message = try await socket.nextSkippingHeartbeats(what: "the ends of the subscriptions") {
+                        if case .error(let code, let text, let id?) = message { ended[id] = (code, text) }
+                        if case .changes(_, let snapshots, _) = message { #expect(snapshots.isEmpty, "no snapshot after the drop") }
+                        _ = try titles.take(message, id: "titles")
+                    }
+                    #expect(Set(ended.keys) == ["priced", "named"])
+                    for (id, end) in ended {
+                        #expect(end.code == .columnDropped, "\(id)")
+                        #expect(end.text.contains("column price of items was dropped"), "\(id): \(end.text)")
+                    }
+                    try await postgres.psql("UPDATE items SET title = 'still synced' WHERE id = 1")
+                    try await Self.readUntilEqual(&titles, id: "titles", socket: socket, postgres: postgres,
+                                                  sql: "SELECT id, title FROM items ORDER BY id", what: "a write after the drop")
+                }
+            }
+        }
+    }
+
+    /// An old client's put without a column added since its build keeps writing, the column's
+    /// default applying; its patch of old columns leaves the new one alone; a push naming a
+    /// dropped column is rejected, that mutation alone, naming the column.
+    @Test func anOldClientsPushesKeepWriting() async throws {
+        try await withThrowawayPostgres { postgres in
+            try await Self.prepare(postgres)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["items"], rules: Self.rules, directory: directory) { node in
+                let socket = try await TestSocket(url: node.url)
+                defer { socket.close() }
+                _ = try await socket.hello(try node.token("alice"), client: "")
+                let first = try await socket.push([
+                    Mutation(id: 1, ops: [MutationOp(.put, table: "items", values: ["id": .integer(20), "owner": .text("a"),
+                                                                                    "title": .text("before"), "qty": .integer(1),
+                                                                                    "price": .text("2.50")])]),
+                ])
+                #expect(first.map(\.status) == [.applied])
+                try await postgres.psql("ALTER TABLE items ADD COLUMN flag text NOT NULL DEFAULT 'fresh'; ALTER TABLE items DROP COLUMN owner")
+                // The node has applied the change once it has the write after it.
+                try await postgres.psql("UPDATE items SET flag = 'set' WHERE id = 20")
+                try await Wait.until("the node to apply the write after the schema change") {
+                    try await node.server.store.asyncRead { db in
+                        try db.fetchValue("SELECT flag FROM items WHERE id = 20", as: String.self) == "set"
+                    }
+                }
+                let results = try await socket.push([
+                    // The old app's whole row: no flag (added since), owner (dropped since) left out.
+                    Mutation(id: 2, ops: [MutationOp(.put, table: "items", values: ["id": .integer(21), "title": .text("old app"),
+                                                                                    "qty": .integer(2), "price": .text("1.00")])]),
+                    Mutation(id: 3, ops: [MutationOp(.patch, table: "items", values: ["id": .integer(20), "title": .text("patched")])]),
+                    // Naming the dropped column: that mutation alone is rejected.
+                    Mutation(id: 4, ops: [MutationOp(.patch, table: "items", values: ["id": .integer(20), "owner": .text("b")])]),
+                    Mutation(id: 5, ops: [MutationOp(.put, table: "items", values: ["id": .integer(20), "title": .text("put again"),
+                                                                                    "qty": .integer(3), "price": .text("1.00")])]),
+                ])
+                #expect(results.map(\.status) == [.applied, .applied, .rejected, .applied])
+                #expect(results[2].code == "column_dropped")
+                #expect(results[2].message?.contains("owner") == true, "\(results[2].message ?? "")")
+                #expect(try await postgres.rows("SELECT id, title, qty, flag FROM items WHERE id >= 20 ORDER BY id")
+                        == ["20|put again|3|set", "21|old app|2|fresh"])
+            }
+        }
+    }
+}
+#endif
