@@ -11,7 +11,8 @@ struct ServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ripple-server",
         abstract: "Ripple Sync: PostgreSQL's commits as live changesets over WebSocket.",
-        subcommands: [ServeCommand.self, DemoCommand.self, SubscribeCommand.self, TokenCommand.self, StressCommand.self],
+        subcommands: [ServeCommand.self, DemoCommand.self, SubscribeCommand.self, TokenCommand.self, StressCommand.self,
+                      SetupCommand.self, CheckCommand.self],
         defaultSubcommand: ServeCommand.self
     )
 }
@@ -34,7 +35,7 @@ struct ServeCommand: AsyncParsableCommand {
             closed, then the node stops and exits with status 0.
             """)
 
-    @Option(help: "The database: postgres://user[:password]@host[:port]/database (a superuser: the node makes a publication, a replication slot and event triggers).")
+    @Option(help: "The database: postgres://user[:password]@host[:port]/database (a role with REPLICATION, set up with ripple-server setup; a superuser makes what is missing itself).")
     var postgres: String
 
     @Option(help: ArgumentHelp("The synced tables of the public schema, comma-separated: todos,tags (each needs a primary key).",
