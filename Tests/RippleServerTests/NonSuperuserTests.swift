@@ -72,7 +72,7 @@ struct NonSuperuserTests {
             #expect(message.contains("publication ripple_sync does not exist"), "\(message)")
             #expect(message.contains("the node's table ripple_sync_nodes does not exist"), "\(message)")
             #expect(message.contains("role ripple_node may not read table items"), "\(message)")
-            #expect(message.contains("ripple-server setup --postgres URL --role ripple_node --tables items --apply"), "\(message)")
+            #expect(message.contains("ripple-server setup --postgres URL --role ripple_node --tables items --rules FILE --apply"), "\(message)")
             #expect(!message.contains("PSQLError"), "\(message)")
             // After the setup (TestNode applies it, as the administrator), the same role runs a node.
             try await TestNode.with(postgres, tables: ["items"], rules: Self.rules, directory: directory, name: "after") { node in

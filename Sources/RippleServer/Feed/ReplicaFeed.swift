@@ -15,7 +15,7 @@ public struct FeedConfiguration: Sendable {
     public var publication = "ripple_sync"
     /// At most this many changes per peek (whole transactions: a peek may end past it).
     public var batchSize = 10_000
-    /// How often, while the slot has nothing new, the feed compares the synced tables' columns
+    /// How often, while following, the feed compares the synced tables' columns
     /// in Postgres's catalog with the replica's (``ReplicaFeed/checkCatalog()``): how soon a
     /// schema change with no later write is seen when there are no event triggers. `nil`: never.
     /// 5 s.
@@ -375,7 +375,8 @@ public actor ReplicaFeed {
     /// `activePollInterval`, when given, for ``activeWindow`` after it last moved — and catches
     /// up whenever it moved, until the task is cancelled. `read` hears each position the replica has read
     /// through (after a catch-up, and at each look that found nothing new); `progress`, each look
-    /// answered and each transaction applied.
+    /// answered and each transaction applied. Every ``FeedConfiguration/catalogCheckInterval``
+    /// it also checks the catalog (``checkCatalog()``).
     ///
     /// - Throws: what ``catchUp(confirm:progress:)`` throws; `CancellationError` when cancelled.
     public func follow(pollInterval: Duration = .milliseconds(5), activePollInterval: Duration? = nil,
@@ -385,6 +386,12 @@ public actor ReplicaFeed {
         var checkedAt = ContinuousClock.now
         while true {
             try Task.checkCancellation()
+            // (Busy or not: a table changed with no write since is told by the catalog alone,
+            // however busy the other tables are.)
+            if let interval = configuration.catalogCheckInterval, ContinuousClock.now - checkedAt >= interval {
+                try await checkCatalog()
+                checkedAt = .now
+            }
             let flushed = try await flushedPosition()
             progress()
             if flushed != seen {
@@ -394,10 +401,6 @@ public actor ReplicaFeed {
                 read(flushed)
             } else {
                 read(flushed)
-                if let interval = configuration.catalogCheckInterval, ContinuousClock.now - checkedAt >= interval {
-                    try await checkCatalog()
-                    checkedAt = .now
-                }
                 let active = activePollInterval.map { ContinuousClock.now - movedAt < Self.activeWindow ? $0 : pollInterval }
                 try await Task.sleep(for: active ?? pollInterval)
             }
@@ -414,7 +417,7 @@ public actor ReplicaFeed {
     ///
     /// Without event triggers (a role that is not a superuser), this and pgoutput's relation
     /// messages are how schema changes are seen; ``follow(pollInterval:activePollInterval:read:progress:)``
-    /// runs it every ``FeedConfiguration/catalogCheckInterval`` while the slot has nothing new.
+    /// runs it every ``FeedConfiguration/catalogCheckInterval``.
     @discardableResult
     public func checkCatalog() async throws -> [String] {
         let names = configuration.tables.filter { tables[$0] != nil }

@@ -260,8 +260,8 @@ public enum PostgresReadiness {
 
     /// The command that sets up what `role` needs for `tables`.
     static func setupCommand(role: String, tables: [String]) -> String {
-        "ripple-server setup --postgres URL --role \(role) --tables \(tables.joined(separator: ",")) --apply "
-            + "(as a superuser or the tables' owner; without --apply it prints the SQL)"
+        "ripple-server setup --postgres URL --role \(role) --tables \(tables.joined(separator: ",")) --rules FILE --apply "
+            + "(as a superuser or the tables' owner; without --apply it prints the SQL; --rules grants writes where the rules allow them)"
     }
 
     /// Whether the role connected is a superuser.
@@ -278,11 +278,11 @@ public enum PostgresReadiness {
         guard !blocking.isEmpty else { return }
         let role = try await texts(client, "SELECT current_user::text", logger).first?.first ?? "the node's role"
         var lines = ["Postgres is not ready for this node (its role \(role) is not a superuser, so the node makes nothing itself):"]
-        for finding in blocking { lines.append("* \(finding.what) (\(finding.why)); fix: \(finding.fix)") }
-        if blocking.contains(where: \.setupFixes) {
-            lines.append("An administrator sets up what is missing with: " + setupCommand(role: role, tables: tables))
-        }
-        lines.append("ripple-server check --postgres URL --tables \(tables.joined(separator: ",")) says what else the database lacks.")
+        let bySetup = blocking.filter(\.setupFixes)
+        for finding in bySetup { lines.append("* \(finding.what)") }
+        if !bySetup.isEmpty { lines.append("An administrator sets that up with: " + setupCommand(role: role, tables: tables)) }
+        for finding in blocking where !finding.setupFixes { lines.append("* \(finding.what); fix: \(finding.fix)") }
+        lines.append("ripple-server check --postgres URL --tables \(tables.joined(separator: ",")) says why each matters, and what else the database lacks.")
         throw FeedError(lines.joined(separator: "\n"))
     }
 
