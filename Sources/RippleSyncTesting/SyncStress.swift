@@ -424,6 +424,9 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
                 CREATE TABLE notes(id int8 PRIMARY KEY, owner text NOT NULL, rank int4 NOT NULL, done bool NOT NULL DEFAULT false, body text);
                 INSERT INTO notes SELECT i, 'u' || (i % 3), i % 10, i % 4 = 0, 'note ' || i FROM generate_series(1, 30) AS i;
                 """ + TeamFixture.schema)
+            // The nodes run as a role that is not a superuser, set up as an administrator would.
+            let rules = try SyncRules(json: Data(SyncStress.rules(todosRead: configuration.todosReadRule).utf8))
+            try await postgres.setUpNode(tables: SyncStress.tables, writes: SyncStress.tables.filter { rules.tables[$0]?.write != nil })
             // The history reads the team's tables from their first row on.
             run.history = try await TeamHistory.start(postgres)
             try await postgres.psql("""
@@ -527,14 +530,14 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         let port = ports[index]
         if let executable = configuration.nodeExecutable {
             return .child(try await StressNodeProcess.start(executable, arguments: [
-                "serve", "--postgres", postgres.url, "--tables", SyncStress.tables.joined(separator: ","), "--rules", directory.path("rules.json"),
+                "serve", "--postgres", postgres.nodeURL, "--tables", SyncStress.tables.joined(separator: ","), "--rules", directory.path("rules.json"),
                 "--secret-file", directory.path("secret"), "--port", String(port), "--replica", replicaPath(index),
                 "--slot", "ripple_stress_\(index)", "--heartbeat", "0.2",
                 "--log-level", ProcessInfo.processInfo.environment["RIPPLE_STRESS_NODE_LOG"] ?? "info",
             ], log: directory.path("node\(index).log")))
         }
         var configuration = SyncServerConfiguration(
-            postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: SyncStress.tables,
+            postgres: try SyncServerConfiguration.postgres(url: postgres.nodeURL), tables: SyncStress.tables,
             rules: try SyncRules(json: Data(SyncStress.rules(todosRead: self.configuration.todosReadRule).utf8)), secret: secret, replicaPath: replicaPath(index))
         configuration.port = port
         configuration.slot = "ripple_stress_\(index)"

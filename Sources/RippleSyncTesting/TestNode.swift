@@ -9,7 +9,9 @@ import RippleSync
 import RippleSyncClient
 import RippleTesting
 
-/// A node on a throwaway cluster, listening on a free port, for the protocol's tests.
+/// A node on a throwaway cluster, listening on a free port, for the protocol's tests. It logs in
+/// as ``ThrowawayPostgres/nodeRole`` (`LOGIN REPLICATION`, not a superuser), with the cluster set
+/// up for its tables as an administrator would (``ThrowawayPostgres/setUpNode(tables:writes:publication:)``).
 package struct TestNode {
     package let postgres: ThrowawayPostgres
     package let server: SyncServer
@@ -55,7 +57,7 @@ package struct TestNode {
                       isolation: isolated (any Actor)? = #isolation) async throws -> TestNode {
         let secret = Array("a test secret of at least thirty-two bytes".utf8)
         var configuration = SyncServerConfiguration(
-            postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: tables,
+            postgres: try SyncServerConfiguration.postgres(url: postgres.nodeURL), tables: tables,
             rules: try SyncRules(json: Data(rules.utf8)), secret: secret, replicaPath: directory.path("\(name).sqlite"))
         configuration.port = 0
         configuration.slot = "ripple_\(name)"
@@ -63,6 +65,12 @@ package struct TestNode {
         // Generous: a loaded machine must not close a test's socket before it says hello.
         configuration.helloTimeout = .seconds(120)
         adjust(&configuration)
+        // The node runs as a role that is not a superuser, as on a managed Postgres: what it
+        // needs is set up first, as an administrator would (the writers and DDL of the tests go
+        // through the superuser).
+        let writes = configuration.rules.tables.filter { $0.value.write != nil }.map(\.key)
+        try await postgres.setUpNode(tables: configuration.tables, writes: configuration.tables.filter(writes.contains),
+                                     publication: configuration.publication)
         let server = try SyncServer(configuration: configuration)
         let ended = Locked(false)
         let task = Task {

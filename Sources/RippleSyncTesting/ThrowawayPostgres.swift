@@ -1,6 +1,7 @@
 #if Sync
 import Foundation
 import Ripple
+import RippleServer
 import RippleTesting
 #if canImport(Glibc)
 import Glibc
@@ -11,6 +12,10 @@ import Darwin
 /// A private PostgreSQL cluster for tests, benchmarks and demos: made with `initdb` in a
 /// temporary directory, listening on a free port of 127.0.0.1 only, with `wal_level = logical`
 /// (logical replication slots, as Ripple Sync reads Postgres), and removed by ``stop()``.
+///
+/// It has two roles: the superuser ``user`` (for writers and DDL: ``url``, ``psql(_:database:)``)
+/// and ``nodeRole``, `LOGIN REPLICATION` and no more, which a node logs in as (``nodeURL``) once
+/// ``setUpNode(tables:writes:publication:)`` gave it what it needs, as on a managed Postgres.
 ///
 /// Never a shared system service: each cluster is its own. PostgreSQL refuses to run as root, so
 /// when this process is root the cluster runs as the unprivileged user `nobody` (through
@@ -35,6 +40,9 @@ import Darwin
 public final class ThrowawayPostgres: Sendable {
     /// The superuser the cluster is made with (no password: trust on 127.0.0.1 only).
     public static let user = "ripple"
+    /// The role a node logs in as: `LOGIN REPLICATION`, not a superuser (made with the cluster;
+    /// ``setUpNode(tables:writes:publication:)`` gives it what a node of some tables needs).
+    public static let nodeRole = "ripple_node"
 
     /// Where the cluster's binaries are, or why there are none.
     public enum Availability: Sendable, Equatable {
@@ -52,11 +60,15 @@ public final class ThrowawayPostgres: Sendable {
     public let binaries: String
     /// The user the server runs as when this process is root (`nil`: this process's user).
     let runAs: String?
+    /// Held while ``setUpNode(tables:writes:publication:)`` runs.
+    private let setupLock = NSLock()
     /// The process that stops the cluster when this process ends (`nil` before initdb ran).
     private let watchdog: Locked<ExitWatchdog?> = Locked(nil)
 
-    /// A connection URL for the `postgres` database.
+    /// A connection URL for the `postgres` database, as the superuser (for writers and DDL).
     public var url: String { "postgres://\(Self.user)@127.0.0.1:\(port)/postgres" }
+    /// A connection URL for the `postgres` database as ``nodeRole``, the node's role.
+    public var nodeURL: String { "postgres://\(Self.nodeRole)@127.0.0.1:\(port)/postgres" }
     /// The data directory.
     public var dataDirectory: String { directory + "/data" }
     /// The server's log file.
@@ -133,6 +145,7 @@ public final class ThrowawayPostgres: Sendable {
                     try handle.close()
                 }
             }
+            try psql("CREATE ROLE \(Self.nodeRole) LOGIN REPLICATION")
         } catch {
             if FileManager.default.fileExists(atPath: dataDirectory + "/postmaster.pid") {
                 _ = try? runAsServer(binaries + "/pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "stop"])
@@ -195,6 +208,31 @@ public final class ThrowawayPostgres: Sendable {
     public func psql(_ sql: String, database: String = "postgres") throws -> String {
         try Self.run(binaries + "/psql", ["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", "\(port)",
                                           "-U", Self.user, "-d", database, "-c", sql])
+    }
+
+    /// Applies, as the superuser, what an administrator sets up for a node of `tables` that
+    /// runs as ``nodeRole`` (``PostgresSetup``: the publication, the node's own tables, the grants,
+    /// the event triggers); `writes` are the tables clients write. Idempotent.
+    public func setUpNode(tables: [String], writes: [String] = [], publication: String = "ripple_sync") throws {
+        let setup = PostgresSetup(role: Self.nodeRole, tables: tables, writes: writes, publication: publication)
+        try setup.validate()
+        // One at a time: nodes of one cluster started at once would make the same tables and
+        // function at once, which Postgres refuses (a duplicate type, a tuple updated concurrently).
+        try setupLock.withLock { _ = try psql(setup.script) }
+    }
+
+    /// `setUpNode(tables:writes:publication:)`, without holding a cooperative thread.
+    public func setUpNode(tables: [String], writes: [String] = [], publication: String = "ripple_sync") async throws {
+        try await onOwnThread("postgres") { try self.setUpNode(tables: tables, writes: writes, publication: publication) }
+    }
+
+    /// Drops the event triggers the node's setup makes (the node then sees schema changes from
+    /// pgoutput's relation messages and its catalog check only, as on a managed Postgres).
+    public func dropEventTriggers() async throws {
+        try await psql("""
+            DROP EVENT TRIGGER IF EXISTS ripple_sync_ddl_end; DROP EVENT TRIGGER IF EXISTS ripple_sync_drop;
+            DROP EVENT TRIGGER IF EXISTS ripple_sync_rewrite
+            """)
     }
 
     /// Runs `pgbench` against the cluster with `arguments` (host, port and user are given).

@@ -12,7 +12,7 @@ struct ServerCommand: AsyncParsableCommand {
         commandName: "ripple-server",
         abstract: "Ripple Sync: PostgreSQL's commits as live changesets over WebSocket.",
         subcommands: [ServeCommand.self, DemoCommand.self, SubscribeCommand.self, TokenCommand.self, StressCommand.self,
-                      RelaunchChildCommand.self],
+                      SetupCommand.self, CheckCommand.self, RelaunchChildCommand.self],
         defaultSubcommand: ServeCommand.self
     )
 }
@@ -35,7 +35,7 @@ struct ServeCommand: AsyncParsableCommand {
             SIGINT or SIGTERM stops the node gracefully: sockets are told retry_later and closed, then the node stops and exits with status 0.
             """)
 
-    @Option(help: "The database: postgres://user[:password]@host[:port]/database (a superuser: the node makes a publication, a replication slot and event triggers).")
+    @Option(help: "The database: postgres://user[:password]@host[:port]/database (a role with REPLICATION, set up with ripple-server setup; a superuser makes what is missing itself).")
     var postgres: String
 
     @Option(help: ArgumentHelp("The synced tables of the public schema, comma-separated: todos,tags (each needs a primary key).",

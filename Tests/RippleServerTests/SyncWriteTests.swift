@@ -228,6 +228,7 @@ import Testing
                         RETURN NEW;
                     END $$;
                 CREATE TRIGGER counters_busy BEFORE UPDATE ON counters FOR EACH ROW EXECUTE FUNCTION refuse_while_busy();
+                GRANT SELECT ON busy TO \(ThrowawayPostgres.nodeRole);
                 """)
             let (socket, _) = try await self.socket(node, "alice")
             defer { socket.close() }

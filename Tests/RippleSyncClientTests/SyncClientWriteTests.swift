@@ -192,6 +192,7 @@ struct SyncClientWriteTests {
                     RETURN NEW;
                 END $$;
                 CREATE TRIGGER counters_slow BEFORE UPDATE ON counters FOR EACH ROW EXECUTE FUNCTION slow_down();
+                GRANT SELECT ON push_gate TO \(ThrowawayPostgres.nodeRole);
                 """)
             let directory = try TemporaryDirectory()
             let path = directory.path("alice.sqlite")

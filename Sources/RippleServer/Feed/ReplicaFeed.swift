@@ -15,6 +15,11 @@ public struct FeedConfiguration: Sendable {
     public var publication = "ripple_sync"
     /// At most this many changes per peek (whole transactions: a peek may end past it).
     public var batchSize = 10_000
+    /// How often, while following, the feed compares the synced tables' columns
+    /// in Postgres's catalog with the replica's (``ReplicaFeed/checkCatalog()``): how soon a
+    /// schema change with no later write is seen when there are no event triggers. `nil`: never.
+    /// 5 s.
+    public var catalogCheckInterval: Duration? = .seconds(5)
 
     public init(tables: [String]) { self.tables = tables }
 }
@@ -109,6 +114,8 @@ public actor ReplicaFeed {
     private let textFormsSet = Locked<Set<PostgresConnection.ID>>([])
     /// The relations pgoutput described, by OID.
     private var relations: [UInt32: PGOutput.Relation] = [:]
+    /// The synced tables' OIDs when last described (a table dropped and made again has another).
+    private var oids: [String: UInt32] = [:]
     /// The end LSN of the last transaction the replica holds.
     public private(set) var appliedLSN = PGOutput.LSN(0)
     /// The position from which the replica is exact (the initial copy's).
@@ -170,23 +177,15 @@ public actor ReplicaFeed {
                 .flatMap(PGOutput.LSN.init),
              try db.fetchValue("SELECT value FROM ripple_replica WHERE key = 'tables'", as: String.self))
         }
-        for name in configuration.tables { tables[name] = try await describe(name) }
-        _ = try await client.gatheredRows("CREATE TABLE IF NOT EXISTS ripple_sync_nodes (slot name PRIMARY KEY, replica uuid NOT NULL)",
-                               logger: logger)
-        try await installDDLTriggers()
-        // The publication lists exactly the synced tables (made, or set again when the
-        // configuration changed).
-        let list = configuration.tables.map(SQLIdentifier.quoted).joined(separator: ", ")
-        let publication = SQLIdentifier.quoted(configuration.publication)
-        if try await rows("SELECT 1 FROM pg_publication WHERE pubname = \(configuration.publication)").isEmpty {
-            _ = try await client.gatheredRows(PostgresQuery(unsafeSQL: "CREATE PUBLICATION \(publication) FOR TABLE \(list)"), logger: logger)
+        if try await PostgresReadiness.isSuperuser(client, logger: logger) {
+            for name in configuration.tables { tables[name] = try await describe(name) }
+            try await makeWhatIsMissing()
         } else {
-            let published = try await rows("""
-                SELECT tablename::text FROM pg_publication_tables WHERE pubname = \(configuration.publication) AND schemaname = 'public'
-                """).map { $0[0] }
-            if Set(published) != Set(configuration.tables) {
-                _ = try await client.gatheredRows(PostgresQuery(unsafeSQL: "ALTER PUBLICATION \(publication) SET TABLE \(list)"), logger: logger)
-            }
+            // A role that is not a superuser makes nothing: an administrator did
+            // (``PostgresSetup``); what is missing is said in plain words, with the command.
+            try await PostgresReadiness.requireSetup(client, tables: configuration.tables, publication: configuration.publication,
+                                                     slot: configuration.slot, logger: logger)
+            for name in configuration.tables { tables[name] = try await describe(name) }
         }
         let slot = try await rows("""
             SELECT coalesce(s.wal_status, ''), coalesce(n.replica::text, '') FROM pg_replication_slots AS s
@@ -216,34 +215,31 @@ public actor ReplicaFeed {
         try await copy(replayingFrom: start)
     }
 
-    /// Installs the event triggers that tell the slot of schema changes (row decoding alone
-    /// does not: an added column's default changes every row without a row change): each emits
-    /// a transactional logical message, prefix `ripple_ddl`, naming the table, which arrives in
-    /// the slot with the change's commit.
+    /// What a superuser's node makes itself when missing: `ripple_sync_nodes`, the event
+    /// triggers, and the publication, which lists exactly the synced tables (made, or set again
+    /// when the configuration changed).
+    private func makeWhatIsMissing() async throws {
+        _ = try await client.gatheredRows(PostgresQuery(unsafeSQL: PostgresSetup.nodesTable), logger: logger)
+        try await installDDLTriggers()
+        let list = configuration.tables.map(SQLIdentifier.quoted).joined(separator: ", ")
+        let publication = SQLIdentifier.quoted(configuration.publication)
+        if try await rows("SELECT 1 FROM pg_publication WHERE pubname = \(configuration.publication)").isEmpty {
+            _ = try await client.gatheredRows(PostgresQuery(unsafeSQL: "CREATE PUBLICATION \(publication) FOR TABLE \(list)"), logger: logger)
+        } else {
+            let published = try await rows("""
+                SELECT tablename::text FROM pg_publication_tables WHERE pubname = \(configuration.publication) AND schemaname = 'public'
+                """).map { $0[0] }
+            if Set(published) != Set(configuration.tables) {
+                _ = try await client.gatheredRows(PostgresQuery(unsafeSQL: "ALTER PUBLICATION \(publication) SET TABLE \(list)"), logger: logger)
+            }
+        }
+    }
+
+    /// Installs the event triggers that tell the slot of schema changes (see ``DDLTriggers``):
+    /// a superuser's node does it itself.
     private func installDDLTriggers() async throws {
-        _ = try await client.gatheredRows("""
-            CREATE OR REPLACE FUNCTION ripple_sync_ddl() RETURNS event_trigger LANGUAGE plpgsql AS $$
-            DECLARE
-                changed record;
-            BEGIN
-                IF TG_EVENT = 'table_rewrite' THEN
-                    PERFORM pg_logical_emit_message(true, 'ripple_ddl', json_build_object('event', TG_EVENT,
-                        'table', pg_event_trigger_table_rewrite_oid()::regclass::text)::text);
-                ELSIF TG_EVENT = 'sql_drop' THEN
-                    FOR changed IN SELECT * FROM pg_event_trigger_dropped_objects() WHERE object_type IN ('table', 'table column') LOOP
-                        PERFORM pg_logical_emit_message(true, 'ripple_ddl', json_build_object('event', TG_EVENT,
-                            'table', changed.address_names[2], 'kind', changed.object_type)::text);
-                    END LOOP;
-                ELSE
-                    FOR changed IN SELECT * FROM pg_event_trigger_ddl_commands() WHERE object_type = 'table' LOOP
-                        PERFORM pg_logical_emit_message(true, 'ripple_ddl', json_build_object('event', TG_EVENT,
-                            'table', changed.objid::regclass::text, 'tag', changed.command_tag)::text);
-                    END LOOP;
-                END IF;
-            END $$
-            """, logger: logger)
-        for (name, event) in [("ripple_sync_ddl_end", "ddl_command_end"), ("ripple_sync_drop", "sql_drop"),
-                              ("ripple_sync_rewrite", "table_rewrite")] {
+        _ = try await client.gatheredRows(PostgresQuery(unsafeSQL: DDLTriggers.function), logger: logger)
+        for (name, event) in DDLTriggers.triggers {
             if try await rows("SELECT 1 FROM pg_event_trigger WHERE evtname = \(name)").isEmpty {
                 _ = try await client.gatheredRows(PostgresQuery(unsafeSQL: "CREATE EVENT TRIGGER \(name) ON \(event) EXECUTE FUNCTION ripple_sync_ddl()"),
                                        logger: logger)
@@ -251,11 +247,12 @@ public actor ReplicaFeed {
         }
     }
 
-    /// The columns and key of Postgres table `name`.
+    /// The columns and key of Postgres table `name` (its OID recorded in ``oids``).
     private func describe(_ name: String) async throws -> Table {
         let columns = try await rows(PostgresCatalog.columns(of: name))
         let key = try await rows(PostgresCatalog.primaryKey(of: name)).map { $0[0] }
         let described = columns.map { (name: $0[0], type: UInt32($0[1]) ?? 0) }
+        oids[name] = try await rows("SELECT \(SQLIdentifier.quoted(name))::regclass::oid::int8::text").first.flatMap { UInt32($0[0]) }
         guard !key.isEmpty else { throw FeedError("table \(name) has no primary key: a synced table needs one") }
         return Table(name: name, columns: described, key: key.compactMap { column in described.firstIndex { $0.name == column } })
     }
@@ -378,7 +375,7 @@ public actor ReplicaFeed {
                         // A schema change: its tables are described and copied again from a
                         // snapshot after it (later transactions replay onto the copy), in the
                         // same replica commit as the transaction's other changes.
-                        let changed = Self.changedTables(in: transaction, relations: relations, tables: tables)
+                        let changed = Self.changedTables(in: transaction, relations: relations, tables: tables, oids: oids)
                         let recopy = changed.isEmpty ? nil : try await recopy(changed)
                         if let recopy { tellSchemaChanges(recopy) }
                         try await apply(transaction, commit: commit, recopy: recopy)
@@ -417,15 +414,23 @@ public actor ReplicaFeed {
     /// `activePollInterval`, when given, for ``activeWindow`` after it last moved — and catches
     /// up whenever it moved, until the task is cancelled. `read` hears each position the replica has read
     /// through (after a catch-up, and at each look that found nothing new); `progress`, each look
-    /// answered and each transaction applied.
+    /// answered and each transaction applied. Every ``FeedConfiguration/catalogCheckInterval``
+    /// it also checks the catalog (``checkCatalog()``).
     ///
     /// - Throws: what ``catchUp(confirm:progress:)`` throws; `CancellationError` when cancelled.
     public func follow(pollInterval: Duration = .milliseconds(5), activePollInterval: Duration? = nil,
                        read: @Sendable (PGOutput.LSN) -> Void = { _ in }, progress: @Sendable () -> Void = {}) async throws {
         var seen = PGOutput.LSN(0)
         var movedAt = ContinuousClock.now - Self.activeWindow
+        var checkedAt = ContinuousClock.now
         while true {
             try Task.checkCancellation()
+            // (Busy or not: a table changed with no write since is told by the catalog alone,
+            // however busy the other tables are.)
+            if let interval = configuration.catalogCheckInterval, ContinuousClock.now - checkedAt >= interval {
+                try await checkCatalog()
+                checkedAt = .now
+            }
             let flushed = try await flushedPosition()
             progress()
             if flushed != seen {
@@ -439,6 +444,50 @@ public actor ReplicaFeed {
                 try await Task.sleep(for: active ?? pollInterval)
             }
         }
+    }
+
+    /// Compares the synced tables' columns and types in Postgres's catalog (`pg_attribute`), and
+    /// their OIDs, with the replica's; each table that differs — a column added, dropped or
+    /// retyped with no row written since, a table dropped or made again — is told to the slot in a
+    /// `ripple_ddl` message (`"event": "catalog_check"`, with what the catalog says), which the
+    /// feed handles at its position like an event trigger's: the table is described and copied
+    /// again. A node that knows the table as the message says already (its relation messages
+    /// told it, or another node's check came first) does nothing more. Returns the tables told.
+    ///
+    /// Without event triggers (a role that is not a superuser), this and pgoutput's relation
+    /// messages are how schema changes are seen; ``follow(pollInterval:activePollInterval:read:progress:)``
+    /// runs it every ``FeedConfiguration/catalogCheckInterval``.
+    @discardableResult
+    public func checkCatalog() async throws -> [String] {
+        let names = configuration.tables.filter { tables[$0] != nil }
+        guard !names.isEmpty else { return [] }
+        // Each table's OID, columns and their types, in the form of ``signature(of:tables:oids:)``.
+        let found = try await rows("""
+            SELECT c.relname::text, c.oid::int8::text || '|' || coalesce((
+                SELECT string_agg(a.attname || ':' || a.atttypid::int8::text, ',' ORDER BY a.attnum) FROM pg_attribute AS a
+                WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '')
+            FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+            WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relname::text = ANY(\(names))
+            """)
+        let catalog = Dictionary(found.map { ($0[0], $0[1]) }, uniquingKeysWith: { first, _ in first })
+        var told: [String] = []
+        for name in names {
+            let signature = catalog[name] ?? ""
+            guard signature != Self.signature(of: name, tables: tables, oids: oids) else { continue }
+            let content = try JSONSerialization.data(withJSONObject: ["event": "catalog_check", "table": name, "signature": signature],
+                                                     options: [.sortedKeys])
+            _ = try await client.gatheredRows("""
+                SELECT pg_logical_emit_message(true, 'ripple_ddl', \(String(decoding: content, as: UTF8.self)))::text
+                """, logger: logger)
+            told.append(name)
+        }
+        return told
+    }
+
+    /// Synced table `name`'s OID, columns and their types as the feed knows them (`""`: gone).
+    private static func signature(of name: String, tables: [String: Table], oids: [String: UInt32]) -> String {
+        guard let table = tables[name] else { return "" }
+        return "\(oids[name] ?? 0)|" + table.columns.map { "\($0.name):\($0.type)" }.joined(separator: ",")
     }
 
     /// How long after the WAL last moved ``follow(pollInterval:activePollInterval:read:progress:)`` looks
@@ -552,16 +601,24 @@ public actor ReplicaFeed {
         if let version { onCommit?(ReplicaCommit(version: version, position: commit.commitLSN, isCopy: false, reshapedTables: reshaped)) }
     }
 
-    /// The synced tables whose schema a transaction changed: named by a `ripple_ddl` message,
+    /// The synced tables whose schema a transaction changed: named by a `ripple_ddl` message (an
+    /// event trigger's; a catalog check's, unless the feed knows the table as it says already),
     /// or described by pgoutput with other columns than the replica's.
     private static func changedTables(in transaction: [PGOutput.Message], relations: [UInt32: PGOutput.Relation],
-                                      tables: [String: Table]) -> Set<String> {
+                                      tables: [String: Table], oids: [String: UInt32]) -> Set<String> {
         var changed: Set<String> = []
         for message in transaction {
             switch message {
             case .message(let message) where message.prefix == "ripple_ddl":
                 guard let object = try? JSONSerialization.jsonObject(with: Data(message.content)) as? [String: Any],
                       let name = object["table"] as? String else { continue }
+                if object["event"] as? String == "catalog_check" {
+                    // What the catalog said when checked: the feed may know it already.
+                    if let said = object["signature"] as? String, said != signature(of: name, tables: tables, oids: oids) {
+                        changed.insert(name)
+                    }
+                    continue
+                }
                 // `public.items`, `items` or a quoted name, as regclass prints it.
                 let bare = name.hasPrefix("public.") ? String(name.dropFirst("public.".count)) : name
                 let unquoted = bare.hasPrefix("\"") && bare.hasSuffix("\"") && bare.count >= 2

@@ -71,6 +71,7 @@ public final class SyncServer: Service, Sendable {
         feedConfiguration.slot = configuration.slot
         feedConfiguration.publication = configuration.publication
         feedConfiguration.batchSize = configuration.feedBatchSize
+        feedConfiguration.catalogCheckInterval = configuration.catalogCheckInterval
         let hubs = hubs
         let writer = writer
         feed = ReplicaFeed(store: store, client: client, configuration: feedConfiguration, onCommit: { commit in

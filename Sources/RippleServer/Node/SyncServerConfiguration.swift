@@ -75,6 +75,10 @@ public struct SyncServerConfiguration: Sendable {
     /// The most changes the feed asks Postgres for at once (a peek); it peeks again while the
     /// slot gives it that many. 10,000.
     public var feedBatchSize = 10_000
+    /// How often the feed compares the synced tables' columns in the
+    /// catalog with the replica's (``FeedConfiguration/catalogCheckInterval``): without event
+    /// triggers, how soon a column added with no later write is seen. 5 s; `nil`: never.
+    public var catalogCheckInterval: Duration? = .seconds(5)
 
     /// How long a node that shuts down gracefully waits for its parts (sockets told to come
     /// back later and closing, a push finishing, the feed) before it cancels what still runs,

@@ -14,6 +14,13 @@ import RippleSync
 /// its result stored last; a rejected mutation undone alone, its counter moved again with the
 /// rejection stored.
 enum MutationBatch {
+    /// The function's body as Postgres keeps it (`prosrc`, trimmed): a function with another is
+    /// of another version of Ripple.
+    static var body: String {
+        let parts = function.components(separatedBy: "$fn$")
+        return parts.count == 3 ? parts[1].trimmingCharacters(in: .whitespacesAndNewlines) : ""
+    }
+
     /// The function, made (or replaced) by ``MutationWriter/prepare()``. A failure that passes
     /// (a serialization failure, a deadlock, a lost connection or server) is raised again: the
     /// node tries the whole batch again. A mutation the node already refused (`reject`) only moves

@@ -68,21 +68,31 @@ public final class MutationWriter: Sendable {
         (self.client, self.rules, self.resolvers, self.logger) = (client, rules, resolvers, logger)
     }
 
-    /// Creates the server's own tables when missing.
+    /// Creates the server's own tables and function when missing, when the node's role is a
+    /// superuser; a role that is not finds them made by an administrator (``PostgresSetup``:
+    /// the feed's ``ReplicaFeed/prepare()`` says what is missing).
     public func prepare() async throws {
-        _ = try await client.gatheredRows("""
-            CREATE TABLE IF NOT EXISTS ripple_sync_clients (
-                client_id uuid PRIMARY KEY DEFAULT gen_random_uuid(), user_id text NOT NULL,
-                last_mutation_id int8 NOT NULL DEFAULT 0, created_at timestamptz NOT NULL DEFAULT now())
-            """, logger: logger)
-        _ = try await client.gatheredRows("""
-            CREATE TABLE IF NOT EXISTS ripple_sync_results (
-                client_id uuid NOT NULL REFERENCES ripple_sync_clients ON DELETE CASCADE, mutation_id int8 NOT NULL,
-                status text NOT NULL, code text, constraint_name text, message text,
-                applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (client_id, mutation_id))
-            """, logger: logger)
+        guard try await PostgresReadiness.isSuperuser(client, logger: logger) else { return }
+        for statement in Self.tableStatements {
+            _ = try await client.gatheredRows(PostgresQuery(unsafeSQL: statement), logger: logger)
+        }
         _ = try await client.gatheredRows(PostgresQuery(unsafeSQL: MutationBatch.function), logger: logger)
     }
+
+    /// The server's own tables: each client id with its last mutation, and each mutation's result.
+    static let tableStatements = [
+        """
+        CREATE TABLE IF NOT EXISTS ripple_sync_clients (
+            client_id uuid PRIMARY KEY DEFAULT gen_random_uuid(), user_id text NOT NULL,
+            last_mutation_id int8 NOT NULL DEFAULT 0, created_at timestamptz NOT NULL DEFAULT now())
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS ripple_sync_results (
+            client_id uuid NOT NULL REFERENCES ripple_sync_clients ON DELETE CASCADE, mutation_id int8 NOT NULL,
+            status text NOT NULL, code text, constraint_name text, message text,
+            applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (client_id, mutation_id))
+        """,
+    ]
 
     /// The client id for `user` on a device that claims `claimed` (the id the server gave it
     /// before), and the last mutation applied under it. An id the server does not know, or one
