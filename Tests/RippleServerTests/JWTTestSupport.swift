@@ -3,6 +3,7 @@ import CryptoExtras
 import Crypto
 import Foundation
 import Hummingbird
+import Logging
 import Ripple
 import NIOCore
 import RippleServer
@@ -134,7 +135,8 @@ final class TestJWKSServer: Sendable {
             return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: jwks)))
         }
         let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                              onServerRunning: { channel in listening.withLock { $0 = channel.localAddress?.port } })
+                              onServerRunning: { channel in listening.withLock { $0 = channel.localAddress?.port } },
+                              logger: Logger(label: "jwks", factory: { _ in SwiftLogNoOpLogHandler() }))
         let task = Task { try await app.runService() }
         func stop() async throws {
             task.cancel()

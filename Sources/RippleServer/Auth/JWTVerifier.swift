@@ -31,10 +31,12 @@ public actor JWTVerifier {
     /// How many times the URLs were fetched (for tests and logs).
     public private(set) var fetches = 0
 
-    /// A verifier of `configuration`'s keys.
+    /// A verifier of `configuration`'s keys, logging its JWKS fetches to `logger` (by default,
+    /// nowhere).
     ///
     /// - Throws: ``JWTKeyError`` when a configured key cannot be read.
-    public init(_ configuration: JWTConfiguration, logger: Logger = Logger(label: "ripple.jwt")) throws {
+    public init(_ configuration: JWTConfiguration,
+                logger: Logger = Logger(label: "ripple.jwt", factory: { _ in SwiftLogNoOpLogHandler() })) throws {
         self.configuration = configuration
         self.logger = logger
         var fixed = JWTKeySet()
