@@ -13,6 +13,7 @@ import RippleSync
 /// `Cache-Control: max-age`, and fetched again when a token names a key it lacks (at most once
 /// per ``JWTConfiguration/minimumRefetchInterval``).
 public actor JWTVerifier {
+    /// The keys, the expected claims and the leeway.
     public let configuration: JWTConfiguration
     private let logger: Logger
     /// The keys from configuration (secrets, PEM keys, JWKS files).
@@ -28,7 +29,7 @@ public actor JWTVerifier {
     private var fetching: Task<Void, Never>?
     /// Why the last fetch failed (said in refusals while no key is known).
     private var fetchFailure: String?
-    /// How many times the URLs were fetched (for tests and logs).
+    /// How many times the JWKS URLs were fetched.
     public private(set) var fetches = 0
 
     /// A verifier of `configuration`'s keys, logging its JWKS fetches to `logger` (by default,

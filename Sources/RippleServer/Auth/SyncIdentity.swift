@@ -27,10 +27,15 @@ public struct SyncIdentity: Hashable, Sendable {
 
 /// One claim's value, as the token's JSON holds it.
 public enum SyncClaim: Hashable, Sendable, Decodable {
+    /// A string (a rule compares it as text).
     case string(String)
+    /// A whole number within 64 bits.
     case integer(Int64)
+    /// Any other number.
     case number(Double)
+    /// `true` or `false`.
     case bool(Bool)
+    /// An array: with `in`, each element (each a string, number or boolean).
     case array([SyncClaim])
     /// `null` (in a rule, it equals nothing).
     case null

@@ -45,8 +45,8 @@ import RippleSync
 /// the token lacks, or holds as another type (an array with `=`, an object), is refused with
 /// `forbidden` naming the claim: a token that does not say what the rules need is a mistake of
 /// the identity provider's configuration, which matching no rows would hide. An empty array
-/// claim with `in` matches no rows. Write rules name the user only (a claim in a write rule
-/// refuses the write).
+/// claim with `in` matches no rows. Write rules name the user only: a rules file whose write
+/// rule uses a claim is refused when it is read.
 ///
 /// A client's sub-query gets the read rule of the table it reads (see ``restrict(_:to:)``), so
 /// it sees only rows the user may read; a rule's own sub-queries are evaluated as written.
@@ -94,7 +94,12 @@ public struct SyncRules: Decodable, Sendable {
             } else if (try? container.decode(Bool.self, forKey: .write)) == true {
                 write = .everyone
             } else {
-                write = .rows(try container.decode(RuleFilter.self, forKey: .write))
+                let rule = try container.decode(RuleFilter.self, forKey: .write)
+                guard rule.claimsUsed.isEmpty else {
+                    throw DecodingError.dataCorruptedError(forKey: .write, in: container,
+                                                           debugDescription: "a write rule names the user only, not claims")
+                }
+                write = .rows(rule)
             }
         }
     }
@@ -119,9 +124,7 @@ public struct SyncRules: Decodable, Sendable {
         switch tables[table]?.write {
         case nil: throw RulesError("the rules let no one write table \(table)")
         case .everyone?: return nil
-        case .rows(let rule)?:
-            guard rule.claimsUsed.isEmpty else { throw RulesError("the write rule of \(table) uses claims; write rules name the user only") }
-            return try rule.filter(for: SyncIdentity(user: user))
+        case .rows(let rule)?: return rule.filter(for: user)
         }
     }
 
