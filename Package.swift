@@ -40,6 +40,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // Ripple Sync's Swift client: a WebSocket client that runs wherever SwiftNIO does.
         .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
+        // Ripple Sync's server: JSON Web Tokens from an app's identity provider (JWKS over HTTP).
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         // The Heckel diff engine: no dependency on SQLite or Foundation.
@@ -94,6 +97,8 @@ let package = Package(
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Sync"])),
             .product(name: "CoreMetrics", package: "swift-metrics", condition: .when(traits: ["Sync"])),
             .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Sync"])),
+            .product(name: "JWTKit", package: "jwt-kit", condition: .when(traits: ["Sync"])),
+            .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["Sync"])),
         ], resources: [
             // The live-list web page the node serves, compiled into the binary (no bundle to find).
             .embedInCode("HTTP/live-list.html"), .embedInCode("HTTP/live-list.js"),
@@ -128,6 +133,10 @@ let package = Package(
             .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Sync"])),
             .product(name: "NIOEmbedded", package: "swift-nio", condition: .when(traits: ["Sync"])),
             .product(name: "NIOWebSocket", package: "swift-nio", condition: .when(traits: ["Sync"])),
+            // The JWT tests: a JWKS served over HTTP, keys made and tokens signed with swift-crypto.
+            .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Sync"])),
+            .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["Sync"])),
+            .product(name: "CryptoExtras", package: "swift-crypto", condition: .when(traits: ["Sync"])),
         ]),
         // The client's tests: its connection machine without sockets, and the client against a real node.
         .testTarget(name: "RippleSyncClientTests", dependencies: [

@@ -75,9 +75,11 @@ extension ClientMessage {
             return .ping
         case "push":
             return .push(mutations: try fields.mutations(try fields.required("mutations")))
+        case "auth":
+            return .auth(token: try fields.string("token"))
         default:
             throw ClientMessageRefusal(code: .unknownMessage, message: "there is no message \(JSONBytes.quoted(type)) "
-                                       + "(hello, subscribe, unsubscribe, ping, push)", id: nil)
+                                       + "(hello, subscribe, unsubscribe, ping, push, auth)", id: nil)
         }
     }
 

@@ -77,7 +77,7 @@ package struct FrameReader {
 extension FrameReader {
     /// The message types, by their `type`.
     private enum MessageType: String {
-        case welcome, changes, heartbeat, pong, error, pushed
+        case welcome, changes, heartbeat, pong, error, pushed, authed
 
         /// Whether a message of this type has `field` (every other key is skipped).
         func has(_ field: Field) -> Bool {
@@ -88,6 +88,7 @@ extension FrameReader {
             case (.changes, .lsn), (.changes, .snapshots), (.changes, .changesets): true
             case (.heartbeat, .lsn), (.pong, .lsn): true
             case (.error, .code), (.error, .message), (.error, .id): true
+            case (.authed, .expires): true
             default: false
             }
         }
@@ -110,6 +111,7 @@ extension FrameReader {
         var client: String?
         var lastMutation: Int64?
         var results: [MutationResult]?
+        var expires: Int64?
     }
 
     /// Reads the message object; `type` may stand anywhere in it.
@@ -169,6 +171,8 @@ extension FrameReader {
         case .error:
             return .error(code: SyncErrorCode(rawValue: try required(fields.code, "code")) ?? .internalError,
                           message: try required(fields.message, "message"), id: fields.id)
+        case .authed:
+            return .authed(expires: try required(fields.expires, "expires"))
         }
     }
 
@@ -198,6 +202,7 @@ extension FrameReader {
         case .maxMessageBytes: fields.maxMessageBytes = try readInteger(for: "`max_message_bytes`")
         case .client: fields.client = readNull() ? nil : try readString(for: "`client`")
         case .lastMutation: fields.lastMutation = readNull() ? nil : Int64(try readInteger(for: "`last_mutation`"))
+        case .expires: fields.expires = Int64(try readInteger(for: "`expires`"))
         case .results:
             fields.results = try readArray(of: "`results`") { (reader: inout FrameReader) throws(SyncFrameError) in
                 try reader.readMutationResult()
@@ -552,6 +557,7 @@ extension FrameReader {
         case deletes, inserts, moves, updates
         case client, lastMutation, results, status, constraint
         case included, counts, put, delete
+        case expires
         case other
 
         init(name: String) {
@@ -586,6 +592,7 @@ extension FrameReader {
             case "counts": self = .counts
             case "put": self = .put
             case "delete": self = .delete
+            case "expires": self = .expires
             default: self = .other
             }
         }

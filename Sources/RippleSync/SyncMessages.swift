@@ -40,6 +40,11 @@ public enum ClientMessage: Hashable, Sendable {
     /// Mutations to apply, in the order of their ids (see ``Mutation``); the server answers with
     /// `pushed`.
     case push(mutations: [Mutation])
+    /// Replaces the socket's token before it expires (a compatible extension of protocol 1):
+    /// the server answers `authed` with the new expiry, keeping the socket's subscriptions, or
+    /// refuses with an `error` (and closes the socket) when the token is not valid, names
+    /// another user, or carries other values of the claims the rules use.
+    case auth(token: String)
 }
 
 extension ClientMessage: Codable {
@@ -66,6 +71,8 @@ extension ClientMessage: Codable {
             self = .ping
         case "push":
             self = .push(mutations: try container.decode([Mutation].self, forKey: .mutations))
+        case "auth":
+            self = .auth(token: try container.decode(String.self, forKey: .token))
         default:
             throw DecodingError.dataCorruptedError(forKey: .type, in: container, debugDescription: "unknown message type \(type)")
         }
@@ -93,6 +100,9 @@ extension ClientMessage: Codable {
         case .push(let mutations):
             try container.encode("push", forKey: .type)
             try container.encode(mutations, forKey: .mutations)
+        case .auth(let token):
+            try container.encode("auth", forKey: .type)
+            try container.encode(token, forKey: .token)
         }
     }
 }
@@ -142,6 +152,9 @@ public enum ServerMessage: Hashable, Sendable {
     case error(code: SyncErrorCode, message: String, id: String?)
     /// The answer to `push`: what became of each mutation, in order.
     case pushed(results: [MutationResult])
+    /// The answer to `auth`: the socket's token is the new one, valid until `expires` (seconds
+    /// since 1970); its subscriptions go on.
+    case authed(expires: Int64)
 
     /// The fields of `welcome`.
     public struct Welcome: Codable, Hashable, Sendable {
@@ -192,10 +205,34 @@ public enum SyncErrorCode: String, Codable, Hashable, Sendable, CaseIterable {
     /// A message other than `hello` came before `hello`, or a second `hello` came; or no valid
     /// `hello` came within the server's time for it (then the socket closes).
     case outOfOrder = "out_of_order"
-    /// The token is not valid: malformed, forged, or signed with another secret (the socket closes).
+    /// The token is not valid: forged, or signed with another secret (the socket closes). The
+    /// node's own `v1.` tokens are refused with this code; JSON Web Tokens with the `token_…`
+    /// codes below, which say why.
     case unauthorized
-    /// The token's expiry passed, at `hello` or later on an open socket (the socket closes).
+    /// The token's expiry passed, at `hello`, at `auth`, or later on an open socket (the socket
+    /// closes).
     case tokenExpired = "token_expired"
+    /// The token is not a JSON Web Token the node can read (not three base64url parts, a header
+    /// or payload that is not a JSON object, no user claim, no `exp`). The socket closes.
+    case tokenMalformed = "token_malformed"
+    /// The token's signature does not match the key it names (the socket closes).
+    case tokenBadSignature = "token_bad_signature"
+    /// The token names a key (`kid`) that the node does not have, even after fetching its
+    /// JWKS again (the socket closes).
+    case tokenUnknownKey = "token_unknown_key"
+    /// The token's `alg` is `none`, not one the node verifies (HS256, RS256, ES256, EdDSA), or
+    /// not the algorithm of the key it names (the socket closes).
+    case tokenUnsupportedAlgorithm = "token_unsupported_algorithm"
+    /// The token's `aud` does not name the audience the node expects (the socket closes).
+    case tokenWrongAudience = "token_wrong_audience"
+    /// The token's `iss` is not the issuer the node expects (the socket closes).
+    case tokenWrongIssuer = "token_wrong_issuer"
+    /// The token's `nbf` is still ahead (beyond the node's leeway; the socket closes).
+    case tokenNotYetValid = "token_not_yet_valid"
+    /// An `auth` renewal names another user, or other values of the claims the rules use, than
+    /// the socket's token: the socket closes; connect again with the new token (subscriptions
+    /// resume).
+    case tokenIdentityChanged = "token_identity_changed"
     /// The query does not fit the table: unknown table or column, a value of the wrong type, an
     /// operator the column's type does not support, a limit of the node's exceeded; or the
     /// replica cannot run it. The subscription was not made.
@@ -232,7 +269,7 @@ public enum SyncErrorCode: String, Codable, Hashable, Sendable, CaseIterable {
 }
 
 extension ServerMessage: Decodable {
-    enum CodingKeys: String, CodingKey { case type, lsn, snapshots, changesets, code, message, id, results }
+    enum CodingKeys: String, CodingKey { case type, lsn, snapshots, changesets, code, message, id, results, expires }
 
     /// Reads a frame the server sent. An error code this library does not know reads as
     /// ``SyncErrorCode/internalError``.
@@ -255,6 +292,7 @@ extension ServerMessage: Decodable {
                           message: try container.decode(String.self, forKey: .message),
                           id: try container.decodeIfPresent(String.self, forKey: .id))
         case "pushed": self = .pushed(results: try container.decode([MutationResult].self, forKey: .results))
+        case "authed": self = .authed(expires: try container.decode(Int64.self, forKey: .expires))
         default:
             throw DecodingError.dataCorruptedError(forKey: .type, in: container, debugDescription: "unknown message type \(type)")
         }
@@ -317,6 +355,8 @@ extension ServerMessage {
                 out.raw("}")
             }
             out.raw("]}")
+        case .authed(let expires):
+            out.raw(#"{"type":"authed","expires":"#); out.integer(expires); out.raw("}")
         }
         return out.bytes
     }

@@ -31,7 +31,7 @@ public actor SyncClient {
     /// Each connection attempt takes the next, so a client whose node goes away reconnects to
     /// another and resumes there (nodes of one Postgres cluster share positions).
     public nonisolated let urls: [String]
-    private let token: @Sendable () async throws -> String
+    let token: @Sendable () async throws -> String
     private let logger: Logger
     /// What happens on the connection, for an app's status line and for tests. It keeps the
     /// newest 10,000 events not read yet; iterate it from one task at a time.
@@ -507,7 +507,7 @@ public actor SyncClient {
             try? await Task.sleep(for: .milliseconds(100))
         }
     }
-    private func isCurrent(_ number: Int) -> Bool { machine.isCurrent(number) }
+    func isCurrent(_ number: Int) -> Bool { machine.isCurrent(number) }
 
     /// The connection's state in words, for a stress run's findings.
     package func connectionState() -> String {
@@ -524,6 +524,7 @@ public actor SyncClient {
         outbound = writer
         for id in subscriptions.keys { subscriptions[id]?.live = false }
         await send(.hello(protocol: SyncProtocol.version, token: token, client: client ?? ""))
+        renewTokens(on: number, current: token)
         for id in subscriptions.keys.sorted() { await sendSubscribe(id) }
         return true
     }
@@ -537,7 +538,7 @@ public actor SyncClient {
         await send(.subscribe(id: id, query: subscription.query, resume: resume))
     }
 
-    private func send(_ message: ClientMessage) async {
+    func send(_ message: ClientMessage) async {
         guard let outbound, let data = try? JSONEncoder().encode(message) else { return }
         try? await outbound.write(.text(String(decoding: data, as: UTF8.self)))
     }
@@ -580,6 +581,8 @@ public actor SyncClient {
             for id in snapshots.keys { received.snapshots[id, default: 0] += 1 }
             for id in changesets.keys { received.changesets[id, default: 0] += 1 }
             await apply(lsn: lsn, snapshots: snapshots, changesets: changesets, text: text)
+        case .authed:
+            break   // the renewal's own token says when to renew again (see renewTokens(on:current:))
         case .pushed(let results):
             // A rejection the node did not store (out of order, Postgres unavailable for now, or
             // its result could not be stored) is not the mutation's fate: it is pushed again,

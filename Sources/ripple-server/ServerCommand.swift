@@ -75,13 +75,20 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Seconds between heartbeats to idle sockets (each tells a socket where the replica stands).")
     var heartbeat: Double = 5
 
+    @OptionGroup(title: "JSON Web Tokens from your identity provider")
+    var jwt: JWTOptions
+
     func run() async throws {
-        let secret = try readSecret(secretFile)
+        let jwtConfiguration = try jwt.configuration()
+        // With JSON Web Tokens configured, the node's own v1. tokens are taken only when a secret is given.
+        let secret = jwtConfiguration != nil && secretFile == nil && ProcessInfo.processInfo.environment["RIPPLE_SYNC_SECRET"] == nil
+            ? [] : try readSecret(secretFile)
         let rulesData = try Data(contentsOf: URL(fileURLWithPath: rules))
         var configuration = SyncServerConfiguration(
             postgres: try SyncServerConfiguration.postgres(url: postgres),
             tables: tables.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty },
             rules: try SyncRules(json: rulesData), secret: secret, replicaPath: replica)
+        configuration.jwt = jwtConfiguration
         configuration.host = host
         configuration.port = port
         configuration.slot = slot

@@ -41,9 +41,9 @@ import Testing
         var machine = machine(maxQueuedBytes: maxQueuedBytes, maxSubscriptions: maxSubscriptions)
         let received = machine.received(text(.hello(protocol: SyncProtocol.version, token: "t", client: reader ? nil : "")))
         guard case .verifyHello(_, let claimed) = received else { fatalError("no hello to verify") }
-        let step = machine.hello(verified: .success(.init(user: "alice", expires: expires)), claimed: claimed)
-        guard case .lookUpClient(let user, let expires, _) = step else { fatalError("hello refused") }
-        _ = machine.welcome(user: user, expires: expires, client: reader ? nil : ("c1", 7), position: PGOutput.LSN(10))
+        let step = machine.hello(verified: .success(SyncIdentity(user: "alice", expires: expires)), claimed: claimed)
+        guard case .lookUpClient(let identity, _) = step else { fatalError("hello refused") }
+        _ = machine.welcome(identity: identity, client: reader ? nil : ("c1", 7), position: PGOutput.LSN(10))
         _ = written(&machine)
         return machine
     }
@@ -51,8 +51,8 @@ import Testing
     /// `machine` with subscription `id` reserved (and attached with `token` unless `nil`); its generation.
     @discardableResult
     static func subscribe(_ machine: inout Machine, _ id: String, token: Int? = nil) -> Int {
-        guard case .subscribe(let subscribed, _, _, "alice") = machine.received(text(.subscribe(id: id, query: query, resume: nil))),
-              subscribed == id, case .reserved(let generation) = machine.reserve(id) else { fatalError("not reserved") }
+        guard case .subscribe(let subscribed, _, _, let identity) = machine.received(text(.subscribe(id: id, query: query, resume: nil))),
+              identity.user == "alice", subscribed == id, case .reserved(let generation) = machine.reserve(id) else { fatalError("not reserved") }
         if let token {
             let kept = machine.attached(id, generation: generation, token: token)
             #expect(kept)
@@ -92,15 +92,15 @@ import Testing
         #expect(machine.received(Self.text(.hello(protocol: SyncProtocol.version, token: "secret", client: "dev")))
                     .isVerify(token: "secret", client: "dev"))
         let expires = Date(timeIntervalSince1970: 2_000_000_000)
-        guard case .lookUpClient("bob", expires, "dev") = machine.hello(verified: .success(.init(user: "bob", expires: expires)),
-                                                                       claimed: "dev") else {
+        let bob = SyncIdentity(user: "bob", expires: expires)
+        guard case .lookUpClient(bob, "dev") = machine.hello(verified: .success(bob), claimed: "dev") else {
             Issue.record("not accepted")
             return
         }
         #expect(machine.phase == .greeting)
-        let output = machine.welcome(user: "bob", expires: expires, client: ("dev", 3), position: PGOutput.LSN(0x1_0000_0020))
+        let output = machine.welcome(identity: bob, client: ("dev", 3), position: PGOutput.LSN(0x1_0000_0020))
         #expect(output.wakeWriter)
-        #expect(machine.phase == .open(user: "bob", expires: expires, clientID: "dev"))
+        #expect(machine.phase == .open(identity: bob, clientID: "dev"))
         guard case .welcome(let welcome) = Self.written(&machine).first else {
             Issue.record("no welcome")
             return
@@ -110,8 +110,9 @@ import Testing
     }
 
     @Test func anExpiredOrInvalidTokenClosesTheSocketWithItsCode() {
-        for (failure, code) in [(SyncToken.Failure.expired(Date()), SyncErrorCode.tokenExpired), (.badSignature, .unauthorized),
-                                (.malformed("x"), .unauthorized)] {
+        for code in [SyncErrorCode.tokenExpired, .unauthorized, .tokenBadSignature, .tokenUnknownKey, .tokenWrongAudience,
+                     .tokenUnsupportedAlgorithm] {
+            let failure = TokenRefusal(code, "refused")
             var machine = Self.machine()
             guard case .refused(let output) = machine.hello(verified: .failure(failure), claimed: nil) else {
                 Issue.record("\(failure) accepted")
@@ -120,6 +121,46 @@ import Testing
             #expect(output.wakeWriter && machine.isClosing && machine.phase == .greeting)
             #expect(Self.codes(Self.written(&machine)) == [code])
         }
+    }
+
+    @Test func aRenewalOfTheSameIdentityKeepsTheSocketAndAnswersAuthed() {
+        var machine = Self.open(expires: Date().addingTimeInterval(5))
+        Self.subscribe(&machine, "a", token: 1)
+        guard case .verifyRenewal("t2") = machine.received(Self.text(.auth(token: "t2"))) else {
+            Issue.record("no renewal to verify")
+            return
+        }
+        let later = Date(timeIntervalSince1970: 4_000_000_000)
+        let output = machine.renewed(verified: .success(SyncIdentity(user: "alice", expires: later)), ruleClaims: [])
+        #expect(output.wakeWriter && !machine.isClosing)
+        #expect(machine.phase == .open(identity: SyncIdentity(user: "alice", expires: later), clientID: "c1"))
+        #expect(Self.written(&machine) == [.authed(expires: 4_000_000_000)])
+        #expect(machine.tokens["a"] == 1)
+    }
+
+    @Test func aRenewalForAnotherUserOrOtherRuleClaimsClosesTheSocket() {
+        let renewals: [(SyncIdentity, Set<String>)] = [
+            (SyncIdentity(user: "bob", expires: .distantFuture), []),
+            (SyncIdentity(user: "alice", expires: .distantFuture, claims: ["org_id": .string("other")]), ["org_id"]),
+        ]
+        for (identity, ruleClaims) in renewals {
+            var machine = Self.open()
+            _ = machine.renewed(verified: .success(identity), ruleClaims: ruleClaims)
+            #expect(machine.isClosing)
+            #expect(Self.codes(Self.written(&machine)) == [.tokenIdentityChanged])
+        }
+        // A claim the rules do not use may change.
+        var machine = Self.open()
+        _ = machine.renewed(verified: .success(SyncIdentity(user: "alice", expires: .distantFuture, claims: ["name": .string("Al")])),
+                            ruleClaims: ["org_id"])
+        #expect(!machine.isClosing)
+    }
+
+    @Test func aRefusedRenewalClosesTheSocketWithItsCode() {
+        var machine = Self.open()
+        _ = machine.renewed(verified: .failure(TokenRefusal(.tokenBadSignature, "no")), ruleClaims: [])
+        #expect(machine.isClosing)
+        #expect(Self.codes(Self.written(&machine)) == [.tokenBadSignature])
     }
 
     @Test func noHelloWithinTheTimeoutClosesTheSocket() {
@@ -422,22 +463,29 @@ import Testing
                 case .answered(let answer):
                     output = answer
                 case .verifyHello(_, let claimed):
-                    let verified: Result<SyncToken.Claims, any Error> = Bool.random(using: &random)
-                        ? .success(.init(user: "u", expires: Date().addingTimeInterval(60))) : .failure(SyncToken.Failure.badSignature)
+                    let verified: Result<SyncIdentity, TokenRefusal> = Bool.random(using: &random)
+                        ? .success(SyncIdentity(user: "u", expires: Date().addingTimeInterval(60)))
+                        : .failure(TokenRefusal(.tokenBadSignature, "no"))
                     switch machine.hello(verified: verified, claimed: claimed) {
                     case .refused(let refusal): output = refusal
-                    case .lookUpClient(let user, let expires, _):
-                        output = machine.welcome(user: user, expires: expires, client: ("c", 0), position: PGOutput.LSN(UInt64(step)))
+                    case .lookUpClient(let identity, _):
+                        output = machine.welcome(identity: identity, client: ("c", 0), position: PGOutput.LSN(UInt64(step)))
                     }
                 default:
                     break
                 }
             case 1:
                 let message: ClientMessage = [.ping, .unsubscribe(id: ids.randomElement(using: &random)!),
-                                              .push(mutations: [Mutation(id: 1, ops: [])])].randomElement(using: &random)!
+                                              .push(mutations: [Mutation(id: 1, ops: [])]), .auth(token: "t")].randomElement(using: &random)!
                 switch machine.received(Self.text(message)) {
                 case .answered(let answer): output = answer
                 case .push: output = machine.pushed([])
+                case .verifyRenewal:
+                    // Renewed as the same user, or refused (the socket closes).
+                    let renewed: Result<SyncIdentity, TokenRefusal> = Bool.random(using: &random)
+                        ? .success(SyncIdentity(user: "u", expires: Date().addingTimeInterval(120)))
+                        : .failure(TokenRefusal(.tokenExpired, "no"))
+                    output = machine.renewed(verified: renewed, ruleClaims: [])
                 default: break
                 }
             case 2, 3:

@@ -757,6 +757,7 @@ struct Scrambler {
         case .error(let code, let text, let id):
             members = [("type", string("error")), ("code", string(code.rawValue)), ("message", string(text))]
                 + optional("id", id.map { string($0) })
+        case .authed(let expires): members = [("type", string("authed")), ("expires", integerField(Int(expires)))]
         }
         return space() + object(members, unknown: true) + space()
     }

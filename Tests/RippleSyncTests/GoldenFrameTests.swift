@@ -70,6 +70,10 @@ import Testing
                     moves: [.init(old: WirePath(section: 0, item: 0), new: WirePath(section: 1, item: 0))],
                     updates: [.init(old: WirePath(section: 0, item: 0), new: WirePath(section: 1, item: 0), columns: [1: .integer(7)])])),
             ])])),
+        // The answer to an in-band token renewal (`auth`).
+        ("server.authed", .authed(expires: 1_795_859_385)),
+        ("server.error-token", .error(code: .tokenUnknownKey, message: "the token is not valid: the node has no key k9, even after fetching its JWKS",
+                                      id: nil)),
     ]
 
     static let clientMessages: [(String, ClientMessage)] = [
@@ -99,6 +103,7 @@ import Testing
                                                             order: [OrderDescription(column: "rank")], limit: 50)
                     .including("assignee", .row(of: "users", on: ["assignee_id": "id"], columns: ["id", "name"]))),
             resume: nil)),
+        ("client.auth", .auth(token: "eyJhbGciOiJFUzI1NiIsImtpZCI6ImsyIn0.eyJleHAiOjE3OTU4NTkzODUsInN1YiI6ImFsaWNlIn0.sig")),
     ]
 
     @Test func serverMessagesWriteTheirGoldenLinesAndReadBack() throws {

@@ -38,6 +38,8 @@ public final class SyncServer: Service, Sendable {
     let metrics = SyncMetrics()
     let resumeGate: ResumeGate
     let sessions: SessionRegistry
+    /// Verifies the sockets' tokens (`v1.` and JSON Web Tokens).
+    public let authenticator: SyncAuthenticator
     let feedStatus = Locked(FeedStatus())
     /// Opens once the feed is ready and the hub made: the HTTP listener starts then.
     let started = Latch()
@@ -48,12 +50,22 @@ public final class SyncServer: Service, Sendable {
 
     /// A node as `configuration` says (nothing runs until ``run()``).
     ///
-    /// - Throws: ``SyncServerError`` for a secret shorter than 32 bytes; what opening the
+    /// - Throws: ``SyncServerError`` for a secret shorter than 32 bytes (or none, without
+    ///   ``SyncServerConfiguration/jwt``), or a JWT key that cannot be read; what opening the
     ///   replica throws.
     public init(configuration: SyncServerConfiguration, logger: Logger? = nil) throws {
-        guard configuration.secret.count >= 32 else { throw SyncServerError("the token secret must be at least 32 bytes") }
+        guard configuration.secret.count >= 32 || configuration.secret.isEmpty && configuration.jwt != nil else {
+            throw SyncServerError("the token secret must be at least 32 bytes")
+        }
         self.configuration = configuration
-        self.logger = logger ?? Logger(label: "ripple.server", factory: { _ in SwiftLogNoOpLogHandler() })
+        let logger = logger ?? Logger(label: "ripple.server", factory: { _ in SwiftLogNoOpLogHandler() })
+        self.logger = logger
+        do {
+            authenticator = SyncAuthenticator(secret: configuration.secret.isEmpty ? nil : configuration.secret,
+                                              jwt: try configuration.jwt.map { try JWTVerifier($0, logger: logger) })
+        } catch {
+            throw SyncServerError("a JWT key cannot be read: \(error)")
+        }
         var storeConfiguration = Store.Configuration()
         storeConfiguration.changeLogRetention = .versions(configuration.retainedVersions)
         store = try Store(path: configuration.replicaPath, configuration: storeConfiguration)

@@ -15,8 +15,12 @@ public struct SyncServerConfiguration: Sendable {
     /// ``MutationResolver``); a table without one takes patches column by column, the last to
     /// arrive winning.
     public var resolvers: [String: MutationResolver] = [:]
-    /// The secret tokens are signed with (at least 32 bytes; see ``SyncToken``).
+    /// The secret the node's own `v1.` tokens are signed with (at least 32 bytes; see
+    /// ``SyncToken``); empty when the node takes only JSON Web Tokens (``jwt``).
     public var secret: [UInt8]
+    /// How JSON Web Tokens from the app's identity provider are verified (`nil`: the node takes
+    /// only its own `v1.` tokens). Both kinds may be taken at once.
+    public var jwt: JWTConfiguration?
     /// The replica's SQLite file (this node's own; see ``ReplicaFeed``).
     public var replicaPath: String
 

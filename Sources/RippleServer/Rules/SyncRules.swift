@@ -30,6 +30,24 @@ import RippleSync
 /// }}
 /// ```
 ///
+/// Read rules may use the claims of the user's JSON Web Token (see ``SyncIdentity``):
+/// `{"claim": "org_id"}` stands for the claim's value (a string, number or boolean), and with
+/// `in`, `{"claim": "orgs"}` for each element of an array claim:
+///
+/// ```json
+/// {"tables": {
+///     "invoices": {"read": {"column": "org_id", "op": "=", "value": {"claim": "org_id"}}},
+///     "projects": {"read": {"column": "org_id", "op": "in", "value": {"claim": "orgs"}}}
+/// }}
+/// ```
+///
+/// Claims are bound as parameters like every value. A subscription whose rule needs a claim
+/// the token lacks, or holds as another type (an array with `=`, an object), is refused with
+/// `forbidden` naming the claim: a token that does not say what the rules need is a mistake of
+/// the identity provider's configuration, which matching no rows would hide. An empty array
+/// claim with `in` matches no rows. Write rules name the user only: a rules file whose write
+/// rule uses a claim is refused when it is read.
+///
 /// A client's sub-query gets the read rule of the table it reads (see ``restrict(_:to:)``), so
 /// it sees only rows the user may read; a rule's own sub-queries are evaluated as written.
 ///
@@ -76,7 +94,12 @@ public struct SyncRules: Decodable, Sendable {
             } else if (try? container.decode(Bool.self, forKey: .write)) == true {
                 write = .everyone
             } else {
-                write = .rows(try container.decode(RuleFilter.self, forKey: .write))
+                let rule = try container.decode(RuleFilter.self, forKey: .write)
+                guard rule.claimsUsed.isEmpty else {
+                    throw DecodingError.dataCorruptedError(forKey: .write, in: container,
+                                                           debugDescription: "a write rule names the user only, not claims")
+                }
+                write = .rows(rule)
             }
         }
     }
@@ -105,6 +128,14 @@ public struct SyncRules: Decodable, Sendable {
         }
     }
 
+    /// The claims the read rules use, by name: two identities of one user that agree on them
+    /// read the same rows (an `auth` renewal must keep them).
+    public var claimsUsed: Set<String> {
+        tables.values.reduce(into: []) { names, rules in
+            if let read = rules.read { names.formUnion(read.claimsUsed) }
+        }
+    }
+
     /// `query` with `user`'s read rule of its table ANDed into its filter, and into the filter
     /// of every sub-query the query's filter holds (at every depth) the read rule of the table
     /// that sub-query reads: a client's sub-query sees only rows the user may read. The rules'
@@ -114,22 +145,36 @@ public struct SyncRules: Decodable, Sendable {
     /// - Throws: ``RulesError`` naming a table the query or one of its sub-queries reads that
     ///   is not readable under the rules.
     public func restrict(_ query: QueryDescription, to user: String) throws -> QueryDescription {
+        try restrict(query, to: SyncIdentity(user: user))
+    }
+
+    /// `query` restricted as the form for a user id says, for `identity` (its claims
+    /// standing for the rules' `{"claim": …}` values).
+    ///
+    /// - Throws: ``RulesError`` as that does, and naming a claim a rule needs that the
+    ///   identity lacks or holds as another type.
+    public func restrict(_ query: QueryDescription, to identity: SyncIdentity) throws -> QueryDescription {
         var restricted = query
-        restricted.filter = try restrict(query.filter, of: query.table, to: user)
+        restricted.filter = try restrict(query.filter, of: query.table, to: identity)
         return restricted
     }
 
     /// `filter` over `table` with `user`'s read rule of the table ANDed in (rule first), its
     /// sub-queries restricted likewise.
-    private func restrict(_ filter: FilterDescription?, of table: String, to user: String) throws -> FilterDescription? {
+    private func restrict(_ filter: FilterDescription?, of table: String, to user: SyncIdentity) throws -> FilterDescription? {
         guard let rules = tables[table] else { throw RulesError("the rules let no one read table \(table)") }
-        let own = rules.read?.filter(for: user)
+        let own: FilterDescription?
+        do {
+            own = try rules.read?.filter(for: user)
+        } catch let error as RulesError {
+            throw RulesError("the read rule of \(table): \(error.description)")
+        }
         guard let filter else { return own }
         let client = try restrictSubqueries(filter, to: user)
         return own.map { .and([$0, client]) } ?? client
     }
 
-    private func restrictSubqueries(_ filter: FilterDescription, to user: String) throws -> FilterDescription {
+    private func restrictSubqueries(_ filter: FilterDescription, to user: SyncIdentity) throws -> FilterDescription {
         switch filter {
         case .inQuery(let column, var query):
             query.filter = try restrict(query.filter, of: query.table, to: user)
@@ -169,15 +214,24 @@ public indirect enum RuleFilter: Decodable, Hashable, Sendable {
     case or([RuleFilter])
     case not(RuleFilter)
 
-    /// A literal value, or the user's id.
+    /// A literal value, the user's id (`{"user": true}`), or a claim of the user's token
+    /// (`{"claim": "org_id"}`).
     public enum RuleValue: Decodable, Hashable, Sendable {
         case value(WireValue)
         case user
+        case claim(String)
 
-        enum CodingKeys: String, CodingKey { case user }
+        enum CodingKeys: String, CodingKey { case user, claim }
 
         public init(from decoder: any Decoder) throws {
             if let container = try? decoder.container(keyedBy: CodingKeys.self) {
+                if let claim = try container.decodeIfPresent(String.self, forKey: .claim) {
+                    guard !claim.isEmpty else {
+                        throw DecodingError.dataCorruptedError(forKey: .claim, in: container, debugDescription: "a claim has a name")
+                    }
+                    self = .claim(claim)
+                    return
+                }
                 guard try container.decode(Bool.self, forKey: .user) else {
                     throw DecodingError.dataCorruptedError(forKey: .user, in: container, debugDescription: "write {\"user\": true}")
                 }
@@ -187,10 +241,36 @@ public indirect enum RuleFilter: Decodable, Hashable, Sendable {
             }
         }
 
-        func resolved(for user: String) -> WireValue {
+        /// The one value this stands for.
+        ///
+        /// - Throws: ``RulesError`` for a claim the identity lacks, or that is not a string,
+        ///   number or boolean.
+        func resolved(for identity: SyncIdentity) throws -> WireValue {
             switch self {
-            case .value(let value): value
-            case .user: .text(user)
+            case .value(let value): return value
+            case .user: return .text(identity.user)
+            case .claim(let name):
+                guard let claim = identity.claims[name] else { throw RulesError("the token has no claim \(name)") }
+                guard let value = claim.scalar else {
+                    throw RulesError("the token's claim \(name) is not a string, number or boolean")
+                }
+                return value
+            }
+        }
+
+        /// The values this stands for in an `in` list: an array claim's elements.
+        ///
+        /// - Throws: ``RulesError`` for a claim the identity lacks, or an element that is not a
+        ///   string, number or boolean.
+        func resolvedList(for identity: SyncIdentity) throws -> [WireValue] {
+            guard case .claim(let name) = self, case .array(let elements)? = identity.claims[name] else {
+                return [try resolved(for: identity)]
+            }
+            return try elements.map { element in
+                guard let value = element.scalar else {
+                    throw RulesError("the token's claim \(name) holds an element that is not a string, number or boolean")
+                }
+                return value
             }
         }
     }
@@ -210,6 +290,14 @@ public indirect enum RuleFilter: Decodable, Hashable, Sendable {
         case "is not null": self = .isNotNull(column: column)
         case "in" where container.contains(.query):
             self = .inQuery(column: column, query: try container.decode(Subquery.self, forKey: .query))
+        case "in" where container.contains(.value):
+            // `{"column": "org_id", "op": "in", "value": {"claim": "orgs"}}`: each element of an array claim.
+            let value = try container.decode(RuleValue.self, forKey: .value)
+            guard case .claim = value else {
+                throw DecodingError.dataCorruptedError(forKey: .value, in: container,
+                                                       debugDescription: "in takes values (a list), a query, or a value that is a claim")
+            }
+            self = .isIn(column: column, values: [value])
         case "in": self = .isIn(column: column, values: try container.decode([RuleValue].self, forKey: .values))
         default:
             guard let comparison = FilterDescription.Comparison(rawValue: op) else {
@@ -219,20 +307,55 @@ public indirect enum RuleFilter: Decodable, Hashable, Sendable {
         }
     }
 
-    /// The rule for `user`, as a query's filter.
+    /// The rule for `user`, as a query's filter, for rules that name the user only: a claim
+    /// stands for `null` here (which equals nothing). Sockets use the rule for their whole
+    /// identity, claims and all.
     public func filter(for user: String) -> FilterDescription {
-        switch self {
-        case .compare(let column, let op, let value): .compare(column: column, op: op, value: value.resolved(for: user))
+        // (Cannot throw: every claim is null.)
+        (try? filter(for: SyncIdentity(user: user), claimsAsNull: true)) ?? .and([])
+    }
+
+    /// The rule for `identity`, as a query's filter: `{"user": true}` its user, each
+    /// `{"claim": …}` its claim's value (bound as a parameter like every value).
+    ///
+    /// - Throws: ``RulesError`` naming a claim the identity lacks or holds as another type.
+    public func filter(for identity: SyncIdentity) throws -> FilterDescription {
+        try filter(for: identity, claimsAsNull: false)
+    }
+
+    private func filter(for identity: SyncIdentity, claimsAsNull: Bool) throws -> FilterDescription {
+        let identity = claimsAsNull ? SyncIdentity(user: identity.user, expires: identity.expires,
+                                                   claims: Dictionary(uniqueKeysWithValues: claimsUsed.map { ($0, SyncClaim.null) }))
+                                    : identity
+        return switch self {
+        case .compare(let column, let op, let value): .compare(column: column, op: op, value: try value.resolved(for: identity))
         case .isNull(let column): .isNull(column: column)
         case .isNotNull(let column): .isNotNull(column: column)
-        case .isIn(let column, let values): .isIn(column: column, values: values.map { $0.resolved(for: user) })
+        case .isIn(let column, let values): .isIn(column: column, values: try values.flatMap { try $0.resolvedList(for: identity) })
         case .inQuery(let column, let query):
             .inQuery(column: column, query: SubqueryDescription(table: query.table, column: query.column,
-                                                                filter: query.filter?.filter(for: user)))
-        case .exists(let exists): .exists(ExistsDescription(table: exists.table, on: exists.on, filter: exists.filter?.filter(for: user)))
-        case .and(let terms): .and(terms.map { $0.filter(for: user) })
-        case .or(let terms): .or(terms.map { $0.filter(for: user) })
-        case .not(let term): .not(term.filter(for: user))
+                                                                filter: try query.filter?.filter(for: identity)))
+        case .exists(let exists):
+            .exists(ExistsDescription(table: exists.table, on: exists.on, filter: try exists.filter?.filter(for: identity)))
+        case .and(let terms): .and(try terms.map { try $0.filter(for: identity) })
+        case .or(let terms): .or(try terms.map { try $0.filter(for: identity) })
+        case .not(let term): .not(try term.filter(for: identity))
+        }
+    }
+
+    /// The claims this rule uses, by name, at every depth.
+    public var claimsUsed: Set<String> {
+        func claims(_ values: [RuleValue]) -> Set<String> {
+            Set(values.compactMap { if case .claim(let name) = $0 { name } else { nil } })
+        }
+        return switch self {
+        case .compare(_, _, let value): claims([value])
+        case .isIn(_, let values): claims(values)
+        case .isNull, .isNotNull: []
+        case .inQuery(_, let query): query.filter?.claimsUsed ?? []
+        case .exists(let exists): exists.filter?.claimsUsed ?? []
+        case .and(let terms), .or(let terms): terms.reduce(into: []) { $0.formUnion($1.claimsUsed) }
+        case .not(let term): term.claimsUsed
         }
     }
 }

@@ -43,9 +43,10 @@ struct SessionState<Token, Attachment, Waiter> {
     enum Phase: Equatable {
         /// Waiting for a valid `hello` (within ``Limits/helloTimeout``).
         case greeting
-        /// Welcomed: `user` from the token, valid until `expires`; `clientID` the id its
-        /// mutations go under (`nil`: a reader, or Postgres out of reach at hello).
-        case open(user: String, expires: Date, clientID: String?)
+        /// Welcomed: `identity` from the token (the user, its claims, valid until its
+        /// `expires`); `clientID` the id its mutations go under (`nil`: a reader, or Postgres
+        /// out of reach at hello).
+        case open(identity: SyncIdentity, clientID: String?)
     }
 
     /// The writer's state, as far as the session knows it.
@@ -78,10 +79,12 @@ struct SessionState<Token, Attachment, Waiter> {
     enum Received {
         /// The machine answered it (an error, a pong; or the socket closes): perform `Output`.
         case answered(Output)
-        /// A `hello` to verify: check `token` and report with ``hello(verified:)``.
+        /// A `hello` to verify: check `token` and report with ``hello(verified:claimed:)``.
         case verifyHello(token: String, client: String?)
-        /// A subscription to compile for `user` and then ``reserve(_:)``.
-        case subscribe(id: String, query: QueryDescription, resume: ResumePoint?, user: String)
+        /// An `auth` renewal to verify: check `token` and report with ``renewed(verified:ruleClaims:)``.
+        case verifyRenewal(token: String)
+        /// A subscription to compile for `identity` and then ``reserve(_:)``.
+        case subscribe(id: String, query: QueryDescription, resume: ResumePoint?, identity: SyncIdentity)
         /// Subscription `id` is gone: cancel its hub token (`nil`: it was still attaching).
         case unsubscribed(Token?)
         /// Mutations to apply for `clientID` and `user`, answered with ``pushed(_:)``.
@@ -93,8 +96,8 @@ struct SessionState<Token, Attachment, Waiter> {
         /// Refused: the socket closes after the error (perform `Output`).
         case refused(Output)
         /// Accepted: find the client id (when `claimed` is not `nil`) and call
-        /// ``welcome(user:expires:client:position:)``.
-        case lookUpClient(user: String, expires: Date, claimed: String?)
+        /// ``welcome(identity:client:position:)``.
+        case lookUpClient(identity: SyncIdentity, claimed: String?)
     }
 
     /// The outcome of reserving a subscription id.
@@ -230,7 +233,7 @@ struct SessionState<Token, Attachment, Waiter> {
     /// The client sent `message` (read and within the size limit).
     mutating func received(_ message: ClientMessage) -> Received {
         defer { checkInvariantsInDebug() }
-        guard case .open(let user, _, let clientID) = phase else {
+        guard case .open(let identity, let clientID) = phase else {
             guard case .hello(let version, let token, let client) = message else {
                 return .answered(send(.error(code: .outOfOrder, message: "say hello first", id: nil)))
             }
@@ -243,11 +246,13 @@ struct SessionState<Token, Attachment, Waiter> {
         switch message {
         case .hello:
             return .answered(send(.error(code: .outOfOrder, message: "hello was already received", id: nil)))
+        case .auth(let token):
+            return .verifyRenewal(token: token)
         case .subscribe(let id, let query, let resume):
             guard !id.isEmpty, id.utf8.count <= 256 else {
                 return .answered(send(.error(code: .malformed, message: "a subscription id is 1 to 256 bytes of text", id: nil)))
             }
-            return .subscribe(id: id, query: query, resume: resume, user: user)
+            return .subscribe(id: id, query: query, resume: resume, identity: identity)
         case .unsubscribe(let id):
             guard frames.remove(id) else {
                 return .answered(send(.error(code: .unknownSubscription, message: "the socket has no subscription \(id)", id: id)))
@@ -261,32 +266,56 @@ struct SessionState<Token, Attachment, Waiter> {
                                              + "id, or \"\" for a new one) to push; if you did, the server could not reach Postgres "
                                              + "then: reconnect", id: nil)))
             }
-            return .push(mutations, clientID: clientID, user: user)
+            return .push(mutations, clientID: clientID, user: identity.user)
         }
     }
 
-    /// The `hello`'s token was checked: its claims, or why it is refused.
-    mutating func hello(verified: Result<SyncToken.Claims, any Error>, claimed client: String?) -> HelloStep {
+    /// The `hello`'s token was checked: its identity, or why it is refused.
+    mutating func hello(verified: Result<SyncIdentity, TokenRefusal>, claimed client: String?) -> HelloStep {
         defer { checkInvariantsInDebug() }
         guard case .greeting = phase else { return .refused(.none) }
         switch verified {
-        case .success(let claims):
-            return .lookUpClient(user: claims.user, expires: claims.expires, claimed: client)
-        case .failure(SyncToken.Failure.expired):
-            return .refused(closeAfter(.error(code: .tokenExpired, message: "the token expired; reconnect with a new one", id: nil)))
-        case .failure(let error):
-            return .refused(closeAfter(.error(code: .unauthorized, message: "the token is not valid: \(error)", id: nil)))
+        case .success(let identity):
+            return .lookUpClient(identity: identity, claimed: client)
+        case .failure(let refusal):
+            return .refused(closeAfter(.error(code: refusal.code, message: Self.refusalMessage(refusal), id: nil)))
         }
     }
 
-    /// The socket is welcomed at `position`: open for `user` (its token valid until `expires`),
-    /// its mutations under `client` (`nil`: it has no client id).
-    mutating func welcome(user: String, expires: Date, client: (id: String, lastMutation: Int64)?, position: PGOutput.LSN) -> Output {
+    /// The words of a token's refusal: why, and what to do.
+    private static func refusalMessage(_ refusal: TokenRefusal) -> String {
+        refusal.code == .tokenExpired ? "\(refusal.message); reconnect with a new one" : "the token is not valid: \(refusal.message)"
+    }
+
+    /// An `auth` renewal's token was checked: the socket takes its identity when it is the same
+    /// user with the same values of the claims the rules use (`ruleClaims`), and answers
+    /// `authed`; otherwise the socket closes after the error (`token_identity_changed`, or why
+    /// the token is refused): its subscriptions were made for the old identity.
+    mutating func renewed(verified: Result<SyncIdentity, TokenRefusal>, ruleClaims: Set<String>) -> Output {
+        defer { checkInvariantsInDebug() }
+        guard case .open(let old, let clientID) = phase, !frames.isClosing else { return .none }
+        switch verified {
+        case .success(let identity):
+            guard identity.user == old.user, identity.claims(named: ruleClaims) == old.claims(named: ruleClaims) else {
+                let what = identity.user == old.user ? "other values of the claims the rules use" : "another user"
+                return closeAfter(.error(code: .tokenIdentityChanged,
+                                         message: "the renewed token names \(what) than the socket's: connect again with it", id: nil))
+            }
+            phase = .open(identity: identity, clientID: clientID)
+            return send(.authed(expires: Int64(identity.expires.timeIntervalSince1970.rounded(.down))))
+        case .failure(let refusal):
+            return closeAfter(.error(code: refusal.code, message: Self.refusalMessage(refusal), id: nil))
+        }
+    }
+
+    /// The socket is welcomed at `position`: open for `identity` (its token valid until its
+    /// `expires`), its mutations under `client` (`nil`: it has no client id).
+    mutating func welcome(identity: SyncIdentity, client: (id: String, lastMutation: Int64)?, position: PGOutput.LSN) -> Output {
         defer { checkInvariantsInDebug() }
         guard case .greeting = phase else { return .none }
-        phase = .open(user: user, expires: expires, clientID: client?.id)
+        phase = .open(identity: identity, clientID: client?.id)
         frames.start(at: position)
-        return send(.welcome(.init(protocol: SyncProtocol.version, user: user, lsn: position.description,
+        return send(.welcome(.init(protocol: SyncProtocol.version, user: identity.user, lsn: position.description,
                                    heartbeatMilliseconds: limits.heartbeatMilliseconds, maxSubscriptions: limits.maxSubscriptions,
                                    maxMessageBytes: limits.maxMessageBytes, client: client?.id, lastMutation: client?.lastMutation)))
     }
@@ -393,8 +422,8 @@ struct SessionState<Token, Attachment, Waiter> {
             // Looked at again each second while greeting: the token's expiry counts once
             // hello came (no hello wakes the clock).
             return .sleep(until: min(end, now + .seconds(1)))
-        case .open(_, let expires, _):
-            let left = expires.timeIntervalSince(date)
+        case .open(let identity, _):
+            let left = identity.expires.timeIntervalSince(date)
             if left <= 0 {
                 return .closing(closeAfter(.error(code: .tokenExpired, message: "the token expired; reconnect with a new one", id: nil)))
             }
@@ -466,7 +495,7 @@ struct SessionState<Token, Attachment, Waiter> {
     func description(at now: ContinuousClock.Instant) -> String {
         let words = switch phase {
         case .greeting: "before hello"
-        case .open(let user, _, _): "open for \(user)"
+        case .open(let identity, _): "open for \(identity.user)"
         }
         let busy = activity.map { ", handling its \($0.what) for \(now - $0.since)" } ?? ""
         return words + busy + (attaching.isEmpty ? "" : ", \(attaching.count) subscriptions attaching")

@@ -184,8 +184,10 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
             }
         case .verifyHello(let token, let client):
             await busy("hello") { await hello(token: token, client: client) }
-        case .subscribe(let id, let query, let resume, let user):
-            await busy("subscribe \(id)") { await subscribe(id: id, query: query, resume: resume, user: user) }
+        case .verifyRenewal(let token):
+            await busy("auth") { await renew(token: token) }
+        case .subscribe(let id, let query, let resume, let identity):
+            await busy("subscribe \(id)") { await subscribe(id: id, query: query, resume: resume, identity: identity) }
         case .push(let mutations, let clientID, let user):
             await busy("push of \(mutations.count) mutations") {
                 let results = await server.positioned(await server.writer.apply(mutations, client: clientID, user: user))
@@ -202,14 +204,15 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
     }
 
     private func hello(token: String, client claimed: String?) async {
-        let verified = Result { try SyncToken.verify(token, secret: configuration.secret) }
+        let verified = await verify(token)
         let step = lock.withLock { machine.hello(verified: verified, claimed: claimed) }
-        guard case .lookUpClient(let user, let expires, let claimed) = step else {
+        guard case .lookUpClient(let identity, let claimed) = step else {
             if case .refused(let output) = step { perform(output) }
             return
         }
         // The client id its mutations go under, for a client that means to write (`client` in
         // hello: its id, or empty for a new one); a reader gets none, and costs Postgres nothing.
+        let user = identity.user
         var client: (id: String, lastMutation: Int64)?
         if let claimed {
             do {
@@ -219,10 +222,27 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
             }
         }
         let position = server.timeline.completed.position
-        perform { $0.welcome(user: user, expires: expires, client: client, position: position) }
+        perform { $0.welcome(identity: identity, client: client, position: position) }
     }
 
-    private func subscribe(id: String, query: QueryDescription, resume: ResumePoint?, user: String) async {
+    /// `token` checked by the node's authenticator.
+    private func verify(_ token: String) async -> Result<SyncIdentity, TokenRefusal> {
+        do throws(TokenRefusal) {
+            return .success(try await server.authenticator.verify(token))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// An `auth` renewal: the socket keeps its subscriptions under the new token when it names
+    /// the same user and rule claims.
+    private func renew(token: String) async {
+        let verified = await verify(token)
+        let ruleClaims = configuration.rules.claimsUsed
+        perform { $0.renewed(verified: verified, ruleClaims: ruleClaims) }
+    }
+
+    private func subscribe(id: String, query: QueryDescription, resume: ResumePoint?, identity: SyncIdentity) async {
         guard let hub = server.hub else {
             send(.error(code: .retryLater, message: "the server is starting", id: id))
             return
@@ -239,7 +259,7 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
         let compiled: HubQuery
         let basis: String
         do {
-            (compiled, basis) = try hub.compileSubscription(query, user: user, schema: schema, tables: tables)
+            (compiled, basis) = try hub.compileSubscription(query, identity: identity, schema: schema, tables: tables)
         } catch let error as RulesError {
             send(.error(code: .forbidden, message: error.description, id: id))
             return

@@ -41,12 +41,23 @@ extension SubscriptionHub {
     ///   ``QueryError`` when it cannot be compiled.
     public func compileSubscription(_ query: QueryDescription, user: String, schema: SyncedTableSchema,
                                     tables: [String: SyncedTableSchema]) throws -> (HubQuery, basis: String) {
+        try compileSubscription(query, identity: SyncIdentity(user: user), schema: schema, tables: tables)
+    }
+
+    /// `query` compiled for `identity` (its claims standing for the rules' claims, bound as
+    /// values: identities whose claims differ get different SQL arguments, so never share a
+    /// live query, and different bases).
+    ///
+    /// - Throws: as the form for a user id does; ``RulesError`` also for a claim a rule needs
+    ///   that the identity lacks.
+    public func compileSubscription(_ query: QueryDescription, identity user: SyncIdentity, schema: SyncedTableSchema,
+                                    tables: [String: SyncedTableSchema]) throws -> (HubQuery, basis: String) {
         var root = query
         root.include = nil
         for (_, _, include) in query.includePaths {
             try QueryCompiler.checkClientQuery(QueryDescription(table: include.table, filter: include.filter), tables: tables)
         }
-        let (compiled, basis) = try compile(root, user: user, schema: schema, tables: tables)
+        let (compiled, basis) = try compile(root, identity: user, schema: schema, tables: tables)
         guard query.hasIncludes else { return (.flat(compiled), basis) }
         var catalog = tables
         catalog[schema.name] = schema

@@ -168,8 +168,15 @@ public final class SubscriptionHub: Sendable {
     ///   reads, ``QueryError`` when the query does not fit the schemas.
     public func compile(_ query: QueryDescription, user: String, schema: SyncedTableSchema,
                         tables: [String: SyncedTableSchema] = [:]) throws -> (CompiledQuery, basis: String) {
+        try compile(query, identity: SyncIdentity(user: user), schema: schema, tables: tables)
+    }
+
+    /// `query` restricted to `identity`'s rules (its claims too) and compiled, as the form for
+    /// a user id says.
+    public func compile(_ query: QueryDescription, identity: SyncIdentity, schema: SyncedTableSchema,
+                        tables: [String: SyncedTableSchema] = [:]) throws -> (CompiledQuery, basis: String) {
         try QueryCompiler.checkClientQuery(query, tables: tables)
-        let compiled = try QueryCompiler.compile(try rules.restrict(query, to: user), for: schema, tables: tables)
+        let compiled = try QueryCompiler.compile(try rules.restrict(query, to: identity), for: schema, tables: tables)
         return (compiled, basis(of: compiled))
     }
 

@@ -59,7 +59,7 @@ enum TreeCompiler {
     /// - Throws: ``QueryError`` for an include that cannot be compiled (a table that is not
     ///   synced, an `on` column that is not selected, a to-many include nested in another
     ///   include, too many or too deep); ``RulesError`` for an included table the user may not read.
-    static func compile(_ query: QueryDescription, root: CompiledQuery, user: String, rules: SyncRules,
+    static func compile(_ query: QueryDescription, root: CompiledQuery, user: SyncIdentity, rules: SyncRules,
                         tables: [String: SyncedTableSchema]) throws -> CompiledTree {
         let includes = query.includePaths
         guard includes.count <= IncludeDescription.maximumCount else {
