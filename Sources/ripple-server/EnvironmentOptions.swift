@@ -8,11 +8,12 @@ import Foundation
 /// variable; a boolean flag's variable is `1`, `true` or `yes` (on) or `0`, `false`, `no`
 /// (off). This is how containers and process managers configure a node.
 ///
-/// A variable that starts with `RIPPLE_` and names no option of the command is reported on
-/// standard error (a misspelt `RIPPLE_TABLE` would otherwise be ignored without a word).
+/// A variable that starts with `RIPPLE_` and names no option of any of these commands is
+/// reported on standard error (a misspelt `RIPPLE_TABLE` would otherwise be ignored without a
+/// word).
 enum EnvironmentOptions {
     /// The commands that read the environment.
-    static let commands: [String: any ParsableCommand.Type] = ["serve": ServeCommand.self]
+    static let commands: [String: any ParsableCommand.Type] = ["serve": ServeCommand.self, "check": CheckCommand.self]
 
     /// Variables of the `RIPPLE_` family that are not options (read elsewhere).
     static let otherVariables: Set<String> = ["RIPPLE_SYNC_SECRET"]
@@ -38,7 +39,11 @@ enum EnvironmentOptions {
             guard !otherVariables.contains(variable) else { continue }
             let long = variable.dropFirst("RIPPLE_".count).lowercased().replacingOccurrences(of: "_", with: "-")
             guard let option = options.first(where: { $0.name == long }) else {
-                notes.append("\(variable) names no option of `ripple-server \(name)` (ignored)")
+                // One environment often serves several commands (a node's container runs `check`
+                // too): only a variable no such command knows is worth a word.
+                if !commands.values.contains(where: { other in Self.options(of: other).contains { $0.name == long } }) {
+                    notes.append("\(variable) names no option of `ripple-server \(name)` (ignored)")
+                }
                 continue
             }
             guard !given.contains(long) else { continue }
@@ -55,29 +60,23 @@ enum EnvironmentOptions {
         return (completed, notes)
     }
 
-    /// The long names of `command`'s options and flags, as ArgumentParser derives them from the
-    /// properties' names (`secretFile` → `secret-file`).
+    /// The long names of `command`'s options and flags (option groups' included), as its help
+    /// lists them after its usage line (the discussion above it has examples): `--postgres
+    /// <postgres>` is an option, `--apply` a flag.
     static func options(of command: any ParsableCommand.Type) -> [(name: String, isFlag: Bool)] {
-        Mirror(reflecting: command.init()).children.compactMap { child in
-            guard let label = child.label, label.hasPrefix("_") else { return nil }
-            let type = String(describing: Swift.type(of: child.value))
-            let isFlag = type.hasPrefix("Flag<")
-            guard isFlag || type.hasPrefix("Option<") else { return nil }
-            return (kebab(String(label.dropFirst())), isFlag)
+        let help = ServerCommand.helpMessage(for: command, columns: 10_000)
+        var options: [(name: String, isFlag: Bool)] = []
+        let lines = help.split(separator: "\n")
+        for line in lines.drop(while: { !$0.hasPrefix("USAGE:") }).dropFirst() {
+            let words = line.split(separator: " ").map(String.init)
+            guard let index = words.firstIndex(where: { $0.hasPrefix("--") }), index <= 1,
+                  words[..<index].allSatisfy({ $0.hasPrefix("-") && $0.hasSuffix(",") }) else { continue }
+            let name = String(words[index].dropFirst(2))
+            guard name != "help", name != "version", !options.contains(where: { $0.name == name }) else { continue }
+            let takesValue = words.count > index + 1 && words[index + 1].hasPrefix("<")
+            options.append((name, !takesValue))
         }
-    }
-
-    /// `secretFile` → `secret-file`.
-    private static func kebab(_ name: String) -> String {
-        var result = ""
-        for character in name {
-            if character.isUppercase {
-                result += "-" + character.lowercased()
-            } else {
-                result.append(character)
-            }
-        }
-        return result
+        return options
     }
 }
 
