@@ -48,7 +48,7 @@ import RippleSync
 /// claim with `in` matches no rows. Write rules name the user only: a rules file whose write
 /// rule uses a claim is refused when it is read.
 ///
-/// A client's sub-query gets the read rule of the table it reads (see ``restrict(_:to:)``), so
+/// A client's sub-query gets the read rule of the table it reads (see `restrict(_:to:)`), so
 /// it sees only rows the user may read; a rule's own sub-queries are evaluated as written.
 ///
 /// A table is writable by clients only when its rules have a `write` rule: `true` (anyone may

@@ -162,7 +162,7 @@ public final class SubscriptionHub: Sendable {
     ///
     /// The client's query is checked first (its sub-queries nest at most
     /// ``QueryCompiler/maximumClientSubqueryLevels`` deep, over synced tables), then every
-    /// table it reads gets its read rule (see ``SyncRules/restrict(_:to:)``), then it compiles.
+    /// table it reads gets its read rule (see `SyncRules.restrict(_:to:)`), then it compiles.
     ///
     /// - Throws: ``RulesError`` when the user may not read the table or a table a sub-query
     ///   reads, ``QueryError`` when the query does not fit the schemas.
