@@ -42,6 +42,15 @@ struct NonSuperuserTests {
                     try await setup.apply(on: client, logger: Logger(label: "test"))
                 }
             }
+            // Applied by a role that may not (the node's own): Postgres's reason, nothing applied.
+            let refused = await #expect(throws: SyncServerError.self) {
+                try await Self.withClient(postgres) { client in
+                    try await PostgresSetup(role: "other", tables: ["items"]).apply(on: client, logger: Logger(label: "test"))
+                }
+            }
+            #expect(refused?.description.hasPrefix("Postgres refused the setup, and nothing was applied: permission denied") == true,
+                    "\(String(describing: refused))")
+            #expect(try await postgres.rows("SELECT count(*) FROM pg_roles WHERE rolname = 'other'") == ["0"])
             let ready = try await Self.findings(postgres, tables: ["items"], writes: ["items"])
             #expect(ready.filter { $0.severity != .note } == [], "\(ready)")
             // A table added: blocking until the setup runs again with it.

@@ -56,7 +56,9 @@ public struct PostgresSetup: Sendable {
         let role = SQLIdentifier.quoted(self.role)
         let roleName = Self.literal(self.role)
         let list = tables.map(SQLIdentifier.quoted).joined(separator: ", ")
-        var sql: [String] = []
+        // The node's tables and function go where the node looks for them (its search path finds
+        // them in `public`), whatever schema the one applying this would create in.
+        var sql = ["SET search_path = public"]
         // The role: made when missing; REPLICATION given when the one applying may give it.
         sql.append("""
             -- The node's role: LOGIN REPLICATION (set its password with ALTER ROLE \(role) PASSWORD '…').
@@ -129,19 +131,26 @@ public struct PostgresSetup: Sendable {
     }
 
     /// Runs ``statements`` on `client`, in one transaction.
+    ///
+    /// - Throws: ``SyncServerError`` with Postgres's message and the statement it refused (a
+    ///   role that may not make the publication, say); nothing is applied then.
     public func apply(on client: PostgresClient, logger: Logger) async throws {
         try validate()
         let statements = statements
         try await client.withConnection { connection in
             _ = try await connection.gatheredRows("BEGIN", logger: logger)
+            var current = ""
             do {
                 for statement in statements {
+                    current = statement
                     _ = try await connection.gatheredRows(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
                 _ = try await connection.gatheredRows("COMMIT", logger: logger)
             } catch {
                 _ = try? await connection.gatheredRows("ROLLBACK", logger: logger)
-                throw error
+                guard let refused = error as? PSQLError, let message = refused.serverInfo?[.message] else { throw error }
+                let firstLine = current.split(separator: "\n").first { !$0.hasPrefix("--") }.map(String.init) ?? current
+                throw SyncServerError("Postgres refused the setup, and nothing was applied: \(message) (in: \(firstLine) …)")
             }
         }
     }
