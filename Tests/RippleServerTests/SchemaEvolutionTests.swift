@@ -204,9 +204,10 @@ struct SchemaEvolutionTests {
                 try await postgres.psql("ALTER TABLE items ADD COLUMN flag text NOT NULL DEFAULT 'fresh'; ALTER TABLE items DROP COLUMN owner")
                 // The node has applied the change once it has the write after it.
                 try await postgres.psql("UPDATE items SET flag = 'set' WHERE id = 20")
+                // (Until the replica's table has the column, reading it fails: not yet.)
                 try await Wait.until("the node to apply the write after the schema change") {
                     try await node.server.store.asyncRead { db in
-                        try db.fetchValue("SELECT flag FROM items WHERE id = 20", as: String.self) == "set"
+                        (try? db.fetchValue("SELECT flag FROM items WHERE id = 20", as: String.self)) == "set"
                     }
                 }
                 let results = try await socket.push([
