@@ -111,6 +111,12 @@ let package = Package(
             .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["Sync"])),
             .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Sync"])),
             .product(name: "WSClient", package: "swift-websocket", condition: .when(traits: ["Sync"])),
+            // The identity provider of tests and of the stress checker: keys made and tokens
+            // signed with swift-crypto, their JWKS served over HTTP by Hummingbird.
+            .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Sync"])),
+            .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["Sync"])),
+            .product(name: "CryptoExtras", package: "swift-crypto", condition: .when(traits: ["Sync"])),
+            .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Sync"])),
         ]),
         // The `ripple-server` command: a node, its demo, and a terminal subscriber.
         .executableTarget(name: "RippleServerCLI", dependencies: [

@@ -89,6 +89,13 @@ public enum SyncStressStep: String, CaseIterable, Sendable {
     case reconnectStorms = "reconnect-storms"
     /// PostgreSQL restarts (`pg_ctl restart -m immediate`: a crash and recovery).
     case postgresRestarts = "postgres-restarts"
+    /// A device's app is relaunched: its client and store let go, a new client over the same
+    /// file declares its subscriptions again and resumes them from what the file kept.
+    case relaunches
+    /// The identity provider rotates its signing key: a new key in its JWKS, new tokens
+    /// signed with it (the nodes fetch the JWKS again for the key they lack), the oldest of
+    /// three keys retired. Open sockets keep going; each renews its token in-band.
+    case keyRotations = "key-rotations"
 }
 
 /// What a sync stress run found.
@@ -114,6 +121,10 @@ public struct SyncStressReport: Sendable {
     public var localWriteErrors = 0
     /// Frames of the devices' remote queries of todos checked against Postgres's history.
     public var framesChecked = 0
+    /// Subscriptions the relaunched devices declared again, and how many of them the node
+    /// resumed with a changeset rather than a snapshot.
+    public var relaunchedSubscriptions = 0
+    public var resumedByChangeset = 0
     /// How many steps of each kind the run took (by ``SyncStressStep`` raw value).
     public var steps: [String: Int] = [:]
     /// What went wrong, first things first.
@@ -292,30 +303,74 @@ public enum SyncStress {
     /// - Throws: when the run cannot be set up (no PostgreSQL, a node that does not start).
     public static func run(_ configuration: SyncStressConfiguration) async throws -> SyncStressReport {
         configuration.log?("sync-stress: \(configuration.arguments)")
-        let run = try await SyncStressRun.start(configuration)
-        do {
-            let report = try await run.run()
-            await run.stop()
-            return report
-        } catch {
-            await run.stop()
-            throw error
+        // The devices' identity provider: its JWKS served over HTTP for the whole run.
+        return try await TestJWKSServer.with([]) { jwks in
+            let run = try await SyncStressRun.start(configuration, identity: StressIdentityProvider(jwks: jwks))
+            do {
+                let report = try await run.run()
+                await run.stop()
+                return report
+            } catch {
+                await run.stop()
+                throw error
+            }
         }
+    }
+}
+
+/// The identity provider of a stress run's devices: ES256 keys published as a JWKS, short-lived
+/// tokens signed with the newest (so that clients renew them in-band all run long), keys
+/// rotated by ``SyncStressStep/keyRotations``.
+final class StressIdentityProvider: Sendable {
+    let jwks: TestJWKSServer
+    /// The published keys, newest last (at most three), and how many were made.
+    private let keys = Locked<(published: [TestSigningKey], made: Int)>(([], 0))
+    /// How long a token lives: renewed in-band at three quarters of it.
+    static let tokenLifetime = 20
+
+    init(jwks: TestJWKSServer) {
+        self.jwks = jwks
+        rotate()
+    }
+
+    /// A new key, published and signing from now on; the oldest of three retired.
+    func rotate() {
+        let published = keys.withLock { keys -> [TestSigningKey] in
+            keys.made += 1
+            keys.published.append(.es256(kid: "stress-\(keys.made)"))
+            if keys.published.count > 3 { keys.published.removeFirst() }
+            return keys.published
+        }
+        jwks.serve(published, cacheControl: "max-age=60")
+    }
+
+    /// A token for `user`, signed with the newest key.
+    func token(for user: String) throws -> String {
+        let key = keys.withLock { $0.published.last! }
+        return try key.token(["sub": user, "exp": Int(Date().timeIntervalSince1970) + Self.tokenLifetime])
     }
 }
 
 /// One client device in the run.
 final class StressDevice: @unchecked Sendable {   // used by the run's one driving task only
     let user: String
-    let store: Store
-    let client: SyncClient
+    let path: String
+    let urls: [String]
+    let token: @Sendable () async throws -> String
+    /// The app's store and client (new ones after each ``relaunch()``).
+    private(set) var store: Store
+    private(set) var client: SyncClient
     /// Subscription id → index in ``SyncStress/queries``.
     var subscriptions: [String: Int] = [:]
     var online = true
     var nextID: Int64
 
     /// Writes the client's events to `<path>.events` (what it heard: for a failed run's files).
-    let eventLog: Task<Void, Never>
+    private var eventLog: Task<Void, Never>
+    private let handler: FileLogHandler
+    /// What the run's report counts of relaunches (declared again; resumed by changeset).
+    private(set) var relaunchedSubscriptions = 0
+    private(set) var resumedByChangeset = 0
     /// Every frame of the device's remote query of all the todos its user may read (position,
     /// rows as psql writes them), not yet checked against ``TeamHistory``.
     let frames = Locked<[(lsn: String, rows: [[String]])]>([])
@@ -324,15 +379,63 @@ final class StressDevice: @unchecked Sendable {   // used by the run's one drivi
 
     init(user: String, index: Int, path: String, urls: [String], token: @escaping @Sendable () async throws -> String) throws {
         self.user = user
+        self.path = path
+        self.urls = urls
+        self.token = token
         store = try Store(path: path)
         client = SyncClient(urls: urls, store: store, token: token)
         nextID = Int64(index + 1) * 1_000_000
-        let handler = try FileLogHandler(label: "device \(index)", path: path + ".events")
-        eventLog = Task { [events = client.events] in
+        handler = try FileLogHandler(label: "device \(index)", path: path + ".events")
+        eventLog = Self.logEvents(of: client, to: handler)
+    }
+
+    private static func logEvents(of client: SyncClient, to handler: FileLogHandler) -> Task<Void, Never> {
+        Task { [events = client.events] in
             for await event in events {
                 handler.log(event: LogEvent(level: .info, message: "\(event)", metadata: nil, source: "", file: "", function: "", line: 0))
             }
         }
+    }
+
+    /// The device's subscriptions, declared on its client (the remote query of todos apart).
+    func declareSubscriptions() async throws {
+        for (id, query) in subscriptions.sorted(by: { $0.key < $1.key }) {
+            try await client.subscribe(id, SyncStress.queries[query].0)
+        }
+        try await client.subscribe("tree", SyncStress.tree)
+    }
+
+    /// The app is killed and opened again: the client stops, it and the store are let go, and a
+    /// new client over the same file declares the same subscriptions (resumed from what the
+    /// file kept: its rows, positions and pending mutations) and starts; the app is online.
+    func relaunch() async throws {
+        await client.stop()
+        follower?.cancel()
+        follower = nil
+        eventLog.cancel()
+        handler.log(event: LogEvent(level: .info, message: "relaunch", metadata: nil, source: "", file: "", function: "", line: 0))
+        store = try Store(path: path)
+        client = SyncClient(urls: urls, store: store, token: token)
+        eventLog = Self.logEvents(of: client, to: handler)
+        await client.setBackoff(min: .milliseconds(20), max: .milliseconds(300))
+        try await declareSubscriptions()
+        try await client.start()
+        online = true
+        relaunchedSubscriptions += subscriptions.count + 1
+        resumesToCount = true
+        await followTodos()
+    }
+
+    /// Whether the last relaunch's resumes are still to be counted.
+    private var resumesToCount = false
+
+    /// Counts the last relaunch's subscriptions that the node resumed by changeset — those
+    /// that got no snapshot since (at a quiescent point, when each has heard from the node).
+    func countResumes() async {
+        guard resumesToCount else { return }
+        resumesToCount = false
+        let traffic = await client.traffic()
+        resumedByChangeset += (Array(subscriptions.keys) + ["tree"]).filter { traffic.snapshots[$0] == nil }.count
     }
 
     deinit {
@@ -388,6 +491,8 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
     /// A node's resident memory after each reconnect storm against it (bytes; child nodes only).
     var stormMemory: [Int: [Int]] = [:]
     var devices: [StressDevice] = []
+    /// The devices' identity provider (the nodes verify its JWTs through its JWKS URL).
+    let identity: StressIdentityProvider
     var report: SyncStressReport
     let secret = Array("ripple sync stress: a token secret of 32 bytes or more".utf8)
     var nextPlainID: Int64 = 1
@@ -401,8 +506,10 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
 
     private func doing(_ what: String) { progress.withLock { $0 = (what, .now) } }
 
-    init(configuration: SyncStressConfiguration, postgres: ThrowawayPostgres, directory: TemporaryDirectory) {
+    init(configuration: SyncStressConfiguration, postgres: ThrowawayPostgres, directory: TemporaryDirectory,
+         identity: StressIdentityProvider) {
         self.configuration = configuration
+        self.identity = identity
         self.postgres = postgres
         self.directory = directory
         random = SeededGenerator(seed: configuration.seed)
@@ -413,10 +520,10 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         urls = Array(repeating: "", count: count)
     }
 
-    static func start(_ configuration: SyncStressConfiguration) async throws -> SyncStressRun {
+    static func start(_ configuration: SyncStressConfiguration, identity: StressIdentityProvider) async throws -> SyncStressRun {
         let postgres = try await ThrowawayPostgres.started()
         SyncStress.running.withLock { $0.clusters[ObjectIdentifier(postgres)] = postgres }
-        let run = SyncStressRun(configuration: configuration, postgres: postgres, directory: try TemporaryDirectory())
+        let run = SyncStressRun(configuration: configuration, postgres: postgres, directory: try TemporaryDirectory(), identity: identity)
         do {
             try Data(SyncStress.rules(todosRead: configuration.todosReadRule).utf8).write(to: URL(fileURLWithPath: run.directory.path("rules.json")))
             try Data(run.secret).write(to: URL(fileURLWithPath: run.directory.path("secret")))
@@ -441,12 +548,11 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
             for index in run.nodes.indices { try await run.startNode(index) }
             // Two devices of u0, one each of u1 and u2.
             for (index, user) in ["u0", "u0", "u1", "u2"].enumerated() {
-                let token = try SyncToken.sign(user: user, expires: Date().addingTimeInterval(24 * 3600), secret: run.secret)
                 // Each device knows every node, starting with its own pick.
                 let first = Int(run.random.next() % UInt64(run.urls.count))
                 let urls = Array(run.urls[first...] + run.urls[..<first])
                 let device = try StressDevice(user: user, index: index, path: run.directory.path("device\(index).sqlite"),
-                                              urls: urls, token: { token })
+                                              urls: urls, token: { [identity = run.identity] in try identity.token(for: user) })
                 await device.client.setBackoff(min: .milliseconds(20), max: .milliseconds(300))
                 try await device.client.start()
                 // One or two queries of notes, one or two of todos.
@@ -455,11 +561,8 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
                 while chosen.count < 1 + Int(run.random.next() % 2) { chosen.insert(notes.lowerBound + Int(run.random.next() % UInt64(notes.count))) }
                 let count = chosen.count
                 while chosen.count < count + 1 + Int(run.random.next() % 2) { chosen.insert(todos.lowerBound + Int(run.random.next() % UInt64(todos.count))) }
-                for query in chosen.sorted() {
-                    try await device.client.subscribe("q\(query)", SyncStress.queries[query].0)
-                    device.subscriptions["q\(query)"] = query
-                }
-                try await device.client.subscribe("tree", SyncStress.tree)
+                for query in chosen.sorted() { device.subscriptions["q\(query)"] = query }
+                try await device.declareSubscriptions()
                 await device.followTodos()
                 run.devices.append(device)
             }
@@ -532,7 +635,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
             return .child(try await StressNodeProcess.start(executable, arguments: [
                 "serve", "--postgres", postgres.nodeURL, "--tables", SyncStress.tables.joined(separator: ","), "--rules", directory.path("rules.json"),
                 "--secret-file", directory.path("secret"), "--port", String(port), "--replica", replicaPath(index),
-                "--slot", "ripple_stress_\(index)", "--heartbeat", "0.2",
+                "--slot", "ripple_stress_\(index)", "--heartbeat", "0.2", "--jwks-url", identity.jwks.url.absoluteString,
                 "--log-level", ProcessInfo.processInfo.environment["RIPPLE_STRESS_NODE_LOG"] ?? "info",
             ], log: directory.path("node\(index).log")))
         }
@@ -542,6 +645,7 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
         configuration.port = port
         configuration.slot = "ripple_stress_\(index)"
         configuration.heartbeatInterval = .milliseconds(200)
+        configuration.jwt = JWTConfiguration(keys: [.jwksURL(identity.jwks.url)])
         let handler = try FileLogHandler(label: "ripple-server \(index)", path: directory.path("node\(index).log"))
         let server = try SyncServer(configuration: configuration, logger: Logger(label: "ripple-server") { _ in handler })
         let task = Task { try await server.run() }
@@ -607,7 +711,11 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
             }
             try await quiescentPoint()
             report.rounds += 1
+            for device in devices { await device.countResumes() }
+            report.relaunchedSubscriptions = devices.reduce(0) { $0 + $1.relaunchedSubscriptions }
+            report.resumedByChangeset = devices.reduce(0) { $0 + $1.resumedByChangeset }
             configuration.log?("sync-stress: round \(report.rounds): \(report.summaryLine)")
+            configuration.log?("sync-stress: round \(report.rounds): \(report.resumedByChangeset) of \(report.relaunchedSubscriptions) subscriptions of relaunched apps resumed by changeset; \(report.steps[SyncStressStep.keyRotations.rawValue] ?? 0) key rotations")
             configuration.log?("sync-stress: round \(report.rounds): \(report.framesChecked) frames of todos checked against Postgres's history so far")
             for finding in report.findings[known...] { configuration.log?("sync-stress: finding: \(finding)") }
             if !report.passed {
@@ -625,9 +733,11 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
     private func operation() async throws {
         let roll = pick(100)
         let step: SyncStressStep = switch roll {
-        case 0..<53: .localWrites
-        case 53..<77: .plainWrites
-        case 77..<90: .disconnects
+        case 0..<51: .localWrites
+        case 51..<75: .plainWrites
+        case 75..<85: .disconnects
+        case 85..<89: .relaunches
+        case 89..<90: .keyRotations
         case 90..<93: .nodeRestarts
         case 93..<95: .nodeKills
         case 95..<96: .nodeReplacements
@@ -667,6 +777,13 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
             try await storm(index)
         case .postgresRestarts:
             try await postgres.restart(immediate: true)
+        case .relaunches:
+            let index = pick(devices.count)
+            doing("operation \(report.operations + 1): device \(index)'s app relaunches")
+            try await devices[index].relaunch()
+        case .keyRotations:
+            doing("operation \(report.operations + 1): the identity provider rotates its key")
+            identity.rotate()
         }
     }
 

@@ -7,30 +7,34 @@ import Logging
 import Ripple
 import NIOCore
 import RippleServer
-import RippleSyncTesting
 import RippleTesting
 
 /// A signing key of a test's identity provider: makes tokens (signed with swift-crypto, not
 /// with the library the node verifies with) and its public JWK.
-struct TestSigningKey: Sendable {
-    enum Material: Sendable {
+package struct TestSigningKey: Sendable {
+    package enum Material: Sendable {
         case hs256([UInt8])
         case rs256(_RSA.Signing.PrivateKey)
         case es256(P256.Signing.PrivateKey)
         case eddsa(Curve25519.Signing.PrivateKey)
     }
 
-    var kid: String?
-    var material: Material
+    package var kid: String?
+    package var material: Material
 
-    static func hs256(kid: String? = nil) -> Self {
+    package init(kid: String?, material: Material) {
+        self.kid = kid
+        self.material = material
+    }
+
+    package static func hs256(kid: String? = nil) -> Self {
         Self(kid: kid, material: .hs256((0..<48).map { _ in UInt8.random(in: 0...255) }))
     }
-    static func rs256(kid: String? = nil) throws -> Self { Self(kid: kid, material: .rs256(try _RSA.Signing.PrivateKey(keySize: .bits2048))) }
-    static func es256(kid: String? = nil) -> Self { Self(kid: kid, material: .es256(P256.Signing.PrivateKey())) }
-    static func eddsa(kid: String? = nil) -> Self { Self(kid: kid, material: .eddsa(Curve25519.Signing.PrivateKey())) }
+    package static func rs256(kid: String? = nil) throws -> Self { Self(kid: kid, material: .rs256(try _RSA.Signing.PrivateKey(keySize: .bits2048))) }
+    package static func es256(kid: String? = nil) -> Self { Self(kid: kid, material: .es256(P256.Signing.PrivateKey())) }
+    package static func eddsa(kid: String? = nil) -> Self { Self(kid: kid, material: .eddsa(Curve25519.Signing.PrivateKey())) }
 
-    var algorithm: String {
+    package var algorithm: String {
         switch material {
         case .hs256: "HS256"
         case .rs256: "RS256"
@@ -40,7 +44,7 @@ struct TestSigningKey: Sendable {
     }
 
     /// The key as the node is configured with it (a secret, a PEM public key, or a JWK Set).
-    var source: JWTConfiguration.KeySource {
+    package var source: JWTConfiguration.KeySource {
         switch material {
         case .hs256(let secret): .secret(secret, kid: kid)
         case .rs256(let key): .pem(key.publicKey.pemRepresentation, kid: kid)
@@ -50,7 +54,7 @@ struct TestSigningKey: Sendable {
     }
 
     /// The public JWK (`oct` for HS256, with its secret).
-    var jwk: [String: String] {
+    package var jwk: [String: String] {
         var jwk: [String: String] = ["alg": algorithm]
         if let kid { jwk["kid"] = kid }
         switch material {
@@ -68,14 +72,14 @@ struct TestSigningKey: Sendable {
     }
 
     /// A JWK Set of `keys`.
-    static func jwks(_ keys: [TestSigningKey]) -> String {
+    package static func jwks(_ keys: [TestSigningKey]) -> String {
         let data = try! JSONSerialization.data(withJSONObject: ["keys": keys.map(\.jwk)], options: [.sortedKeys])
         return String(decoding: data, as: UTF8.self)
     }
 
     /// A token of `claims` (a JSON object's members), expiring in an hour unless `claims` says
     /// `exp`; `header` members replace the usual ones (`alg`, `kid`, `typ`).
-    func token(_ claims: [String: Any], header: [String: Any] = [:]) throws -> String {
+    package func token(_ claims: [String: Any], header: [String: Any] = [:]) throws -> String {
         var claims = claims
         if claims["exp"] == nil { claims["exp"] = Int(Date().timeIntervalSince1970) + 3600 }
         var head: [String: Any] = ["alg": algorithm, "typ": "JWT"]
@@ -93,7 +97,7 @@ struct TestSigningKey: Sendable {
         return signingInput + "." + Self.base64URL(signature)
     }
 
-    static func base64URL(_ data: some DataProtocol) -> String {
+    package static func base64URL(_ data: some DataProtocol) -> String {
         Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
@@ -101,24 +105,24 @@ struct TestSigningKey: Sendable {
 
 /// A JWKS served over HTTP on 127.0.0.1 (a small Hummingbird app on a free port), whose keys
 /// a test changes while it runs; it counts the fetches.
-final class TestJWKSServer: Sendable {
+package final class TestJWKSServer: Sendable {
     private let state = Locked<(jwks: String, cacheControl: String?, fetches: Int)>(("{\"keys\": []}", nil, 0))
-    let port: Int
+    package let port: Int
 
     private init(port: Int) { self.port = port }
 
-    var url: URL { URL(string: "http://127.0.0.1:\(port)/.well-known/jwks.json")! }
+    package var url: URL { URL(string: "http://127.0.0.1:\(port)/.well-known/jwks.json")! }
 
     /// Serves `keys` from now on.
-    func serve(_ keys: [TestSigningKey], cacheControl: String? = nil) {
+    package func serve(_ keys: [TestSigningKey], cacheControl: String? = nil) {
         state.withLock { ($0.jwks, $0.cacheControl) = (TestSigningKey.jwks(keys), cacheControl) }
     }
 
-    var fetches: Int { state.withLock { $0.fetches } }
+    package var fetches: Int { state.withLock { $0.fetches } }
 
     /// Runs `body` with a JWKS server serving `keys`, and stops the server before returning
     /// (when `body` returns and when it throws), waiting until it ended.
-    static func with<Result>(_ keys: [TestSigningKey], isolation: isolated (any Actor)? = #isolation,
+    package static func with<Result>(_ keys: [TestSigningKey], isolation: isolated (any Actor)? = #isolation,
                              _ body: (TestJWKSServer) async throws -> Result) async throws -> Result {
         let state = Locked<(jwks: String, cacheControl: String?, fetches: Int)>((TestSigningKey.jwks(keys), nil, 0))
         let router = Router()
