@@ -63,18 +63,12 @@ struct NodeDescriptorTests {
             let secret = "a descriptor test secret of at least thirty-two bytes"
             try #"{"tables": {"todos": {"read": true}}}"#.write(toFile: directory.path("rules.json"), atomically: true, encoding: .utf8)
             try secret.write(toFile: directory.path("secret"), atomically: true, encoding: .utf8)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
-            process.arguments = ["--nofile=\(Self.limit):\(Self.limit)", executable, "serve", "--postgres", postgres.url,
-                                 "--tables", "todos", "--rules", directory.path("rules.json"), "--secret-file", directory.path("secret"),
-                                 "--replica", directory.path("replica.sqlite"), "--slot", "ripple_descriptors", "--port", "0",
-                                 "--heartbeat", "0.2", "--log-level", "warning"]
-            let output = Pipe()
-            process.standardOutput = output
             // Its errors go to a file, told when the test fails.
-            _ = FileManager.default.createFile(atPath: directory.path("node.err"), contents: nil)
-            process.standardError = FileHandle(forWritingAtPath: directory.path("node.err"))
-            try ProcessLaunch.run(process)
+            let (process, output) = try launchServer(executable, [
+                "serve", "--postgres", postgres.url, "--tables", "todos", "--rules", directory.path("rules.json"),
+                "--secret-file", directory.path("secret"), "--replica", directory.path("replica.sqlite"), "--slot", "ripple_descriptors",
+                "--port", "0", "--heartbeat", "0.2", "--log-level", "warning"], directory: directory,
+                through: ["/usr/bin/prlimit", "--nofile=\(Self.limit):\(Self.limit)"])
             defer {
                 // A node that ended, at whatever step the test stopped: how, and what it said.
                 if !process.isRunning {

@@ -36,16 +36,10 @@ struct NodeLifecycleTests {
         let secret = "a lifecycle test secret of at least thirty-two bytes"
         try Self.rules.write(toFile: directory.path("rules.json"), atomically: true, encoding: .utf8)
         try secret.write(toFile: directory.path("secret"), atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["serve", "--postgres", postgres.url, "--tables", "items", "--rules", directory.path("rules.json"),
-                             "--secret-file", directory.path("secret"), "--replica", directory.path("replica.sqlite"),
-                             "--slot", "ripple_lifecycle", "--port", "0", "--log-level", "info", "--log-format", "json"]
-        let output = Pipe()
-        process.standardOutput = output
-        _ = FileManager.default.createFile(atPath: directory.path("node.err"), contents: nil)
-        process.standardError = FileHandle(forWritingAtPath: directory.path("node.err"))
-        try ProcessLaunch.run(process)
+        let (process, output) = try launchServer(executable, [
+            "serve", "--postgres", postgres.url, "--tables", "items", "--rules", directory.path("rules.json"),
+            "--secret-file", directory.path("secret"), "--replica", directory.path("replica.sqlite"),
+            "--slot", "ripple_lifecycle", "--port", "0", "--log-level", "info", "--log-format", "json"], directory: directory)
         defer {
             if process.isRunning {
                 process.terminate()

@@ -18,11 +18,6 @@ struct ServerEnvironmentTests {
             let directory = try TemporaryDirectory()
             let secret = "an environment test secret of at least thirty-two bytes"
             try NodeLifecycleTests.rules.write(toFile: directory.path("rules.json"), atomically: true, encoding: .utf8)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            // Only the port is a flag; the variable beside it names a port no node can take,
-            // so the node serving at all shows that the flag won.
-            process.arguments = ["serve", "--port", "0"]
             var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RIPPLE_") }
             environment["RIPPLE_POSTGRES"] = postgres.url
             environment["RIPPLE_TABLES"] = "items"
@@ -34,12 +29,9 @@ struct ServerEnvironmentTests {
             environment["RIPPLE_PORT"] = "99999"
             environment["RIPPLE_SYNC_SECRET"] = secret
             environment["RIPPLE_TABLE"] = "misspelt"
-            process.environment = environment
-            let output = Pipe()
-            process.standardOutput = output
-            _ = FileManager.default.createFile(atPath: directory.path("node.err"), contents: nil)
-            process.standardError = FileHandle(forWritingAtPath: directory.path("node.err"))
-            try ProcessLaunch.run(process)
+            // Only the port is a flag; its variable names a port no node can take, so the node
+            // serving at all shows that the flag won.
+            let (process, output) = try launchServer(executable, ["serve", "--port", "0"], directory: directory, environment: environment)
             defer {
                 if process.isRunning {
                     process.terminate()

@@ -302,6 +302,24 @@ struct ClientRows {
     }
 }
 
+/// Launches `ripple-server` (`executable`) with `arguments` as a test's child process — run
+/// through `prefix` (e.g. `prlimit …`) when given, with `environment` when given — its standard
+/// error going to `<directory>/node.err`; returns it and its standard output (see
+/// ``servedPort(_:)``). The caller ends it on every path.
+func launchServer(_ executable: String, _ arguments: [String], directory: TemporaryDirectory,
+                  environment: [String: String]? = nil, through prefix: [String] = []) throws -> (Process, Pipe) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: prefix.first ?? executable)
+    process.arguments = prefix.isEmpty ? arguments : Array(prefix.dropFirst()) + [executable] + arguments
+    if let environment { process.environment = environment }
+    let output = Pipe()
+    process.standardOutput = output
+    _ = FileManager.default.createFile(atPath: directory.path("node.err"), contents: nil)
+    process.standardError = FileHandle(forWritingAtPath: directory.path("node.err"))
+    try ProcessLaunch.run(process)
+    return (process, output)
+}
+
 /// The port a `ripple-server` child process serves `/sync` on, read from the line it prints
 /// once it listens (its standard output, `output`).
 func servedPort(_ output: Pipe) async throws -> Int {
