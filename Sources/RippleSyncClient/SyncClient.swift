@@ -24,7 +24,7 @@ import WSClient
 /// is applied in one local write, so a Postgres transaction reaches the app's live queries whole.
 /// The same write keeps each subscription's result and position in the store: after a relaunch,
 /// a new client over the same file that subscribes again under the same ids with the same
-/// queries resumes them the same way (see ``subscribe(_:_:)``).
+/// queries resumes them the same way (see ``subscribe(_:_:)-(_,QueryDescription)``).
 public actor SyncClient {
     /// The local store the rows are kept in.
     public nonisolated let store: Store
@@ -265,9 +265,9 @@ public actor SyncClient {
     }
 
     /// Subscribes every subscription the local store keeps that the client does not have yet,
-    /// each resuming from its stored position, as ``subscribe(_:_:)`` with its stored query
+    /// each resuming from its stored position, as ``subscribe(_:_:)-(_,QueryDescription)`` with its stored query
     /// would; returns their ids, sorted. An app that declares its subscriptions itself does not
-    /// need this: it declares them again with ``subscribe(_:_:)``.
+    /// need this: it declares them again with ``subscribe(_:_:)-(_,QueryDescription)``.
     @discardableResult
     public func resumeStoredSubscriptions() async throws -> [String] {
         var resumed: [String] = []
