@@ -1,0 +1,47 @@
+#if Sync
+import Foundation
+import Ripple
+import RippleServer
+import RippleSync
+import RippleSyncTesting
+import RippleDiffTesting
+import RippleTesting
+import Testing
+
+/// A node told to stop at any moment of its life — while it prepares Postgres, copies, catches
+/// up, checks the catalog, or serves — stops within its stop grace and a little more.
+@Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed"), .timeLimit(.minutes(10)))
+struct NodeStopAnyMomentTests {
+    @Test(arguments: [5, 6] as [UInt64])
+    func aNodeStoppedAtARandomMomentStopsWithinItsGrace(seed: UInt64) async throws {
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY, n int4 NOT NULL); INSERT INTO items SELECT i, i FROM generate_series(1, 2000) AS i")
+            var random = SeededGenerator(seed: seed)
+            for round in 0..<24 {
+                let directory = try TemporaryDirectory()
+                var configuration = SyncServerConfiguration(
+                    postgres: try SyncServerConfiguration.postgres(url: postgres.nodeURL), tables: ["items"],
+                    rules: try SyncRules(json: Data(#"{"tables": {"items": {"read": true}}}"#.utf8)),
+                    secret: Array("a test secret of at least thirty-two bytes".utf8), replicaPath: directory.path("node.sqlite"))
+                configuration.port = 0
+                configuration.slot = "ripple_stop_\(round % 3)"
+                configuration.catalogCheckInterval = .milliseconds(20)
+                configuration.stopGrace = .seconds(2)
+                try await postgres.setUpNode(tables: ["items"], writes: [], publication: configuration.publication)
+                let server = try SyncServer(configuration: configuration)
+                let task = Task { try await server.run() }
+                let delay = Int(random.next() % 1500)
+                try await Task.sleep(for: .milliseconds(delay))
+                if round % 2 == 0 { try await postgres.psql("UPDATE items SET n = n + 1 WHERE id % 7 = \(round % 7)") }
+                let stopping = ContinuousClock.now
+                task.cancel()
+                _ = try await Wait.value("round \(round): the node told to stop \(delay) ms after its start to stop", within: .seconds(60)) {
+                    await task.result
+                }
+                let took = ContinuousClock.now - stopping
+                #expect(took < .seconds(10), "round \(round): stopped \(delay) ms after its start, it took \(took)")
+            }
+        }
+    }
+}
+#endif
