@@ -15,8 +15,10 @@ enum EnvironmentOptions {
     /// The commands that read the environment.
     static let commands: [String: any ParsableCommand.Type] = ["serve": ServeCommand.self, "check": CheckCommand.self]
 
-    /// Variables of the `RIPPLE_` family that are not options (read elsewhere).
-    static let otherVariables: Set<String> = ["RIPPLE_SYNC_SECRET"]
+    /// Variables of the `RIPPLE_` family that are not options: the token secret, and those of
+    /// Ripple's own tests and tools (a test's environment reaches the nodes it starts).
+    static let otherVariables: Set<String> = ["RIPPLE_SYNC_SECRET", "RIPPLE_POSTGRES_BIN", "RIPPLE_STRESS_NODE_LOG",
+                                              "RIPPLE_FUZZ_CASES", "RIPPLE_FUZZ_SEED", "RIPPLE_WRITE_FIXTURE"]
 
     /// `arguments` (without the program's name) completed from `environment`, and notes about
     /// variables that name no option.
