@@ -127,13 +127,13 @@ struct SyncStressSetupError: Error, CustomStringConvertible {
 
 /// Log lines appended to a file (the in-process node's log in a stress run), one per message:
 /// `time level label: message`.
-struct FileLogHandler: LogHandler {
+package struct FileLogHandler: LogHandler {
     private let file: Locked<FileHandle>
     private let label: String
-    var logLevel: Logger.Level = .info
-    var metadata: Logger.Metadata = [:]
+    package var logLevel: Logger.Level = .info
+    package var metadata: Logger.Metadata = [:]
 
-    init(label: String, path: String) throws {
+    package init(label: String, path: String) throws {
         if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         try handle.seekToEnd()
@@ -141,12 +141,12 @@ struct FileLogHandler: LogHandler {
         self.label = label
     }
 
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         let line = "\(Date()) \(event.level) \(label): \(event.message)\n"
         file.withLock { $0.write(Data(line.utf8)) }
     }

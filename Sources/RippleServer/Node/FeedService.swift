@@ -1,5 +1,6 @@
 #if Sync
 import Logging
+import PostgresNIO
 import Ripple
 import ServiceLifecycle
 
@@ -91,12 +92,22 @@ struct FeedService: Service {
                     defer { value = min(value * 2, .seconds(5)) }
                     return value
                 }
-                feedStatus.withLock { $0.failure = "\(error)" }
+                let why = Self.told(error)
+                feedStatus.withLock { $0.failure = why }
                 server.metrics.feedRestarts.withLock { $0 += 1 }
-                server.logger.warning("the feed failed; trying again in \(wait): \(error)")
+                server.logger.warning("the feed failed; trying again in \(wait): \(why)")
                 try await Task.sleep(for: wait)
             }
         }
+    }
+
+    /// `error` as the log and `/health` tell it: a Postgres error by its kind and SQLSTATE
+    /// (`PSQLError`'s own description says nothing; its message and DETAIL can hold values, and
+    /// stay out), anything else as it describes itself.
+    static func told(_ error: any Error) -> String {
+        guard let error = error as? PSQLError else { return "\(error)" }
+        if let state = error.serverInfo?[.sqlState] { return "Postgres error (\(error.code), SQLSTATE \(state))" }
+        return "Postgres error (\(error.code))"
     }
 }
 #endif
