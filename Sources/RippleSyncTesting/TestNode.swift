@@ -19,7 +19,9 @@ package struct TestNode {
     /// Set once the node's `run()` returned.
     package let ended: Locked<Bool>
     package let port: Int
-    package let secret = Array("a test secret of at least thirty-two bytes".utf8)
+    package let secret = TestNode.secret
+    /// The `v1.` token secret of every test node.
+    package static let secret = Array("a test secret of at least thirty-two bytes".utf8)
 
     package var url: String { "ws://127.0.0.1:\(port)/sync" }
 
@@ -55,12 +57,7 @@ package struct TestNode {
     package static func start(_ postgres: ThrowawayPostgres, tables: [String], rules: String, directory: TemporaryDirectory,
                       name: String = "node", adjust: (inout SyncServerConfiguration) -> Void = { _ in },
                       isolation: isolated (any Actor)? = #isolation) async throws -> TestNode {
-        let secret = Array("a test secret of at least thirty-two bytes".utf8)
-        var configuration = SyncServerConfiguration(
-            postgres: try SyncServerConfiguration.postgres(url: postgres.nodeURL), tables: tables,
-            rules: try SyncRules(json: Data(rules.utf8)), secret: secret, replicaPath: directory.path("\(name).sqlite"))
-        configuration.port = 0
-        configuration.slot = "ripple_\(name)"
+        var configuration = try configuration(postgres, tables: tables, rules: rules, directory: directory, name: name)
         configuration.heartbeatInterval = .milliseconds(200)
         // Generous: a loaded machine must not close a test's socket before it says hello.
         configuration.helloTimeout = .seconds(120)
@@ -90,6 +87,21 @@ package struct TestNode {
 
     /// Returns once the node's `/health` says `ok`: its feed has copied Postgres (or caught up
     /// from its slot). A node listens before that.
+    /// A test node's configuration: `tables` of `postgres` under `rules` (JSON), the test
+    /// secret, any free port, slot `ripple_<name>` and replica `<directory>/<name>.sqlite`,
+    /// connecting as the node's role that is not a superuser (`superuser`: as the cluster's
+    /// superuser, which makes what it lacks itself).
+    package static func configuration(_ postgres: ThrowawayPostgres, tables: [String], rules: String, directory: TemporaryDirectory,
+                                      name: String = "node", superuser: Bool = false) throws -> SyncServerConfiguration {
+        var configuration = SyncServerConfiguration(
+            postgres: try SyncServerConfiguration.postgres(url: superuser ? postgres.url : postgres.nodeURL), tables: tables,
+            rules: try SyncRules(json: Data(rules.utf8)), secret: Self.secret,
+            replicaPath: directory.path("\(name).sqlite"))
+        configuration.port = 0
+        configuration.slot = "ripple_\(name)"
+        return configuration
+    }
+
     package func untilReady(within limit: Duration = Wait.limit) async throws {
         try await Wait.until("the node's /health to say ok", within: limit) {
             guard let (body, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/health")!)

@@ -137,12 +137,8 @@ struct NodeLifecycleTests {
             try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY); INSERT INTO items VALUES (1)")
             try await postgres.withTableLocked("items") {
                 let directory = try TemporaryDirectory()
-                var configuration = SyncServerConfiguration(
-                    postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: ["items"],
-                    rules: try SyncRules(json: Data(Self.rules.utf8)), secret: Array("a test secret of at least thirty-two bytes".utf8),
-                    replicaPath: directory.path("node.sqlite"))
-                configuration.port = 0
-                configuration.slot = "ripple_locked"
+                let configuration = try TestNode.configuration(postgres, tables: ["items"], rules: Self.rules, directory: directory,
+                                                               name: "locked", superuser: true)
                 let node = try SyncServer(configuration: configuration)
                 let group = ServiceGroup(configuration: .init(services: [node], logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
                 let running = Task { try await group.run() }
@@ -165,12 +161,8 @@ struct NodeLifecycleTests {
         try await withThrowawayPostgres { postgres in
             try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY); INSERT INTO items VALUES (1)")
             let directory = try TemporaryDirectory()
-            var configuration = SyncServerConfiguration(
-                postgres: try SyncServerConfiguration.postgres(url: postgres.url), tables: ["items"],
-                rules: try SyncRules(json: Data(Self.rules.utf8)), secret: Array("a test secret of at least thirty-two bytes".utf8),
-                replicaPath: directory.path("node.sqlite"))
-            configuration.port = 0
-            configuration.slot = "ripple_grace"
+            var configuration = try TestNode.configuration(postgres, tables: ["items"], rules: Self.rules, directory: directory,
+                                                           name: "grace", superuser: true)
             configuration.stopGrace = .zero
             let node = try SyncServer(configuration: configuration)
             let group = ServiceGroup(configuration: .init(services: [node], logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))

@@ -19,12 +19,8 @@ struct NodeStopAnyMomentTests {
             var random = SeededGenerator(seed: seed)
             for round in 0..<24 {
                 let directory = try TemporaryDirectory()
-                var configuration = SyncServerConfiguration(
-                    postgres: try SyncServerConfiguration.postgres(url: postgres.nodeURL), tables: ["items"],
-                    rules: try SyncRules(json: Data(#"{"tables": {"items": {"read": true}}}"#.utf8)),
-                    secret: Array("a test secret of at least thirty-two bytes".utf8), replicaPath: directory.path("node.sqlite"))
-                configuration.port = 0
-                configuration.slot = "ripple_stop_\(round % 3)"
+                var configuration = try TestNode.configuration(postgres, tables: ["items"], rules: #"{"tables": {"items": {"read": true}}}"#,
+                                                               directory: directory, name: "stop_\(round % 3)")
                 configuration.catalogCheckInterval = .milliseconds(20)
                 configuration.stopGrace = .seconds(2)
                 try await postgres.setUpNode(tables: ["items"], writes: [], publication: configuration.publication)

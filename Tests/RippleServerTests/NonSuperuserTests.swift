@@ -69,11 +69,7 @@ struct NonSuperuserTests {
         try await withThrowawayPostgres { postgres in
             try await postgres.psql("CREATE TABLE items(id int8 PRIMARY KEY, title text); INSERT INTO items VALUES (1, 'one')")
             let directory = try TemporaryDirectory()
-            var configuration = SyncServerConfiguration(
-                postgres: try SyncServerConfiguration.postgres(url: postgres.nodeURL), tables: ["items"],
-                rules: try SyncRules(json: Data(Self.rules.utf8)), secret: Array("a test secret of at least thirty-two bytes".utf8),
-                replicaPath: directory.path("node.sqlite"))
-            configuration.port = 0
+            let configuration = try TestNode.configuration(postgres, tables: ["items"], rules: Self.rules, directory: directory)
             let server = try SyncServer(configuration: configuration)
             let task = Task { try await server.run() }
             let failure = await #expect(throws: (any Error).self) { _ = try await Wait.value("the node to fail") { try await task.value } }
