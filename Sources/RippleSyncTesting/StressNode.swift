@@ -101,6 +101,24 @@ final class StressNodeProcess: Sendable {
         return exit.withLock { $0.exited }
     }
 
+    /// Every thread's backtrace (`lldb`, attached for a moment), for a process that does not
+    /// stop; `nil` when there is no `lldb` on the `PATH` or it cannot attach.
+    func threadBacktraces() async -> String? {
+        let path = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":")
+            .map { "\($0)/lldb" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let path, !exit.withLock({ $0.exited }) else { return nil }
+        let lldb = Process()
+        lldb.executableURL = URL(fileURLWithPath: path)
+        lldb.arguments = ["--batch", "--no-lldbinit", "-p", String(process.processIdentifier),
+                          "-o", "thread backtrace all", "-o", "detach"]
+        let output = Pipe()
+        lldb.standardOutput = output
+        lldb.standardError = output
+        return try? await Wait.run(lldb, "lldb's backtraces of node \(process.processIdentifier)", within: .seconds(120)) {
+            String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
+    }
+
     /// Sends SIGKILL and waits for the process to end.
     func kill() async {
         Glibc.kill(process.processIdentifier, SIGKILL)

@@ -671,6 +671,10 @@ final class SyncStressRun: @unchecked Sendable {   // used by one driving task
             if !kill, !(await process.stop(within: .seconds(30))) {
                 report.discrepancies += 1
                 report.findings.append("round \(report.rounds + 1): node \(index) did not stop within 30 s of SIGTERM")
+                // What it waits for: its log says which parts still run; its threads, where.
+                if let backtraces = await process.threadBacktraces() {
+                    try? Data(backtraces.utf8).write(to: URL(fileURLWithPath: directory.path("node\(index)-threads.txt")))
+                }
             }
             await process.kill()
         }

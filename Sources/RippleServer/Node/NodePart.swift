@@ -1,4 +1,6 @@
 #if Sync
+import Logging
+import Ripple
 import ServiceLifecycle
 
 /// One part of a node run by its `ServiceGroup`: a service and the name an error gives it.
@@ -9,8 +11,16 @@ import ServiceLifecycle
 struct NodePart: Service {
     let name: String
     let service: any Service
+    /// The node's parts running now, by name (what a stop that takes long still waits for).
+    let running: Locked<[String]>
+    let logger: Logger
 
     func run() async throws {
+        running.withLock { $0.append(name) }
+        defer {
+            running.withLock { names in names.firstIndex(of: name).map { _ = names.remove(at: $0) } }
+            if Task.isShuttingDownGracefully || Task.isCancelled { logger.info("stopping: \(name) stopped") }
+        }
         do {
             try await service.run()
         } catch let error as CancellationError {

@@ -45,6 +45,8 @@ public final class SyncServer: Service, Sendable {
     let started = Latch()
     /// The hub, made once the cluster is known (resume bases name it).
     let hubs = Locked<SubscriptionHub?>(nil)
+    /// The parts running now, by name.
+    private let running = Locked<[String]>([])
     /// The port once listening, or why the node will never listen; and who waits for either.
     private let listening = Locked<(port: Int?, failure: (any Error)?, waiters: [CheckedContinuation<Int, any Error>])>((nil, nil, []))
 
@@ -111,12 +113,16 @@ public final class SyncServer: Service, Sendable {
     /// The node's parts, in the order they start; they shut down in reverse.
     private var parts: [NodePart] {
         [
-            NodePart(name: "the Postgres connection pool", service: client),
-            NodePart(name: "the feed from Postgres", service: FeedService(server: self)),
-            NodePart(name: "the heartbeats", service: HeartbeatService(interval: configuration.heartbeatInterval, sessions: sessions)),
-            NodePart(name: "the HTTP listener", service: HTTPService(server: self, listening: { [weak self] in self?.listened(on: $0) })),
-            NodePart(name: "the sockets", service: SocketDrainService(sessions: sessions, logger: logger)),
+            part("the Postgres connection pool", client),
+            part("the feed from Postgres", FeedService(server: self)),
+            part("the heartbeats", HeartbeatService(interval: configuration.heartbeatInterval, sessions: sessions)),
+            part("the HTTP listener", HTTPService(server: self, listening: { [weak self] in self?.listened(on: $0) })),
+            part("the sockets", SocketDrainService(sessions: sessions, logger: logger)),
         ]
+    }
+
+    private func part(_ name: String, _ service: any Service) -> NodePart {
+        NodePart(name: name, service: service, running: running, logger: logger)
     }
 
     /// Runs the node until it is shut down gracefully (by the `ServiceGroup` it runs in) or its
@@ -132,11 +138,18 @@ public final class SyncServer: Service, Sendable {
         // (A task of its own, so that cancelling the node's task shuts it down gracefully
         // instead of cancelling every part at once; it inherits a parent group's shutdown.)
         let running = Task { try await parts.run() }
+        let watch = StopWatch(parts: self.running, grace: configuration.stopGrace, logger: logger)
         let outcome = await withTaskCancellationHandler {
-            await running.result
+            await withGracefulShutdownHandler {
+                await running.result
+            } onGracefulShutdown: {
+                watch.begin()
+            }
         } onCancel: {
+            watch.begin()
             Task { await parts.triggerGracefulShutdown() }
         }
+        watch.end()
         // Whatever ended the node, nobody waits for a port that will not come.
         switch outcome {
         case .failure(let error) where !(error is CancellationError):
