@@ -8,9 +8,17 @@ import RippleSync
 /// applies to) and its position, written in the same local transaction as the rows a frame
 /// changes — so the store never holds rows of one position and a resume point of another.
 ///
+/// A snapshot is the one exception, for its size: the transaction of its rows keeps the
+/// subscription's query and position and lets go of its old result (``keepPosition(_:query:lsn:in:)``),
+/// and the new result follows in the next transaction (``keepBase(_:query:tree:lsn:frame:in:)``),
+/// once the rows are visible — a 100,000-row snapshot's frame is 6 MB that the rows need not
+/// wait for. Between the two, or if the second never comes (the app killed), the subscription is
+/// kept without a result: the next launch subscribes it afresh (a snapshot replaces its rows),
+/// and a changeset that comes first keeps the whole result (``keepChangeset(_:_:tree:lsn:in:)``).
+///
 /// * `ripple_sync_subscriptions`: one row per subscription — its id, its query (as JSON with
 ///   sorted keys: an app declaring the same query again finds it equal), the position its rows
-///   stand at, and the sizes of its stored frames.
+///   stand at, and the sizes of its stored frames (a snapshot of 0 bytes: no result kept).
 /// * `ripple_sync_subscription_frames`: its result as `changes` frames, in order — number 0 a
 ///   snapshot (the frame as the node sent it, when it held that snapshot alone), then each
 ///   changeset applied since. Reading them back and applying them in order
@@ -62,10 +70,12 @@ enum StoredSubscriptions {
         return queries
     }
 
-    /// Subscription `id` as stored (`nil`: none): its result rebuilt from its frames.
+    /// Subscription `id` as stored (`nil`: none, or kept without its result): its result
+    /// rebuilt from its frames.
     static func load(_ id: String, in db: Database) throws -> Stored? {
         guard try exists(db),
-              let row = try db.fetchOne("SELECT query, lsn FROM ripple_sync_subscriptions WHERE id = ?", [id]) else { return nil }
+              let row = try db.fetchOne("SELECT query, lsn, snapshot_bytes FROM ripple_sync_subscriptions WHERE id = ?", [id]),
+              try row.value("snapshot_bytes", as: Int.self) > 0 else { return nil }
         var tree: WireTree?
         for frame in try db.fetchAll("SELECT frame FROM ripple_sync_subscription_frames WHERE subscription = ? ORDER BY number", [id]) {
             let text = try frame.value("frame", as: String.self)
@@ -92,14 +102,32 @@ enum StoredSubscriptions {
         return Stored(id: id, query: try row.value("query", as: String.self), tree: tree, lsn: try row.value("lsn", as: String.self))
     }
 
-    /// Keeps `tree`, at `lsn`, as subscription `id`'s result (a snapshot arrived), replacing
-    /// what was stored for it; `frame`: the `changes` frame holding that snapshot alone, if at
-    /// hand (otherwise it is encoded from `tree`).
+    /// Keeps `tree`, at `lsn`, as subscription `id`'s result, replacing what was stored for it;
+    /// `frame`: the `changes` frame holding that snapshot alone, if at hand (otherwise it is
+    /// encoded from `tree`).
     static func keepSnapshot(_ id: String, query: String, tree: WireTree, lsn: String, frame: String? = nil, in db: Database) throws {
         let frame = frame ?? snapshotFrame(tree, lsn: lsn)
         try db.execute("DELETE FROM ripple_sync_subscription_frames WHERE subscription = ?", [id])
         try db.execute("INSERT INTO ripple_sync_subscription_frames VALUES (?, 0, ?)", [id, frame])
         try db.execute("INSERT OR REPLACE INTO ripple_sync_subscriptions VALUES (?, ?, ?, ?, 0)", [id, query, lsn, frame.utf8.count])
+    }
+
+    /// A snapshot's first half, in the transaction of its rows: subscription `id` is kept with
+    /// `query` at `lsn`, without a result (its old one let go) until ``keepBase(_:query:tree:lsn:frame:in:)``.
+    static func keepPosition(_ id: String, query: String, lsn: String, in db: Database) throws {
+        try db.execute("DELETE FROM ripple_sync_subscription_frames WHERE subscription = ?", [id])
+        try db.execute("INSERT OR REPLACE INTO ripple_sync_subscriptions VALUES (?, ?, ?, 0, 0)", [id, query, lsn])
+    }
+
+    /// A snapshot's second half, in the next transaction: `tree` becomes subscription `id`'s
+    /// result, if the subscription is still kept as ``keepPosition(_:query:lsn:in:)`` left it
+    /// (not removed, subscribed again, or moved on meanwhile).
+    static func keepBase(_ id: String, query: String, tree: WireTree, lsn: String, frame: String?, in db: Database) throws {
+        let waiting = try db.fetchValue("""
+            SELECT 1 FROM ripple_sync_subscriptions WHERE id = ? AND query = ? AND lsn = ? AND snapshot_bytes = 0
+            """, [id, query, lsn], as: Int.self)
+        guard waiting != nil else { return }
+        try keepSnapshot(id, query: query, tree: tree, lsn: lsn, frame: frame, in: db)
     }
 
     /// Keeps `changeset`, which moved subscription `id`'s result to `tree` at `lsn`: appended to
@@ -114,7 +142,9 @@ enum StoredSubscriptions {
         json.raw(#","changesets":{"#); json.string(frameID); json.raw(":"); json.changeset(changeset); json.raw("}}")
         let frame = String(decoding: json.bytes, as: UTF8.self)
         let total = try row.value("changeset_bytes", as: Int.self) + frame.utf8.count
-        if total > max(try row.value("snapshot_bytes", as: Int.self), foldThreshold) {
+        let snapshotBytes = try row.value("snapshot_bytes", as: Int.self)
+        // Without a result (its snapshot's second half did not come): the whole result.
+        if snapshotBytes == 0 || total > max(snapshotBytes, foldThreshold) {
             try keepSnapshot(id, query: try row.value("query", as: String.self), tree: tree, lsn: lsn, in: db)
             return
         }

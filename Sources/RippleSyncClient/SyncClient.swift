@@ -758,8 +758,9 @@ public actor SyncClient {
                     for (id, kept) in keptParts { try LocalRows.releaseParts(of: id, except: kept, in: db) }
                     for result in kept {
                         switch result {
-                        case .snapshot(let id, let query, let tree, let frame):
-                            try StoredSubscriptions.keepSnapshot(id, query: query, tree: tree, lsn: lsn, frame: frame, in: db)
+                        case .snapshot(let id, let query, _, _):
+                            // (Its result follows in the next write, below.)
+                            try StoredSubscriptions.keepPosition(id, query: query, lsn: lsn, in: db)
                         case .changeset(let id, let changeset, let tree):
                             try StoredSubscriptions.keepChangeset(id, changeset, tree: tree, lsn: lsn, in: db)
                         }
@@ -779,6 +780,11 @@ public actor SyncClient {
         }
         for (continuation, event) in remote { continuation.yield(event) }
         for id in snapshots.keys where subscriptions[id]?.result != nil && !broken.contains(id) { resumeRowWaiters(of: id, with: true) }
+        // The snapshots' results, kept for the next launch once their rows are visible.
+        let bases = kept.compactMap { result -> (id: String, query: String, tree: WireTree, frame: String?)? in
+            guard case .snapshot(let id, let query, let tree, let frame) = result, !broken.contains(id) else { return nil }
+            return (id, query, tree, frame)
+        }
         // A changeset that does not fit (the client's rows are not the server's): start afresh.
         for id in broken {
             subscriptions[id]?.result = nil
@@ -788,6 +794,18 @@ public actor SyncClient {
             await sendSubscribe(id)
         }
         eventSink.yield(.applied(lsn: lsn, subscriptions: Set(snapshots.keys).union(changesets.keys).sorted()))
+        if !bases.isEmpty {
+            do {
+                try await write(tag: lsn) { db in
+                    for base in bases {
+                        try StoredSubscriptions.keepBase(base.id, query: base.query, tree: base.tree, lsn: lsn, frame: base.frame, in: db)
+                    }
+                }
+            } catch {
+                // Kept without their results: the next launch subscribes them afresh.
+                eventSink.yield(.localFailure(message: "the results at \(lsn) could not be kept for the next launch: \(error)"))
+            }
+        }
     }
 
     /// A subscription's new result, as the frame's write keeps it in the local store.

@@ -369,6 +369,69 @@ struct RelaunchStoreTests {
         #expect(folds > 0, "seed \(seed): the kept changesets were never folded")
     }
 
+    /// A snapshot's result is kept in the write after its rows': an app killed between the two
+    /// keeps the subscription without a result. The next launch then subscribes it afresh (no
+    /// position, no rows of its own) and the snapshot replaces the rows the file held exactly;
+    /// and a changeset that comes before the result was kept keeps the whole result.
+    @Test func aSnapshotWhoseResultWasNotKeptStartsAfreshAndAChangesetKeepsTheWholeResult() async throws {
+        var random = SeededGenerator(seed: 7)
+        let directory = try TemporaryDirectory()
+        let path = directory.path("device.sqlite")
+        var server = Server.fixture()
+        let port = try IncludedRowsTests.closedPort()
+        let queryText = try StoredSubscriptions.queryText(Server.query)
+        @Sendable func launch(_ body: (SyncClient, Store) async throws -> Void) async throws {
+            let store = try Store(path: path)
+            let client = SyncClient(url: "ws://127.0.0.1:\(port)/sync", store: store) { "a token" }
+            await client.setBackoff(min: .seconds(60), max: .seconds(60))
+            try await withStarted(client) {
+                try await client.subscribe("p", Server.query)
+                try await body(client, store)
+            }
+        }
+        /// The app killed between a snapshot's two writes: its rows and position, no result.
+        func dropResult(_ store: Store, lsn: String) throws {
+            try store.write { db in try StoredSubscriptions.keepPosition("p", query: queryText, lsn: lsn, in: db) }
+            #expect(try store.read { db in try StoredSubscriptions.load("p", in: db) } == nil)
+            #expect(try store.read { db in try StoredSubscriptions.queries(in: db) }.keys.sorted() == ["p"])
+        }
+        var tree = server.tree()
+        var lsn = server.nextLSN()
+        try await launch { client, store in
+            await client.receive(frame: Server.frame(lsn: lsn, snapshots: ["p": Server.snapshot(tree)]))
+            try Self.expectStored(store, tree: tree, lsn: lsn, seed: 7, frame: 1)
+            try dropResult(store, lsn: lsn)
+        }
+        // Relaunched without a result: nothing to resume from; the next snapshot replaces the
+        // rows the file held.
+        for _ in 0..<6 { Self.change(&server, using: &random) }
+        tree = server.tree()
+        lsn = server.nextLSN()
+        try await launch { client, store in
+            #expect(await client.position(of: "p") == nil, "a subscription kept without its result does not resume")
+            #expect(await client.rows(of: "p") == nil)
+            await client.receive(frame: Server.frame(lsn: lsn, snapshots: ["p": Server.snapshot(tree)]))
+            #expect(await client.rows(of: "p") == tree.root)
+            try IncludedRowsTests.expectLocalTables(store, tree)
+            try Self.expectStored(store, tree: tree, lsn: lsn, seed: 7, frame: 2)
+            // The result not kept, then a changeset: the whole result is kept with it.
+            try dropResult(store, lsn: lsn)
+            let old = tree
+            for _ in 0..<3 { Self.change(&server, using: &random) }
+            tree = server.tree()
+            lsn = server.nextLSN()
+            await client.receive(frame: Server.frame(lsn: lsn, changesets: ["p": Server.changeset(from: old, to: tree)]))
+            #expect(await client.rows(of: "p") == tree.root)
+            try Self.expectStored(store, tree: tree, lsn: lsn, seed: 7, frame: 3)
+        }
+        // And it resumes from there.
+        try await launch { client, store in
+            #expect(await client.position(of: "p") == lsn)
+            #expect(await client.rows(of: "p") == tree.root)
+            try IncludedRowsTests.expectLocalTables(store, tree)
+        }
+    }
+
     /// The store's kept subscription `p` is `tree` at `lsn`.
     static func expectStored(_ store: Store, tree: Server.Tree, lsn: String, seed: UInt64, frame: Int,
                              sourceLocation: SourceLocation = #_sourceLocation) throws {
