@@ -1,5 +1,6 @@
 #if Sync
 import Foundation
+import Logging
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -68,7 +69,11 @@ package struct TestNode {
         let writes = configuration.rules.tables.filter { $0.value.write != nil }.map(\.key)
         try await postgres.setUpNode(tables: configuration.tables, writes: configuration.tables.filter(writes.contains),
                                      publication: configuration.publication)
-        let server = try SyncServer(configuration: configuration)
+        // Its errors on standard error: a test that waits on a node says what the node waits for
+        // (a stop that outlasts its grace names the parts still running).
+        var logger = Logger(label: "test node") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = .error
+        let server = try SyncServer(configuration: configuration, logger: logger)
         let ended = Locked(false)
         let task = Task {
             defer { ended.withLock { $0 = true } }

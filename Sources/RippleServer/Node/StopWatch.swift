@@ -3,8 +3,8 @@ import Logging
 import Ripple
 
 /// Watches a node's stop: once it begins, says so, and when the node's parts are still
-/// running after the stop grace (and 5 s more for the cancelled parts to end), says which,
-/// every 10 s until they end — the line an operator needs when a node does not exit.
+/// running after the stop grace (and 5 s more for the cancelled parts to end), says which (an
+/// error), every 10 s until they end — the line an operator needs when a node does not exit.
 final class StopWatch: Sendable {
     private let parts: Locked<[String]>
     private let grace: Duration
@@ -31,7 +31,7 @@ final class StopWatch: Sendable {
             while (try? await Task.sleep(for: wait)) != nil {
                 let names = parts.withLock { $0 }
                 guard !names.isEmpty else { return }
-                logger.warning("""
+                logger.error("""
                     stopping: still running \(began.duration(to: .now).formatted(.units(allowed: [.seconds], fractionalPart: .show(length: 1)))) \
                     after the stop began (the stop grace is \(grace)): \(names.joined(separator: ", "))
                     """)
