@@ -227,6 +227,61 @@ struct SchemaEvolutionTests {
         }
     }
 
+    /// A subscription of every column ends once the replica's table has an added column: a
+    /// client that subscribes again the moment it hears the end (here, in the same instant,
+    /// over ten added columns and a dropped one) gets a snapshot with the table's columns
+    /// as they are now — never `invalid_query`, the replica asked for a column it does not
+    /// have yet. (The table is large enough that the replica's commit of each change takes a
+    /// while: a subscription compiled for the new columns before that commit would fail.)
+    @Test func subscribingAgainAtOnceAfterAColumnChangeGetsTheNewColumns() async throws {
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql("""
+                CREATE TABLE todos(id int8 PRIMARY KEY, title text NOT NULL, rank int4 NOT NULL);
+                INSERT INTO todos SELECT n, 'todo ' || n, n FROM generate_series(1, 5000) AS n;
+                """)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["todos"], rules: #"{"tables": {"todos": {"read": true}}}"#,
+                                    directory: directory) { node in
+                try await withSocket(node.url) { socket in
+                    _ = try await socket.hello(try node.token("alice"))
+                    let every = QueryDescription(table: "todos", order: [OrderDescription(column: "rank")], limit: 20)
+                    var columns = ["id", "title", "rank"]
+                    var id = "every0"
+                    try await socket.send(.subscribe(id: id, query: every, resume: nil))
+                    var first = ClientRows()
+                    try await first.readFirstResult(from: socket, id: id)
+                    #expect(first.columns == columns)
+                    let changes = (1...10).map { ("ALTER TABLE todos ADD COLUMN tag\($0) text DEFAULT 'x'", "tag\($0)", true) }
+                        + [("ALTER TABLE todos DROP COLUMN tag3", "tag3", false)]
+                    for (round, (ddl, column, added)) in changes.enumerated() {
+                        try await postgres.psql(ddl)
+                        columns = added ? columns + [column] : columns.filter { $0 != column }
+                        var ended = false
+                        while !ended, let message = try await socket.nextSkippingHeartbeats(what: "the end of \(id) after \(ddl)") {
+                            if case .error(let code, let text, let errorID?) = message, errorID == id {
+                                #expect(code == .subscriptionEnded, "\(id) after \(ddl): \(text)")
+                                ended = true
+                            }
+                        }
+                        // At once, as a quick client (or another one subscribing just then) does.
+                        id = "every\(round + 1)"
+                        try await socket.send(.subscribe(id: id, query: every, resume: nil))
+                        var again = ClientRows()
+                        while again.columns.isEmpty, let message = try await socket.nextSkippingHeartbeats(what: "\(id)'s snapshot") {
+                            if case .error(let code, let text, let errorID?) = message, errorID == id {
+                                Issue.record("\(code.rawValue) for \(id) after \(ddl): \(text)")
+                                return
+                            }
+                            _ = try again.take(message, id: id)
+                        }
+                        #expect(again.columns == columns, "after \(ddl)")
+                        #expect(again.rows.count == 20 && again.rows.allSatisfy { $0.count == columns.count }, "after \(ddl)")
+                    }
+                }
+            }
+        }
+    }
+
     /// An old client's put without a column added since its build keeps writing, the column's
     /// default applying; its patch of old columns leaves the new one alone; a push naming a
     /// dropped column is rejected, that mutation alone, naming the column.
