@@ -110,6 +110,11 @@ public actor ReplicaFeed {
 
     /// The synced tables, by name.
     private var tables: [String: Table] = [:]
+    /// The synced tables whose schema change is being applied: from the transaction that
+    /// changed them being found, to its replica commit told (see ``schema(of:)``).
+    private var changing: Set<String> = []
+    /// Who waits in ``schema(of:)`` for a change of ``changing`` to be applied.
+    private var changeWaiters: [CheckedContinuation<Void, Never>] = []
     /// The client's connections whose session has the text forms (``textForms``) set.
     private let textFormsSet = Locked<Set<PostgresConnection.ID>>([])
     /// The relations pgoutput described, by OID.
@@ -149,13 +154,27 @@ public actor ReplicaFeed {
         for (table, change, _) in recopy.kept {
             let added = change.added.map(\.name).filter { !$0.hasPrefix("ripple_order:") }
             let kind: ReplicaSchemaChange.Kind = change.remakes ? .remade : .inPlace(addedColumns: added, droppedColumns: change.dropped)
-            onSchemaChange(ReplicaSchemaChange(table: table.name, kind: kind))
+            onSchemaChange(ReplicaSchemaChange(table: table.name, kind: kind, schema: describedSchema(of: table.name)))
         }
     }
 
     /// The schema of synced table `name` as the replica holds it (after ``prepare()``), for
     /// compiling queries over it (``QueryCompiler``).
-    public func schema(of name: String) -> SyncedTableSchema? {
+    ///
+    /// While a schema change of the table is being applied — described anew, its replica commit
+    /// not yet done and told to ``onCommit`` — it waits for that: a query compiled for columns
+    /// the replica's table does not have yet would fail there, and one compiled for the old
+    /// columns would miss the end that the subscriptions over them got (a client told
+    /// `subscription_ended` subscribes again at once).
+    public func schema(of name: String) async -> SyncedTableSchema? {
+        while changing.contains(name) {
+            await withCheckedContinuation { changeWaiters.append($0) }
+        }
+        return describedSchema(of: name)
+    }
+
+    /// Table `name` as the feed describes it now (during a schema change, the new description).
+    private func describedSchema(of name: String) -> SyncedTableSchema? {
         tables[name].map { table in
             SyncedTableSchema(name: table.name, columns: table.columns.map { .init(name: $0.name, typeOID: $0.type) }, key: table.key)
         }
@@ -376,9 +395,22 @@ public actor ReplicaFeed {
                         // snapshot after it (later transactions replay onto the copy), in the
                         // same replica commit as the transaction's other changes.
                         let changed = Self.changedTables(in: transaction, relations: relations, tables: tables, oids: oids)
-                        let recopy = changed.isEmpty ? nil : try await recopy(changed)
-                        if let recopy { tellSchemaChanges(recopy) }
-                        try await apply(transaction, commit: commit, recopy: recopy)
+                        if changed.isEmpty {
+                            try await apply(transaction, commit: commit, recopy: nil)
+                        } else {
+                            // Compiling over these tables waits until the replica has their new
+                            // schema and its commit was told (see ``schema(of:)``).
+                            changing.formUnion(changed)
+                            do {
+                                let recopy = try await recopy(changed)
+                                tellSchemaChanges(recopy)
+                                try await apply(transaction, commit: commit, recopy: recopy)
+                                appliedSchemaChange(of: changed)
+                            } catch {
+                                appliedSchemaChange(of: changed)
+                                throw error
+                            }
+                        }
                         applied += 1
                         progress()
                     }
@@ -633,6 +665,15 @@ public actor ReplicaFeed {
             }
         }
         return changed
+    }
+
+    /// The schema change of `names` is applied (or the feed failed applying it): compiling over
+    /// them goes on.
+    private func appliedSchemaChange(of names: Set<String>) {
+        changing.subtract(names)
+        let waiters = changeWaiters
+        changeWaiters = []
+        for waiter in waiters { waiter.resume() }
     }
 
     /// Tables described and read afresh after a schema change (see ``recopy(_:)``).
