@@ -282,6 +282,77 @@ struct SchemaEvolutionTests {
         }
     }
 
+    /// The events a hub subscriber received.
+    final class Events: @unchecked Sendable {   // `kinds` is guarded by `lock`
+        private let lock = NSLock()
+        private var kinds: [SubscriptionEvent.Kind] = []
+        func append(_ event: SubscriptionEvent) { lock.withLock { kinds.append(event.kind) } }
+        var all: [SubscriptionEvent.Kind] { lock.withLock { kinds } }
+    }
+
+    /// A subscription compiled for a table's schema from before a change the hub followed (its
+    /// schema read just before the change was found, its subscribe just after the subscriptions
+    /// over the table were told) ends at once as those did — every column after an added one,
+    /// a dropped column it names, a table made again — and makes no live query; one that fits
+    /// the replica's table goes on.
+    @Test func aSubscriptionCompiledBeforeAFollowedChangeEndsAsTheOthersDid() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try Store(path: directory.path("replica.sqlite"))
+        try store.write { db in
+            try db.execute("CREATE TABLE todos(id INTEGER PRIMARY KEY, title TEXT)")
+            try db.execute("INSERT INTO todos VALUES (1, 'a'), (2, 'b')")
+        }
+        let hub = SubscriptionHub(store: store, rules: try SyncRules(json: Data(#"{"tables": {"todos": {"read": true}}}"#.utf8)))
+        func schema(_ columns: [String]) -> SyncedTableSchema {
+            SyncedTableSchema(name: "todos", columns: columns.map { .init(name: $0, typeOID: $0 == "id" ? PostgresTypes.OID.int8 : PostgresTypes.OID.text) },
+                              key: [0])
+        }
+        let every = QueryDescription(table: "todos")
+        let titles = QueryDescription(table: "todos", columns: ["id", "title"])
+        let ids = QueryDescription(table: "todos", columns: ["id"])
+        func first(_ query: QueryDescription, over columns: [String]) throws -> SubscriptionEvent.Kind? {
+            let (compiled, basis) = try hub.compile(query, user: "alice", schema: schema(columns))
+            let events = Events()
+            let token = hub.subscribe(compiled, basis: basis, schema: schema(columns)) { events.append($0) }
+            defer { token.cancel() }
+            return events.all.first
+        }
+        func endCode(_ kind: SubscriptionEvent.Kind?) -> SyncErrorCode? {
+            if case .ended(_, let code)? = kind { return code }
+            return nil
+        }
+        // Column tag added (the replica's commit under way).
+        hub.followSchemaChange(ReplicaSchemaChange(table: "todos", kind: .inPlace(addedColumns: ["tag"], droppedColumns: []),
+                                                   schema: schema(["id", "title", "tag"])))
+        #expect(endCode(try first(every, over: ["id", "title"])) == .subscriptionEnded)
+        #expect(endCode(try first(titles, over: ["id", "title"])) == nil)
+        #expect(hub.liveQueryCount == 0)
+        try store.write { db in try db.execute("ALTER TABLE todos ADD COLUMN tag TEXT") }
+        let (compiled, basis) = try hub.compile(every, user: "alice", schema: schema(["id", "title", "tag"]))
+        let events = Events()
+        let token = hub.subscribe(compiled, basis: basis, schema: schema(["id", "title", "tag"])) { events.append($0) }
+        defer { token.cancel() }
+        try await Wait.until("the snapshot of every column") { !events.all.isEmpty }
+        guard case .snapshot(let snapshot)? = events.all.first else { Issue.record("no snapshot: \(events.all)"); return }
+        #expect(snapshot.columns == ["id", "title", "tag"])
+        // Column title dropped.
+        hub.followSchemaChange(ReplicaSchemaChange(table: "todos", kind: .inPlace(addedColumns: [], droppedColumns: ["title"]),
+                                                   schema: schema(["id", "tag"])))
+        #expect(endCode(try first(titles, over: ["id", "title", "tag"])) == .columnDropped)
+        #expect(endCode(try first(every, over: ["id", "title", "tag"])) == .subscriptionEnded)
+        #expect(endCode(try first(ids, over: ["id", "title", "tag"])) == nil)
+        // The table made again (a type the replica keeps another way).
+        hub.followSchemaChange(ReplicaSchemaChange(table: "todos", kind: .remade, schema: schema(["id", "tag"])))
+        #expect(endCode(try first(ids, over: ["id", "tag"])) == nil, "compiled for the schema it has now")
+        var older = schema(["id", "tag"])
+        older.columns[1].typeOID = PostgresTypes.OID.int8
+        let (oldCompiled, oldBasis) = try hub.compile(ids, user: "alice", schema: older)
+        let ended = Events()
+        let oldToken = hub.subscribe(oldCompiled, basis: oldBasis, schema: older) { ended.append($0) }
+        defer { oldToken.cancel() }
+        #expect(endCode(ended.all.first) == .subscriptionEnded)
+    }
+
     /// An old client's put without a column added since its build keeps writing, the column's
     /// default applying; its patch of old columns leaves the new one alone; a push naming a
     /// dropped column is rejected, that mutation alone, naming the column.
