@@ -161,11 +161,11 @@ public actor ReplicaFeed {
     /// The schema of synced table `name` as the replica holds it (after ``prepare()``), for
     /// compiling queries over it (``QueryCompiler``).
     ///
-    /// While a schema change of the table is being applied — described anew, its replica commit
-    /// not yet done and told to ``onCommit`` — it waits for that: a query compiled for columns
-    /// the replica's table does not have yet would fail there, and one compiled for the old
-    /// columns would miss the end that the subscriptions over them got (a client told
-    /// `subscription_ended` subscribes again at once).
+    /// While a schema change of the table is being applied — described anew, its replica
+    /// commit not yet done and told to the feed's `onCommit` — it waits for that: a query
+    /// compiled for columns the replica's table does not have yet would fail there, and one
+    /// compiled for the old columns would miss the end that the subscriptions over them got (a
+    /// client told `subscription_ended` subscribes again at once).
     public func schema(of name: String) async -> SyncedTableSchema? {
         while changing.contains(name) {
             await withCheckedContinuation { changeWaiters.append($0) }
@@ -401,12 +401,17 @@ public actor ReplicaFeed {
                             // Compiling over these tables waits until the replica has their new
                             // schema and its commit was told (see ``schema(of:)``).
                             changing.formUnion(changed)
+                            let described = (tables, oids)
                             do {
                                 let recopy = try await recopy(changed)
                                 tellSchemaChanges(recopy)
                                 try await apply(transaction, commit: commit, recopy: recopy)
                                 appliedSchemaChange(of: changed)
                             } catch {
+                                // Nothing of it reached the replica: its tables are described as
+                                // the replica has them, so that the feed, started again, finds the
+                                // change again (and compiling meanwhile fits the replica).
+                                (tables, oids) = described
                                 appliedSchemaChange(of: changed)
                                 throw error
                             }
