@@ -353,6 +353,50 @@ struct SchemaEvolutionTests {
         #expect(endCode(ended.all.first) == .subscriptionEnded)
     }
 
+    /// A node started again after a column was added while it was away — without event
+    /// triggers; written since, or not — follows it (where the slot replays the write, or by its
+    /// catalog check) instead of describing the table as Postgres has it now while its replica's
+    /// table has the old columns: it starts, and a subscription of every column gets them all,
+    /// its rows equal to Postgres's.
+    @Test func columnsAddedWhileTheNodeWasAwayAreFollowed() async throws {
+        try await withThrowawayPostgres { postgres in
+            try await Self.prepare(postgres)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["items"], rules: Self.rules, directory: directory) { node in
+                try await node.untilReady()
+            }
+            let every = QueryDescription(table: "items", order: [OrderDescription(column: "id")])
+            var columns = ["id", "owner", "title", "qty", "price"]
+            for (ddl, column) in [("ALTER TABLE items ADD COLUMN note text NOT NULL DEFAULT 'n'; "
+                                   + "INSERT INTO items(id, title, qty, note) VALUES (20, 'while away', 1, 'm')", "note"),
+                                  ("ALTER TABLE items ADD COLUMN tag text", "tag")] {
+                try await postgres.dropEventTriggers()
+                try await postgres.psql(ddl)
+                columns.append(column)
+                try await TestNode.with(postgres, tables: ["items"], rules: Self.rules, directory: directory,
+                                        adjust: { $0.catalogCheckInterval = .milliseconds(200) }) { node in
+                    try await node.untilReady()
+                    try await Self.waitForSchema(node, column: column, present: true)
+                    try await withSocket(node.url) { socket in
+                        _ = try await socket.hello(try node.token("alice"))
+                        try await socket.send(.subscribe(id: "every", query: every, resume: nil))
+                        var rows = ClientRows()
+                        while rows.columns.isEmpty, let message = try await socket.nextSkippingHeartbeats(what: "every's snapshot") {
+                            if case .error(let code, let text, _) = message {
+                                Issue.record("\(code.rawValue) after \(ddl): \(text)")
+                                return
+                            }
+                            _ = try rows.take(message, id: "every")
+                        }
+                        #expect(rows.columns == columns, "after \(ddl)")
+                        #expect(rows.rows.map(psqlText) == (try await postgres.rows(
+                            "SELECT \(columns.joined(separator: ", ")) FROM items ORDER BY id")), "after \(ddl)")
+                    }
+                }
+            }
+        }
+    }
+
     /// An old client's put without a column added since its build keeps writing, the column's
     /// default applying; its patch of old columns leaves the new one alone; a push naming a
     /// dropped column is rejected, that mutation alone, naming the column.

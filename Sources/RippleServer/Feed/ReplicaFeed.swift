@@ -215,6 +215,20 @@ public actor ReplicaFeed {
         let resumes = (slot.first.map { $0[0] != "lost" && $0[1] == replica } ?? false) && synced == Self.tableList(configuration.tables)
         if resumes, let stored, let from {
             (appliedLSN, consistentFrom) = (stored, from)
+            // The tables as the replica holds them, not as Postgres has them now: a schema
+            // change made while the node was away is found where the slot replays it (or by the
+            // catalog check), and followed, instead of the replica taking rows of columns it
+            // does not have. (A replica that recorded no description keeps Postgres's.)
+            let recorded = try await store.asyncRead { db in
+                try db.fetchAll("SELECT value FROM ripple_replica WHERE key LIKE 'table:%'").compactMap { row -> String? in
+                    if case .text(let text)? = row.values.first { return text }
+                    return nil
+                }
+            }
+            for json in recorded {
+                guard let (table, oid) = Self.decodeDescription(json), self.tables[table.name] != nil else { continue }
+                (self.tables[table.name], oids[table.name]) = (table, oid)
+            }
             try await ensureReplicaTables()
             return
         }
@@ -301,7 +315,7 @@ public actor ReplicaFeed {
     private func copy(replayingFrom start: PGOutput.LSN) async throws {
         try await ensureReplicaTables()
         let names = configuration.tables
-        let described = tables
+        let (described, describedOIDs) = (tables, oids)
         let (copied, position) = try await snapshot(of: names)
         guard let lsn = PGOutput.LSN(position) else { throw FeedError("Postgres gave no WAL position (\(position))") }
         let (_, version) = try await store.asyncWriteTakingVersion(origin: .replication, tag: "copy \(lsn)") { db in
@@ -318,12 +332,36 @@ public actor ReplicaFeed {
                 }
                 try db.execute("DELETE FROM \(SQLIdentifier.quoted(name))")
                 for row in copied[name] ?? [] { try Self.upsert(table, row.map { $0.map(PGOutput.Value.text) ?? .null }, in: db) }
+                try Self.recordDescription(of: table, oid: describedOIDs[name], in: db)
             }
             try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES ('lsn', ?), ('consistent_from', ?), ('tables', ?)",
                            [start.description, lsn.description, Self.tableList(names)])
         }
         (appliedLSN, consistentFrom) = (start, lsn)
         if let version { onCommit?(ReplicaCommit(version: version, position: lsn, isCopy: true)) }
+    }
+
+    /// `table` (and its OID) as the replica records it, under `ripple_replica`'s key
+    /// `table:<name>`, in the commit that makes the replica's table so.
+    private static func recordDescription(of table: Table, oid: UInt32?, in db: Database) throws {
+        let object: [String: Any] = ["name": table.name, "oid": Int(oid ?? 0), "key": table.key,
+                                     "columns": table.columns.map { [$0.name, Int($0.type)] as [Any] }]
+        let json = String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+        try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES (?, ?)", ["table:" + table.name, json])
+    }
+
+    /// A table description recorded by ``recordDescription(of:oid:in:)``.
+    private static func decodeDescription(_ json: String) -> (Table, UInt32)? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any],
+              let name = object["name"] as? String, let oid = object["oid"] as? Int, let key = object["key"] as? [Int],
+              let columns = object["columns"] as? [[Any]] else { return nil }
+        var described: [(name: String, type: UInt32)] = []
+        for column in columns {
+            guard column.count == 2, let name = column[0] as? String, let type = column[1] as? Int else { return nil }
+            described.append((name, UInt32(type)))
+        }
+        guard !key.isEmpty, key.allSatisfy(described.indices.contains) else { return nil }
+        return (Table(name: name, columns: described, key: key), UInt32(oid))
     }
 
     /// The synced tables as the replica records them (sorted, one per line).
@@ -586,10 +624,14 @@ public actor ReplicaFeed {
     private func apply(_ transaction: [PGOutput.Message], commit: PGOutput.Commit, recopy: Recopy?) async throws {
         var unchanged = tables
         for name in (recopy?.gone ?? []) + (recopy?.kept.map(\.table.name) ?? []) { unchanged[name] = nil }
-        let (described, relations) = (unchanged, relations)
+        let (described, relations, describedOIDs) = (unchanged, relations, oids)
         let (_, version) = try await store.asyncWriteTakingVersion(origin: .replication, tag: commit.commitLSN.description) { db in
             if let recopy {
-                for name in recopy.gone { try db.execute("DROP TABLE IF EXISTS \(SQLIdentifier.quoted(name))") }
+                for name in recopy.gone {
+                    try db.execute("DROP TABLE IF EXISTS \(SQLIdentifier.quoted(name))")
+                    try db.execute("DELETE FROM ripple_replica WHERE key = ?", ["table:" + name])
+                }
+                for (table, _, _) in recopy.kept { try Self.recordDescription(of: table, oid: describedOIDs[table.name], in: db) }
                 // Tables that follow in place first, declared (history crosses them): nothing
                 // else of the transaction may change the schema before the declaration.
                 let inPlace = recopy.kept.filter { !$0.change.remakes }
