@@ -6,7 +6,7 @@ import PostgresNIO
 
 /// A PostgreSQL server as a `postgres://user[:password]@host[:port]/database[?sslmode=…]` URL
 /// names it, the way libpq reads such a URL: the connection pool's configuration, and one
-/// connection's, for ``probe(logger:)`` to say at once why Postgres cannot be used.
+/// connection's, for ``probe(timeout:logger:)`` to say at once why Postgres cannot be used.
 ///
 /// `sslmode` is `disable` (the default: plain TCP), `prefer` (TLS when the server offers it),
 /// `require` (TLS, the server's certificate not checked, as libpq's `require`), `verify-ca` (its
@@ -14,10 +14,15 @@ import PostgresNIO
 /// `sslrootcert=FILE` names the roots (a PEM file: a managed service's CA bundle), otherwise the
 /// system's are used. A password is taken from the URL only (not `PGPASSWORD`, not `.pgpass`).
 public struct PostgresEndpoint: Sendable {
+    /// The server's host name or address.
     public let host: String
+    /// Its port (5432 when the URL names none).
     public let port: Int
+    /// The role to log in as.
     public let username: String
+    /// The role's password, if the URL gives one.
     public let password: String?
+    /// The database (`nil`: the role's own name, as Postgres takes it).
     public let database: String?
     /// The URL's `sslmode` (`disable` when it names none).
     public let sslMode: String
@@ -134,6 +139,7 @@ public struct PostgresEndpoint: Sendable {
 
 /// Why a Postgres server cannot be used, in plain words (see ``PostgresEndpoint/probe(timeout:logger:)``).
 public struct PostgresEndpointError: Error, CustomStringConvertible {
+    /// Refused, or not reached.
     public enum Reason: Sendable {
         /// Postgres answered and refused: its message and SQLSTATE (`28P01`: a wrong password).
         case refused(message: String, sqlState: String)
@@ -141,6 +147,7 @@ public struct PostgresEndpointError: Error, CustomStringConvertible {
         case unreachable(String)
     }
 
+    /// Why.
     public let reason: Reason
     private let user: String
     private let address: String
@@ -171,6 +178,7 @@ public struct PostgresEndpointError: Error, CustomStringConvertible {
         return false
     }
 
+    /// The reason in plain words, with what to check.
     public var description: String {
         switch reason {
         case .refused(let message, let sqlState):
