@@ -104,6 +104,9 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--log-level is one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         let logger = serverLogger(level: level, format: logFormat)
+        // Postgres's own answer at once (a wrong password, a missing database), rather than the
+        // connection pool's minute of retries.
+        try await PostgresEndpoint(url: postgres).reach(logger: logger)
         let server = try SyncServer(configuration: configuration, logger: logger)
         try await runNode(server, logger: logger) { port in
             say("""
