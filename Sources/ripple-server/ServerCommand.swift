@@ -62,6 +62,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "This node's replication slot (one per node).")
     var slot = "ripple_node"
 
+    @Option(help: "The publication of the synced tables (ripple-server setup and check --publication).")
+    var publication = "ripple_sync"
+
     @Option(help: "Sockets admitted at once (the rest get retry_later).")
     var maxSockets = 10_000
 
@@ -92,6 +95,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         configuration.slot = slot
+        configuration.publication = publication
         configuration.maxSockets = maxSockets
         guard heartbeat > 0 else { throw ValidationError("--heartbeat must be more than 0 seconds") }
         configuration.heartbeatInterval = .milliseconds(Int64((heartbeat * 1000).rounded(.up)))
@@ -105,21 +109,34 @@ struct ServeCommand: AsyncParsableCommand {
         try await PostgresEndpoint(url: postgres).reach(logger: logger)
         let server = try SyncServer(configuration: configuration, logger: logger)
         try await runNode(server, logger: logger) { port in
-            say("ripple-server: serving ws://\(host):\(port)/sync (health: http://\(host):\(port)/health, metrics: /metrics)")
+            say("""
+                ripple-server: serving ws://\(host):\(port)/sync (health: http://\(host):\(port)/health, metrics: /metrics)
+                ripple-server: the live list: http://\(host):\(port)/ (give it a token and a table, or in the address: \
+                http://\(host):\(port)/#token=…&table=…)
+                """)
         }
     }
 }
 
 /// Runs `node` (and `others`) in a `ServiceGroup` until SIGTERM or SIGINT shuts it down
 /// gracefully, calling `listening` with its port once it listens.
+///
+/// - Throws: `ExitCode.failure` when the node stopped by itself (a part failed): the node has
+///   logged why to `logger` ("the node stopped: …", an error, as text or JSON), and the
+///   command's own "Error: …" would say it a second time. With a log level above `error`
+///   (nothing logged), the node's `SyncServerError` itself, for the command to print.
 func runNode(_ node: SyncServer, with others: [any Service] = [], logger: Logger,
              listening: @escaping @Sendable (Int) async throws -> Void) async throws {
     let group = ServiceGroup(configuration: .init(services: [node] + others, gracefulShutdownSignals: [.sigterm, .sigint],
                                                   logger: logger))
-    try await withThrowingTaskGroup(of: Void.self) { tasks in
-        tasks.addTask { try await group.run() }
-        tasks.addTask { try await listening(try await node.port) }
-        try await tasks.waitForAll()
+    do {
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            tasks.addTask { try await listening(try await node.port) }
+            try await tasks.waitForAll()
+        }
+    } catch is SyncServerError where logger.logLevel <= .error {
+        throw ExitCode.failure
     }
 }
 
