@@ -25,7 +25,7 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: """
             Example:
               RIPPLE_SYNC_SECRET=$(cat secret) ripple-server serve \\
-                --postgres postgres://postgres@db.internal/app --tables todos,tags \\
+                --postgres postgres://ripple_node:PASSWORD@db.internal/app --tables todos,tags \\
                 --rules rules.json --host 0.0.0.0 --port 8080
 
             Every option can come from the environment instead: RIPPLE_ and the option's name in capitals, dashes as underscores (RIPPLE_POSTGRES, RIPPLE_TABLES, RIPPLE_LOG_FORMAT; a flag's variable is 1/true/yes or 0/false/no). A flag on the command line wins over its variable.
@@ -35,7 +35,7 @@ struct ServeCommand: AsyncParsableCommand {
             SIGINT or SIGTERM stops the node gracefully: sockets are told retry_later and closed, then the node stops and exits with status 0.
             """)
 
-    @Option(help: "The database: postgres://user[:password]@host[:port]/database (a role with REPLICATION, set up with ripple-server setup; a superuser makes what is missing itself).")
+    @Option(help: "The database: postgres://user[:password]@host[:port]/database[?sslmode=require] (a role with REPLICATION, set up with ripple-server setup; a superuser makes what is missing itself).")
     var postgres: String
 
     @Option(help: ArgumentHelp("The synced tables of the public schema, comma-separated: todos,tags (each needs a primary key).",
