@@ -43,6 +43,8 @@ let package = Package(
         // Ripple Sync's server: JSON Web Tokens from an app's identity provider (JWKS over HTTP).
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        // TLS to PostgreSQL (`?sslmode=require` in the node's URL), as PostgresNIO takes it.
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         // The Heckel diff engine: no dependency on SQLite or Foundation.
@@ -99,6 +101,7 @@ let package = Package(
             .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Sync"])),
             .product(name: "JWTKit", package: "jwt-kit", condition: .when(traits: ["Sync"])),
             .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["Sync"])),
+            .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(traits: ["Sync"])),
         ], resources: [
             // The live-list web page the node serves, compiled into the binary (no bundle to find).
             .embedInCode("HTTP/live-list.html"), .embedInCode("HTTP/live-list.js"),

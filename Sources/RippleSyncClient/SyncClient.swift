@@ -22,7 +22,8 @@ import WSClient
 /// position it reached: one changeset brings it up to date, or a snapshot when the server
 /// cannot (see the protocol article of `RippleSync`, *The sync protocol*). Each `changes` frame
 /// is applied in one local write, so a Postgres transaction reaches the app's live queries whole.
-/// The same write keeps each subscription's result and position in the store: after a relaunch,
+/// The same write keeps each subscription's result and position in the store (a snapshot's
+/// result in the write right after): after a relaunch,
 /// a new client over the same file that subscribes again under the same ids with the same
 /// queries resumes them the same way (see ``subscribe(_:_:)-(_,QueryDescription)``).
 public actor SyncClient {

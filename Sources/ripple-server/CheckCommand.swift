@@ -17,7 +17,7 @@ struct CheckCommand: AsyncParsableCommand {
             matters, and the SQL or setting that fixes it.
 
             Example (as the node's role):
-              ripple-server check --postgres postgres://ripple_node@db.internal/app --tables todos,tags
+              ripple-server check --postgres postgres://ripple_node:PASSWORD@db.internal/app --tables todos,tags
             """)
 
     @Option(help: "The database, best as the node's role.")

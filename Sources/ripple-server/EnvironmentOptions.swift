@@ -8,9 +8,10 @@ import Foundation
 /// variable; a boolean flag's variable is `1`, `true` or `yes` (on) or `0`, `false`, `no`
 /// (off). This is how containers and process managers configure a node.
 ///
-/// A variable that starts with `RIPPLE_` and names no option of any of these commands is
-/// reported on standard error (a misspelt `RIPPLE_TABLE` would otherwise be ignored without a
-/// word).
+/// A variable that starts with `RIPPLE_` and names no option of the command run is reported on
+/// standard error and ignored: a misspelt `RIPPLE_TABLE` ("names no option"), or an option of
+/// another of these commands only (`RIPPLE_WRITES` for `serve`: "is an option of `check`, not
+/// of `serve`") — either would otherwise be ignored without a word.
 enum EnvironmentOptions {
     /// The commands that read the environment.
     static let commands: [String: any ParsableCommand.Type] = ["serve": ServeCommand.self, "check": CheckCommand.self]
@@ -41,10 +42,11 @@ enum EnvironmentOptions {
             guard !otherVariables.contains(variable) else { continue }
             let long = variable.dropFirst("RIPPLE_".count).lowercased().replacingOccurrences(of: "_", with: "-")
             guard let option = options.first(where: { $0.name == long }) else {
-                // One environment often serves several commands (a node's container runs `check`
-                // too): only a variable no such command knows is worth a word.
-                if !commands.values.contains(where: { other in Self.options(of: other).contains { $0.name == long } }) {
+                let others = commands.filter { $0.key != name && Self.options(of: $0.value).contains { $0.name == long } }.keys.sorted()
+                if others.isEmpty {
                     notes.append("\(variable) names no option of `ripple-server \(name)` (ignored)")
+                } else {
+                    notes.append("\(variable) is an option of `\(others.joined(separator: "` and `"))`, not of `\(name)`: ignored")
                 }
                 continue
             }

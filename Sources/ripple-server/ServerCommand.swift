@@ -25,7 +25,7 @@ struct ServeCommand: AsyncParsableCommand {
         discussion: """
             Example:
               RIPPLE_SYNC_SECRET=$(cat secret) ripple-server serve \\
-                --postgres postgres://postgres@db.internal/app --tables todos,tags \\
+                --postgres postgres://ripple_node:PASSWORD@db.internal/app --tables todos,tags \\
                 --rules rules.json --host 0.0.0.0 --port 8080
 
             Every option can come from the environment instead: RIPPLE_ and the option's name in capitals, dashes as underscores (RIPPLE_POSTGRES, RIPPLE_TABLES, RIPPLE_LOG_FORMAT; a flag's variable is 1/true/yes or 0/false/no). A flag on the command line wins over its variable.
@@ -35,7 +35,7 @@ struct ServeCommand: AsyncParsableCommand {
             SIGINT or SIGTERM stops the node gracefully: sockets are told retry_later and closed, then the node stops and exits with status 0.
             """)
 
-    @Option(help: "The database: postgres://user[:password]@host[:port]/database (a role with REPLICATION, set up with ripple-server setup; a superuser makes what is missing itself).")
+    @Option(help: "The database: postgres://user[:password]@host[:port]/database[?sslmode=require] (a role with REPLICATION, set up with ripple-server setup; a superuser makes what is missing itself).")
     var postgres: String
 
     @Option(help: ArgumentHelp("The synced tables of the public schema, comma-separated: todos,tags (each needs a primary key).",
@@ -61,6 +61,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(help: "This node's replication slot (one per node).")
     var slot = "ripple_node"
+
+    @Option(help: "The publication of the synced tables (ripple-server setup and check --publication).")
+    var publication = "ripple_sync"
 
     @Option(help: "Sockets admitted at once (the rest get retry_later).")
     var maxSockets = 10_000
@@ -92,6 +95,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         configuration.slot = slot
+        configuration.publication = publication
         configuration.maxSockets = maxSockets
         guard heartbeat > 0 else { throw ValidationError("--heartbeat must be more than 0 seconds") }
         configuration.heartbeatInterval = .milliseconds(Int64((heartbeat * 1000).rounded(.up)))
@@ -100,23 +104,39 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--log-level is one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         let logger = serverLogger(level: level, format: logFormat)
+        // Postgres's own answer at once (a wrong password, a missing database), rather than the
+        // connection pool's minute of retries.
+        try await PostgresEndpoint(url: postgres).reach(logger: logger)
         let server = try SyncServer(configuration: configuration, logger: logger)
         try await runNode(server, logger: logger) { port in
-            say("ripple-server: serving ws://\(host):\(port)/sync (health: http://\(host):\(port)/health, metrics: /metrics)")
+            say("""
+                ripple-server: serving ws://\(host):\(port)/sync (health: http://\(host):\(port)/health, metrics: /metrics)
+                ripple-server: the live list: http://\(host):\(port)/ (give it a token and a table, or in the address: \
+                http://\(host):\(port)/#token=…&table=…)
+                """)
         }
     }
 }
 
 /// Runs `node` (and `others`) in a `ServiceGroup` until SIGTERM or SIGINT shuts it down
 /// gracefully, calling `listening` with its port once it listens.
+///
+/// - Throws: `ExitCode.failure` when the node stopped by itself (a part failed): the node has
+///   logged why to `logger` ("the node stopped: …", an error, as text or JSON), and the
+///   command's own "Error: …" would say it a second time. With a log level above `error`
+///   (nothing logged), the node's `SyncServerError` itself, for the command to print.
 func runNode(_ node: SyncServer, with others: [any Service] = [], logger: Logger,
              listening: @escaping @Sendable (Int) async throws -> Void) async throws {
     let group = ServiceGroup(configuration: .init(services: [node] + others, gracefulShutdownSignals: [.sigterm, .sigint],
                                                   logger: logger))
-    try await withThrowingTaskGroup(of: Void.self) { tasks in
-        tasks.addTask { try await group.run() }
-        tasks.addTask { try await listening(try await node.port) }
-        try await tasks.waitForAll()
+    do {
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            tasks.addTask { try await listening(try await node.port) }
+            try await tasks.waitForAll()
+        }
+    } catch is SyncServerError where logger.logLevel <= .error {
+        throw ExitCode.failure
     }
 }
 

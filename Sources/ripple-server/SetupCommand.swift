@@ -59,11 +59,13 @@ struct SetupCommand: AsyncParsableCommand {
             return
         }
         guard let postgres else { throw ValidationError("--apply needs --postgres URL") }
-        try await PostgresReadiness.withClient(url: postgres) { client in
+        let caveats = try await PostgresReadiness.withClient(url: postgres) { client in
             try await setup.apply(on: client, logger: Logger(label: "ripple-server"))
         }
-        print("ripple-server setup: applied for role \(role) (tables \(synced.joined(separator: ", "))); "
-              + "check with: ripple-server check --postgres URL-of-\(role) --tables \(synced.joined(separator: ","))")
+        print("ripple-server setup: applied for role \(role) (tables \(synced.joined(separator: ", ")))"
+              + (caveats.isEmpty ? "" : ", but:"))
+        for caveat in caveats { print("* \(caveat)") }
+        print("check with: ripple-server check --postgres URL-of-\(role) --tables \(synced.joined(separator: ","))")
     }
 }
 

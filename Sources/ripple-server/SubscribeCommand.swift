@@ -17,7 +17,7 @@ struct SubscribeCommand: AsyncParsableCommand {
     @Option(help: "The node's /sync address.")
     var url = "ws://127.0.0.1:8080/sync"
 
-    @Option(help: "A signed token (ripple-server token, or the demo's).")
+    @Option(help: "A token: the node's own (ripple-server token, or the demo's) or a JSON Web Token from your identity provider.")
     var token: String
 
     @Option(help: "The synced table.")
@@ -44,7 +44,7 @@ struct SubscribeCommand: AsyncParsableCommand {
         // into it (into each sub-query's table too).
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        print("subscribing to \(String(decoding: try encoder.encode(query), as: UTF8.self))")
+        say("subscribing to \(String(decoding: try encoder.encode(query), as: UTF8.self))")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ripple-subscribe-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -53,59 +53,79 @@ struct SubscribeCommand: AsyncParsableCommand {
         let client = SyncClient(url: url, store: store) { token }
         try await client.start()
         let limit = events
-        if query.hasIncludes {
-            try await followTree(query, client: client, limit: limit)
-            await client.stop()
-            return
-        }
-        let remote = await client.remoteQuery(query)
-        let watch = Task {
-            for await event in client.events {
-                switch event {
-                case .connected(let user, let lsn): print("connected as \(user) at \(lsn)")
-                case .disconnected(let reason): print("disconnected (\(reason)); reconnecting…")
-                case .serverError(let code, let message, _): print("error \(code.rawValue): \(message)")
-                default: break
-                }
-            }
-        }
-        defer { watch.cancel() }
+        let refusal = Locked<TokenRefused?>(nil)
+        // Until the limit of events, a signal, or a refusal of the token: the events are watched
+        // (and printed) beside the query's results, and whichever ends first ends the other. The
+        // watch has ended before the client stops, so that the client's own end is not said as
+        // a disconnection it recovers from.
         try await untilSignalled {
-            var count = 0
-            var previous: [[WireValue]] = []
-            for try await event in remote {
-                print(Self.describe(event, previous: previous))
-                previous = event.rows
-                count += 1
-                if let limit, count >= limit { return }
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                if query.hasIncludes {
+                    try await client.subscribe("tree", query)
+                    tasks.addTask { await Self.watch(client, tree: query, limit: limit, refusal: refusal) }
+                } else {
+                    let remote = await client.remoteQuery(query)
+                    tasks.addTask { await Self.watch(client, tree: nil, limit: nil, refusal: refusal) }
+                    tasks.addTask {
+                        var count = 0
+                        var previous: [[WireValue]] = []
+                        for try await event in remote {
+                            say(Self.describe(event, previous: previous))
+                            previous = event.rows
+                            count += 1
+                            if let limit, count >= limit { return }
+                        }
+                    }
+                }
+                _ = try await tasks.next()
+                tasks.cancelAll()
             }
         }
         await client.stop()
+        if let refused = refusal.withLock({ $0 }) { throw refused }
     }
 
-    /// The query the options describe.
-    /// A query with includes: kept in the client's local store (as an app's would be), and
-    /// printed whole — its rows, each to-many include's lists, each to-one include's rows —
-    /// after each frame that changes it.
-    func followTree(_ query: QueryDescription, client: SyncClient, limit: Int?) async throws {
-        let watch = Task {
-            var count = 0
-            for await event in client.events {
-                switch event {
-                case .connected(let user, let lsn): print("connected as \(user) at \(lsn)")
-                case .disconnected(let reason): print("disconnected (\(reason)); reconnecting…")
-                case .serverError(let code, let message, _): print("error \(code.rawValue): \(message)")
-                case .applied(let lsn, let subscriptions) where subscriptions.contains("tree"):
-                    print(await Self.describeTree(query, client: client, lsn: lsn))
-                    count += 1
-                    if let limit, count >= limit { return }
-                default: break
-                }
+    /// The node refused the token (`unauthorized`, `token_expired` or another `token_…` code):
+    /// a token given on the command line stays refused however often the client reconnects, so
+    /// the command ends (status 1) saying so.
+    struct TokenRefused: Error, CustomStringConvertible {
+        let code: SyncErrorCode
+        let message: String
+
+        var description: String {
+            code == .tokenExpired
+                ? "the token expired (\(code.rawValue): \(message)); give a fresh one with --token"
+                : "the node refused the token (\(code.rawValue): \(message)); give another with --token"
+        }
+
+        /// Whether `code` refuses the socket's token: no reconnect with the same token helps.
+        static func refuses(_ code: SyncErrorCode) -> Bool {
+            code == .unauthorized || code.rawValue.hasPrefix("token_")
+        }
+    }
+
+    /// Prints `client`'s events until it is cancelled, or the node refuses the token (kept in
+    /// `refusal`, not printed: the command's error says it) — and, for a query with includes
+    /// (`tree`, subscribed as "tree"), its whole result after each frame that changes it, until
+    /// `limit` such frames.
+    static func watch(_ client: SyncClient, tree: QueryDescription?, limit: Int?, refusal: Locked<TokenRefused?>) async {
+        var count = 0
+        for await event in client.events {
+            switch event {
+            case .connected(let user, let lsn): say("connected as \(user) at \(lsn)")
+            case .disconnected(let reason): say("disconnected (\(reason)); reconnecting…")
+            case .serverError(let code, let message, nil) where TokenRefused.refuses(code):
+                refusal.withLock { $0 = TokenRefused(code: code, message: message) }
+                return
+            case .serverError(let code, let message, _): say("error \(code.rawValue): \(message)")
+            case .applied(let lsn, let subscriptions) where subscriptions.contains("tree"):
+                guard let tree else { break }
+                say(await Self.describeTree(tree, client: client, lsn: lsn))
+                count += 1
+                if let limit, count >= limit { return }
+            default: break
             }
         }
-        try await client.subscribe("tree", query)
-        try await untilSignalled { await watch.value }
-        watch.cancel()
     }
 
     static func describeTree(_ query: QueryDescription, client: SyncClient, lsn: String) async -> String {

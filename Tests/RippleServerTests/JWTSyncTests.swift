@@ -139,6 +139,12 @@ import Testing
             for (what, token, code) in refused {
                 #expect(try await Self.refusal(of: token, on: node) == code, "\(what)")
             }
+            // Each refusal is counted by its code; a code never given stands at 0.
+            let metrics = await node.server.metricsText()
+            for (what, _, code) in refused {
+                #expect(metrics.contains("ripple_refused_tokens_total{code=\"\(code.rawValue)\"} 1\n"), "\(what): \(metrics)")
+            }
+            #expect(metrics.contains("ripple_refused_tokens_total{code=\"token_not_yet_valid\"} 0\n"), "\(metrics)")
         }
     }
 

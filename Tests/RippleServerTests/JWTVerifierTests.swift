@@ -88,6 +88,27 @@ import Testing
         #expect(await Self.refusal(verifier, try key.token(Self.claims("alice", ["aud": ["web", "ripple"]]))) == nil)
     }
 
+    /// A refusal for a bad signature names the key the token was checked with, also when the
+    /// token names none (its header has no kid): the node's key it fell to.
+    @Test func aBadSignatureNamesTheKeyItWasCheckedWith() async throws {
+        func message(_ verifier: JWTVerifier, _ token: String) async -> String? {
+            do {
+                _ = try await verifier.verify(token, now: Self.now)
+                return nil
+            } catch {
+                return error.code == .tokenBadSignature ? error.message : "\(error)"
+            }
+        }
+        let foreign = TestSigningKey.hs256()
+        #expect(await message(try Self.verifier([TestSigningKey.hs256().source]), try foreign.token(Self.claims()))
+                == "the token's signature does not match the node's key (the token names no kid)")
+        #expect(await message(try Self.verifier([TestSigningKey.hs256(kid: "k1").source]), try foreign.token(Self.claims()))
+                == "the token's signature does not match the node's key k1 (the token names no kid)")
+        #expect(await message(try Self.verifier([TestSigningKey.hs256(kid: "k1").source]),
+                              try TestSigningKey.hs256(kid: "k1").token(Self.claims()))
+                == "the token's signature does not match its key k1")
+    }
+
     /// An HS256 token whose secret is an RSA key's public PEM, the classic confusion: refused,
     /// the key (RS256) decides.
     @Test func aPublicKeyIsNeverUsedAsAnHMACSecret() async throws {

@@ -168,6 +168,41 @@ struct LiveListPageTests {
         }
     }
 
+    /// A token the node refuses (here a JSON Web Token for another audience) stops the page:
+    /// it says the refusal and what to do, and does not reconnect with the same token (the node
+    /// counts one refusal).
+    @Test func aRefusedTokenStopsThePageSayingWhatToDo() async throws {
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql("""
+                CREATE TABLE todos (id bigint PRIMARY KEY, title text NOT NULL, owner text NOT NULL,
+                                    done boolean NOT NULL DEFAULT false, rank integer NOT NULL);
+                """)
+            let directory = try TemporaryDirectory()
+            let key = TestSigningKey.hs256()
+            let adjust: (inout SyncServerConfiguration) -> Void = { configuration in
+                var jwt = JWTConfiguration(keys: [key.source])
+                jwt.audience = "ripple"
+                configuration.jwt = jwt
+            }
+            try await TestNode.with(postgres, tables: ["todos"], rules: Self.rules, directory: directory, adjust: adjust) { node in
+                try await HeadlessChromium.with { browser in
+                    let token = try key.token(["sub": "alice", "aud": "another-app"])
+                    let page = try await browser.open("http://127.0.0.1:\(node.port)/#token=\(token)&table=todos")
+                    #expect(try await page.evaluate(#"document.getElementById("token").placeholder"#) as? String == "a node token or a JWT")
+                    try await Wait.until("the page to stop", within: .seconds(60), pausingAtMost: .milliseconds(200)) {
+                        try await page.evaluate("rippleList.status()") as? String == "stopped"
+                    }
+                    let status = try await page.evaluate(#"document.getElementById("status").textContent"#) as? String ?? ""
+                    let problem = try await page.evaluate(#"document.getElementById("problem").textContent"#) as? String ?? ""
+                    #expect(status == "stopped: the token was refused", "\(status)")
+                    #expect(problem.contains("token_wrong_audience") && problem.contains("Give another token"), "\(problem)")
+                    let metrics = await node.server.metricsText()
+                    #expect(metrics.contains("ripple_refused_tokens_total{code=\"token_wrong_audience\"} 1\n"), "\(metrics)")
+                }
+            }
+        }
+    }
+
     /// The demo's page: the user switch (`#as=alice:…&as=bob:…`) shows the same query as each
     /// user under the membership rules (the shared project's todos in both lists), and a
     /// membership granted in Postgres brings its project's todos to the list.

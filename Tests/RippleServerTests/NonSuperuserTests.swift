@@ -38,9 +38,10 @@ struct NonSuperuserTests {
             try await postgres.setUpNode(tables: ["items"], writes: ["items"])
             let setup = PostgresSetup(role: ThrowawayPostgres.nodeRole, tables: ["items"], writes: ["items"])
             for _ in 1...2 {
-                try await Self.withClient(postgres, as: ThrowawayPostgres.user) { client in
+                let caveats = try await Self.withClient(postgres, as: ThrowawayPostgres.user) { client in
                     try await setup.apply(on: client, logger: Logger(label: "test"))
                 }
+                #expect(caveats == [], "a superuser's setup leaves nothing undone")
             }
             // Applied by a role that may not (the node's own): Postgres's reason, nothing applied.
             let refused = await #expect(throws: SyncServerError.self) {
@@ -62,6 +63,39 @@ struct NonSuperuserTests {
             #expect(after.filter { $0.severity != .note } == [], "\(after)")
             #expect(try await postgres.rows("SELECT count(*) FROM pg_event_trigger WHERE evtname LIKE 'ripple_sync_%'") == ["3"])
             #expect(try await postgres.rows("SELECT rolsuper, rolreplication FROM pg_roles WHERE rolname = 'ripple_node'") == ["f|t"])
+        }
+    }
+
+    /// The setup applied by the tables' owner, not a superuser (as on a managed service): it
+    /// says the step Postgres refused and what that step needs; once the owner may, it applies
+    /// and says what it could not do (REPLICATION, event triggers) — Postgres's warnings, which
+    /// a client does not show.
+    @Test func theTablesOwnerAppliesTheSetupAndHearsWhatItNeedsAndWhatItLeftUndone() async throws {
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql("""
+                CREATE ROLE app_owner LOGIN CREATEROLE;
+                GRANT CREATE ON SCHEMA public TO app_owner;
+                SET ROLE app_owner;
+                CREATE TABLE items(id int8 PRIMARY KEY, title text);
+                """)
+            let setup = PostgresSetup(role: "ripple_other", tables: ["items"], writes: ["items"])
+            let refused = await #expect(throws: SyncServerError.self) {
+                try await Self.withClient(postgres, as: "app_owner") { client in
+                    try await setup.apply(on: client, logger: Logger(label: "test"))
+                }
+            }
+            let message = refused?.description ?? ""
+            #expect(message.contains("permission denied for database postgres"), "\(message)")
+            #expect(message.contains("(in the step: The publication of the synced tables"), "\(message)")
+            #expect(message.contains("needs CREATE on the database"), "\(message)")
+            try await postgres.psql("GRANT CREATE ON DATABASE postgres TO app_owner")
+            let caveats = try await Self.withClient(postgres, as: "app_owner") { client in
+                try await setup.apply(on: client, logger: Logger(label: "test"))
+            }
+            #expect(caveats.count == 2, "\(caveats)")
+            #expect(caveats.first?.hasPrefix("role ripple_other lacks REPLICATION") == true, "\(caveats)")
+            #expect(caveats.last?.hasPrefix("no event triggers") == true, "\(caveats)")
+            #expect(try await postgres.rows("SELECT count(*) FROM pg_publication_tables WHERE pubname = 'ripple_sync'") == ["1"])
         }
     }
 

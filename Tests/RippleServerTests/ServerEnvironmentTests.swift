@@ -8,7 +8,8 @@ import Testing
 
 /// `ripple-server serve` configured from the environment (`RIPPLE_POSTGRES`, `RIPPLE_TABLES`,
 /// …), as containers and process managers do: a flag on the command line wins over its
-/// variable, and a misspelt `RIPPLE_` variable is reported, not ignored without a word.
+/// variable, and a misspelt `RIPPLE_` variable, or one of another command's options, is
+/// reported, not ignored without a word.
 @Suite(.timeLimit(.minutes(3)))
 struct ServerEnvironmentTests {
     @Test func aNodeTakesItsOptionsFromTheEnvironmentAndFlagsWin() async throws {
@@ -29,6 +30,8 @@ struct ServerEnvironmentTests {
             environment["RIPPLE_PORT"] = "99999"
             environment["RIPPLE_SYNC_SECRET"] = secret
             environment["RIPPLE_TABLE"] = "misspelt"
+            environment["RIPPLE_PUBLICATION"] = "ripple_environment_publication"
+            environment["RIPPLE_WRITES"] = "items"   // an option of `check` alone
             // Only the port is a flag; its variable names a port no node can take, so the node
             // serving at all shows that the flag won.
             let (process, output) = try launchServer(executable, ["serve", "--port", "0"], directory: directory, environment: environment)
@@ -49,11 +52,15 @@ struct ServerEnvironmentTests {
                 try await rows.readFirstResult(from: socket, id: "s")
                 #expect(rows.rows.count == 2)
             }
+            // The node (a superuser's) made the publication RIPPLE_PUBLICATION names.
+            #expect(try await postgres.rows("SELECT pubname FROM pg_publication") == ["ripple_environment_publication"])
             kill(process.processIdentifier, SIGTERM)
             try Wait.exit(of: process, "the node to exit after SIGTERM", within: .seconds(60))
             let log = (try? String(contentsOfFile: directory.path("node.err"), encoding: .utf8)) ?? ""
             #expect(process.terminationReason == .exit && process.terminationStatus == 0, "\(log)")
             #expect(log.contains("RIPPLE_TABLE names no option of `ripple-server serve`"), "\(log)")
+            #expect(log.contains("RIPPLE_WRITES is an option of `check`, not of `serve`: ignored"), "\(log)")
+            #expect(!log.contains("RIPPLE_PUBLICATION"), "\(log)")
             // RIPPLE_LOG_FORMAT=json: every line after the note is a JSON object.
             let lines = log.split(separator: "\n").filter { !$0.hasPrefix("ripple-server:") }
             #expect(!lines.isEmpty)

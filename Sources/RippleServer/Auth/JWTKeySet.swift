@@ -98,19 +98,21 @@ struct JWTKeySet: Sendable {
     }
 
     private static func key(of jwk: JWKSDocument.JWK) throws -> Key? {
+        // The key's kid in an error (" k1"), when it has one.
+        let named = jwk.kid.map { " \($0)" } ?? ""
         switch (jwk.kty, jwk.alg) {
         case ("RSA", "RS256"?), ("RSA", nil):
-            guard let n = jwk.n, let e = jwk.e else { throw JWTKeyError("the RSA key \(jwk.kid ?? "") has no n or e") }
+            guard let n = jwk.n, let e = jwk.e else { throw JWTKeyError("the RSA key\(named) has no n or e") }
             return Key(kid: jwk.kid, algorithm: "RS256", material: .rsa(try JWTKit.Insecure.RSA.PublicKey(modulus: n, exponent: e)))
         case ("EC", let alg) where alg == "ES256" || alg == nil && jwk.crv == "P-256":
-            guard let x = jwk.x, let y = jwk.y else { throw JWTKeyError("the EC key \(jwk.kid ?? "") has no x or y") }
+            guard let x = jwk.x, let y = jwk.y else { throw JWTKeyError("the EC key\(named) has no x or y") }
             return Key(kid: jwk.kid, algorithm: "ES256", material: .ecdsa(try ES256PublicKey(parameters: (x: x, y: y))))
         case ("OKP", let alg) where alg == "EdDSA" || alg == nil && jwk.crv == "Ed25519":
-            guard let x = jwk.x else { throw JWTKeyError("the OKP key \(jwk.kid ?? "") has no x") }
+            guard let x = jwk.x else { throw JWTKeyError("the OKP key\(named) has no x") }
             return Key(kid: jwk.kid, algorithm: "EdDSA", material: .eddsa(try EdDSA.PublicKey(x: x, curve: .ed25519)))
         case ("oct", "HS256"?), ("oct", nil):
-            guard let k = jwk.k, let secret = SyncToken.data(base64URL: k) else { throw JWTKeyError("the oct key \(jwk.kid ?? "") has no k") }
-            guard secret.count >= 32 else { throw JWTKeyError("the oct key \(jwk.kid ?? "") is shorter than 32 bytes") }
+            guard let k = jwk.k, let secret = SyncToken.data(base64URL: k) else { throw JWTKeyError("the oct key\(named) has no k") }
+            guard secret.count >= 32 else { throw JWTKeyError("the oct key\(named) is shorter than 32 bytes") }
             return Key(kid: jwk.kid, algorithm: "HS256", material: .hmac(HMACKey(key: SymmetricKey(data: secret))))
         default:
             return nil

@@ -76,12 +76,12 @@ public actor JWTVerifier {
         }
         let found = try await key(kid: kid, algorithm: algorithm)
         guard found.algorithm == algorithm else {
-            throw TokenRefusal(.tokenUnsupportedAlgorithm, "the token says \(algorithm), but its key \(kid ?? "") verifies \(found.algorithm)")
+            throw TokenRefusal(.tokenUnsupportedAlgorithm, "the token says \(algorithm), but \(Self.name(of: found, named: kid)) verifies \(found.algorithm)")
         }
         do {
             _ = try await found.verifier().verify(token, as: UncheckedPayload.self)
         } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
-            throw TokenRefusal(.tokenBadSignature, "the token's signature does not match its key \(kid ?? "")")
+            throw TokenRefusal(.tokenBadSignature, "the token's signature does not match \(Self.name(of: found, named: kid))")
         } catch {
             throw TokenRefusal(.tokenMalformed, "the token cannot be read: \(error)")
         }
@@ -90,6 +90,14 @@ public actor JWTVerifier {
             throw TokenRefusal(.tokenMalformed, "the token's payload is not a JSON object")
         }
         return try check(claims, now: now)
+    }
+
+    /// The key a token was checked with, in a refusal's words: "its key k1" when the token
+    /// names it (`kid`); otherwise the node's key the token fell to ("the node's key k1", or
+    /// "the node's key" when it has no `kid` either), saying the token names none.
+    static func name(of key: JWTKeySet.Key, named kid: String?) -> String {
+        if let kid { return "its key \(kid)" }
+        return (key.kid.map { "the node's key \($0)" } ?? "the node's key") + " (the token names no kid)"
     }
 
     /// The identity of verified `claims`: `exp`, `nbf`, `iss`, `aud` checked.

@@ -571,15 +571,22 @@
       showProblem(`the sectioned list stopped: ${text}`, $("sections-problem"));
       return;
     }
+    if (refusesToken(error.code)) {
+      // The node refused the token: it refuses it again on every reconnect, so the page stops
+      // and says what to do instead of reconnecting.
+      stop(`stopped: ${error.code === "token_expired" ? "the token expired" : "the token was refused"}`);
+      showProblem(`The node refused the token — ${text}. `
+        + (error.code === "token_expired" ? "Give a fresh token" : "Give another token (a node token or a JWT your identity provider signed)")
+        + " and press “Show live”.");
+      return;
+    }
     switch (error.code) {
       case "retry_later":
         if (subscription) setTimeout(() => { if (socket && !subscription.started && !subscription.failed) subscribe(subscription); }, 1000);
         return;   // without an id the socket closes and the reconnect follows
-      case "unauthorized":
-      case "token_expired":
       case "unsupported_protocol":
         stop(`stopped (${error.code})`);
-        showProblem(text + (error.code === "token_expired" ? " — sign in with a fresh token" : ""));
+        showProblem(text);
         return;
       case "slow_consumer":
         return;   // the socket closes; the reconnect resumes
@@ -588,6 +595,10 @@
         showProblem(text);
     }
   }
+
+  // Whether an error's code refuses the socket's token (`unauthorized`, `token_expired`, the
+  // other `token_…` codes): no reconnect with the same token helps.
+  const refusesToken = (code) => typeof code === "string" && (code === "unauthorized" || code.startsWith("token_"));
 
   function stop(statusText) {
     stopped = true;

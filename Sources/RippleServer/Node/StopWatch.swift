@@ -8,11 +8,14 @@ import Ripple
 final class StopWatch: Sendable {
     private let parts: Locked<[String]>
     private let grace: Duration
+    private let overtime: Duration
+    private let every: Duration
     private let logger: Logger
     private let watching = Locked<(begun: Bool, ended: Bool, task: Task<Void, Never>?)>((false, false, nil))
 
-    init(parts: Locked<[String]>, grace: Duration, logger: Logger) {
-        (self.parts, self.grace, self.logger) = (parts, grace, logger)
+    /// A watch of `parts` that speaks `overtime` after `grace`, then `every` while they run.
+    init(parts: Locked<[String]>, grace: Duration, overtime: Duration = .seconds(5), every: Duration = .seconds(10), logger: Logger) {
+        (self.parts, self.grace, self.overtime, self.every, self.logger) = (parts, grace, overtime, every, logger)
     }
 
     /// The stop began (a graceful shutdown, or the node's task cancelled); again does nothing.
@@ -24,10 +27,10 @@ final class StopWatch: Sendable {
         }
         guard start else { return }
         logger.info("stopping: telling the sockets to come back later, then stopping the node's parts")
-        let (parts, grace, logger) = (parts, grace, logger)
+        let (parts, grace, every, logger) = (parts, grace, every, logger)
         let task = Task {
             let began = ContinuousClock.now
-            var wait = grace + .seconds(5)
+            var wait = grace + overtime
             while (try? await Task.sleep(for: wait)) != nil {
                 let names = parts.withLock { $0 }
                 guard !names.isEmpty else { return }
@@ -35,7 +38,7 @@ final class StopWatch: Sendable {
                     stopping: still running \(began.duration(to: .now).formatted(.units(allowed: [.seconds], fractionalPart: .show(length: 1)))) \
                     after the stop began (the stop grace is \(grace)): \(names.joined(separator: ", "))
                     """)
-                wait = .seconds(10)
+                wait = every
             }
         }
         let late = watching.withLock { state -> Bool in

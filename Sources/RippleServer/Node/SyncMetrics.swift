@@ -1,6 +1,7 @@
 #if Sync
 import CoreMetrics
 import Prometheus
+import RippleSync
 
 /// The node's figures, as swift-metrics objects of the node's own Prometheus registry
 /// (``SyncServer/metricsText()`` and `GET /metrics` are that registry's exposition).
@@ -26,6 +27,16 @@ final class SyncMetrics: Sendable {
     let refusedSockets: MetricCell<Int>
     /// Times the feed failed and started again.
     let feedRestarts: MetricCell<Int>
+    /// Tokens refused at `hello` or in an `auth` renewal, by the refusal's code
+    /// (``refusalCodes``): `ripple_refused_tokens_total{code="token_wrong_audience"}`.
+    let refusedTokens: [SyncErrorCode: CoreMetrics.Counter]
+
+    /// The codes a token is refused with (``TokenRefusal/code``): `unauthorized` and the
+    /// `token_…` codes the authenticator gives (not `token_identity_changed`: a renewal's token
+    /// that is valid but names another identity).
+    static let refusalCodes = SyncErrorCode.allCases.filter {
+        $0 == .unauthorized || ($0.rawValue.hasPrefix("token_") && $0 != .tokenIdentityChanged)
+    }
 
     /// Figures read when `/metrics` is asked (see ``SyncServer/metricsText()``).
     let liveQueries: CoreMetrics.Gauge
@@ -57,6 +68,11 @@ final class SyncMetrics: Sendable {
         droppedSockets = counterCell("ripple_dropped_sockets_total")
         refusedSockets = counterCell("ripple_refused_sockets_total")
         feedRestarts = counterCell("ripple_feed_restarts_total")
+        // One series per code from the start (each at 0), so that a rate or an alert on any of
+        // them has a series before the first refusal.
+        refusedTokens = Dictionary(uniqueKeysWithValues: Self.refusalCodes.map { code in
+            (code, CoreMetrics.Counter(label: "ripple_refused_tokens_total", dimensions: [("code", code.rawValue)], factory: factory))
+        })
         liveQueries = gauge("ripple_live_queries")
         replicaVersion = gauge("ripple_replica_version")
         replicaPosition = gauge("ripple_replica_position")

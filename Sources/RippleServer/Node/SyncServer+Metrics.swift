@@ -19,5 +19,12 @@ extension SyncServer {
         metrics.replicaLagSeconds.record(Double(behind.components.seconds) + Double(behind.components.attoseconds) / 1e18)
         return metrics.registry.emitToString()
     }
+
+    /// A socket's token was refused (at `hello` or in an `auth` renewal): counted by its code in
+    /// `ripple_refused_tokens_total`, and logged at info with its code and why — never the token.
+    func tokenRefused(_ refusal: TokenRefusal) {
+        metrics.refusedTokens[refusal.code]?.increment()
+        logger.info("a token was refused: \(refusal.code.rawValue): \(refusal.message)")
+    }
 }
 #endif

@@ -94,18 +94,12 @@ public struct SyncServerConfiguration: Sendable {
         (self.postgres, self.tables, self.rules, self.secret, self.replicaPath) = (postgres, tables, rules, secret, replicaPath)
     }
 
-    /// The configuration for a `postgres://user:password@host:port/database` URL.
+    /// The configuration for a `postgres://user:password@host:port/database` URL (with
+    /// `?sslmode=require` and the other parameters ``PostgresEndpoint`` takes).
     ///
     /// - Throws: ``SyncServerError`` when the URL is not one.
     public static func postgres(url: String) throws -> PostgresClient.Configuration {
-        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
-              let host = components.host, !host.isEmpty, let user = components.user else {
-            throw SyncServerError("\(url) is not a postgres://user[:password]@host[:port]/database URL")
-        }
-        let database = String(components.path.drop(while: { $0 == "/" }))
-        return PostgresClient.Configuration(host: host, port: components.port ?? 5432, username: user,
-                                            password: components.password, database: database.isEmpty ? nil : database,
-                                            tls: .disable)
+        try PostgresEndpoint(url: url).clientConfiguration
     }
 }
 #endif

@@ -230,6 +230,7 @@ final class SyncSession: @unchecked Sendable {   // `machine` is guarded by `loc
         do throws(TokenRefusal) {
             return .success(try await server.authenticator.verify(token))
         } catch {
+            server.tokenRefused(error)
             return .failure(error)
         }
     }

@@ -235,11 +235,16 @@ public enum PostgresReadiness {
 
     /// Runs `body` with a client of the database at `url` (`postgres://user[:password]@host[:port]/database`),
     /// for a command's few statements; the client stops when `body` ends.
+    ///
+    /// - Throws: ``PostgresEndpointError`` at once when Postgres refuses the URL's user or cannot
+    ///   be reached (one connection is tried first: the pool would try again for a minute).
     public static func withClient<Result: Sendable>(url: String,
                                                     _ body: @Sendable (PostgresClient) async throws -> Result) async throws -> Result {
         var logger = Logger(label: "ripple.postgres")
         logger.logLevel = .critical
-        let client = PostgresClient(configuration: try SyncServerConfiguration.postgres(url: url), backgroundLogger: logger)
+        let endpoint = try PostgresEndpoint(url: url)
+        try await endpoint.probe(logger: logger)
+        let client = PostgresClient(configuration: endpoint.clientConfiguration, backgroundLogger: logger)
         return try await withThrowingTaskGroup(of: Result?.self) { group in
             group.addTask {
                 await client.run()

@@ -132,12 +132,17 @@ public struct PostgresSetup: Sendable {
 
     /// Runs ``statements`` on `client`, in one transaction.
     ///
-    /// - Throws: ``SyncServerError`` with Postgres's message and the statement it refused (a
-    ///   role that may not make the publication, say); nothing is applied then.
-    public func apply(on client: PostgresClient, logger: Logger) async throws {
+    /// - Returns: what the setup could not do as the role that applied it, in plain words (the
+    ///   node's role lacks REPLICATION, which only a superuser gives; no event triggers without
+    ///   a superuser) — Postgres's warnings, which a client does not show.
+    /// - Throws: ``SyncServerError`` with Postgres's message and the step it refused (a role
+    ///   that may not make the publication, say), and what that step needs; nothing is applied then.
+    @discardableResult
+    public func apply(on client: PostgresClient, logger: Logger) async throws -> [String] {
         try validate()
         let statements = statements
-        try await client.withConnection { connection in
+        let roleName = role
+        return try await client.withConnection { connection in
             _ = try await connection.gatheredRows("BEGIN", logger: logger)
             var current = ""
             do {
@@ -145,14 +150,53 @@ public struct PostgresSetup: Sendable {
                     current = statement
                     _ = try await connection.gatheredRows(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
+                current = ""
+                let caveats = try await Self.caveats(role: roleName, on: connection, logger: logger)
                 _ = try await connection.gatheredRows("COMMIT", logger: logger)
+                return caveats
             } catch {
                 _ = try? await connection.gatheredRows("ROLLBACK", logger: logger)
                 guard let refused = error as? PSQLError, let message = refused.serverInfo?[.message] else { throw error }
-                let firstLine = current.split(separator: "\n").first { !$0.hasPrefix("--") }.map(String.init) ?? current
-                throw SyncServerError("Postgres refused the setup, and nothing was applied: \(message) (in: \(firstLine) …)")
+                // The step as its comment names it, or its first line.
+                let lines = current.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+                let step = lines.first { $0.hasPrefix("--") }.map { String($0.dropFirst(2)).trimmingCharacters(in: .whitespaces) }
+                    ?? lines.first ?? current
+                var needs = ""
+                if message.hasPrefix("permission denied for database") {
+                    needs = "; a publication needs CREATE on the database (GRANT CREATE ON DATABASE … TO the role applying this)"
+                } else if message.hasPrefix("permission denied to create role") {
+                    needs = "; making the node's role needs CREATEROLE (or make the role first)"
+                } else if message.hasPrefix("must be owner of") {
+                    needs = "; a publication is made by the tables' owner (or a superuser)"
+                } else if message.hasPrefix("permission denied for schema") {
+                    needs = "; the node's tables need CREATE on schema public"
+                }
+                throw SyncServerError("Postgres refused the setup, and nothing was applied: \(message) (in the step: \(step))\(needs)")
             }
         }
+    }
+
+    /// What the setup left undone for `role`, read back in its transaction.
+    private static func caveats(role: String, on connection: PostgresConnection, logger: Logger) async throws -> [String] {
+        var caveats: [String] = []
+        let replication = try await connection.gatheredRows(
+            "SELECT (rolreplication OR rolsuper)::text FROM pg_roles WHERE rolname = \(role)", logger: logger)
+        if try replication.first?.first?.decode(String.self) != "true" {
+            caveats.append("""
+                role \(role) lacks REPLICATION, which only a superuser gives (on Amazon RDS: GRANT rds_replication TO \(role); \
+                on Google Cloud SQL: ALTER ROLE \(role) REPLICATION as cloudsqlsuperuser; on Azure: as azure_pg_admin); \
+                the node cannot run without it
+                """)
+        }
+        let triggers = try await connection.gatheredRows(
+            "SELECT count(*)::text FROM pg_event_trigger WHERE evtname LIKE 'ripple_sync_%'", logger: logger)
+        if try triggers.first?.first?.decode(String.self) != "3" {
+            caveats.append("""
+                no event triggers (only a superuser makes them): the node sees schema changes from pgoutput's relation \
+                messages and its catalog check every 5 s (see RunningWithoutSuperuser)
+                """)
+        }
+        return caveats
     }
 
     /// `text` as an SQL string literal (quotes doubled), for the setup's `DO` blocks (which take
