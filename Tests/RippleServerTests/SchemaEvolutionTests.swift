@@ -227,6 +227,176 @@ struct SchemaEvolutionTests {
         }
     }
 
+    /// A subscription of every column ends once the replica's table has an added column: a
+    /// client that subscribes again the moment it hears the end (here, in the same instant,
+    /// over ten added columns and a dropped one) gets a snapshot with the table's columns
+    /// as they are now — never `invalid_query`, the replica asked for a column it does not
+    /// have yet. (The table is large enough that the replica's commit of each change takes a
+    /// while: a subscription compiled for the new columns before that commit would fail.)
+    @Test func subscribingAgainAtOnceAfterAColumnChangeGetsTheNewColumns() async throws {
+        try await withThrowawayPostgres { postgres in
+            try await postgres.psql("""
+                CREATE TABLE todos(id int8 PRIMARY KEY, title text NOT NULL, rank int4 NOT NULL);
+                INSERT INTO todos SELECT n, 'todo ' || n, n FROM generate_series(1, 5000) AS n;
+                """)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["todos"], rules: #"{"tables": {"todos": {"read": true}}}"#,
+                                    directory: directory) { node in
+                try await withSocket(node.url) { socket in
+                    _ = try await socket.hello(try node.token("alice"))
+                    let every = QueryDescription(table: "todos", order: [OrderDescription(column: "rank")], limit: 20)
+                    var columns = ["id", "title", "rank"]
+                    var id = "every0"
+                    try await socket.send(.subscribe(id: id, query: every, resume: nil))
+                    var first = ClientRows()
+                    try await first.readFirstResult(from: socket, id: id)
+                    #expect(first.columns == columns)
+                    let changes = (1...10).map { ("ALTER TABLE todos ADD COLUMN tag\($0) text DEFAULT 'x'", "tag\($0)", true) }
+                        + [("ALTER TABLE todos DROP COLUMN tag3", "tag3", false)]
+                    for (round, (ddl, column, added)) in changes.enumerated() {
+                        try await postgres.psql(ddl)
+                        columns = added ? columns + [column] : columns.filter { $0 != column }
+                        var ended = false
+                        while !ended, let message = try await socket.nextSkippingHeartbeats(what: "the end of \(id) after \(ddl)") {
+                            if case .error(let code, let text, let errorID?) = message, errorID == id {
+                                #expect(code == .subscriptionEnded, "\(id) after \(ddl): \(text)")
+                                ended = true
+                            }
+                        }
+                        // At once, as a quick client (or another one subscribing just then) does.
+                        id = "every\(round + 1)"
+                        try await socket.send(.subscribe(id: id, query: every, resume: nil))
+                        var again = ClientRows()
+                        while again.columns.isEmpty, let message = try await socket.nextSkippingHeartbeats(what: "\(id)'s snapshot") {
+                            if case .error(let code, let text, let errorID?) = message, errorID == id {
+                                Issue.record("\(code.rawValue) for \(id) after \(ddl): \(text)")
+                                return
+                            }
+                            _ = try again.take(message, id: id)
+                        }
+                        #expect(again.columns == columns, "after \(ddl)")
+                        #expect(again.rows.count == 20 && again.rows.allSatisfy { $0.count == columns.count }, "after \(ddl)")
+                    }
+                }
+            }
+        }
+    }
+
+    /// The events a hub subscriber received.
+    final class Events: @unchecked Sendable {   // `kinds` is guarded by `lock`
+        private let lock = NSLock()
+        private var kinds: [SubscriptionEvent.Kind] = []
+        func append(_ event: SubscriptionEvent) { lock.withLock { kinds.append(event.kind) } }
+        var all: [SubscriptionEvent.Kind] { lock.withLock { kinds } }
+    }
+
+    /// A subscription compiled for a table's schema from before a change the hub followed (its
+    /// schema read just before the change was found, its subscribe just after the subscriptions
+    /// over the table were told) ends at once as those did — every column after an added one,
+    /// a dropped column it names, a table made again — and makes no live query; one that fits
+    /// the replica's table goes on.
+    @Test func aSubscriptionCompiledBeforeAFollowedChangeEndsAsTheOthersDid() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try Store(path: directory.path("replica.sqlite"))
+        try store.write { db in
+            try db.execute("CREATE TABLE todos(id INTEGER PRIMARY KEY, title TEXT)")
+            try db.execute("INSERT INTO todos VALUES (1, 'a'), (2, 'b')")
+        }
+        let hub = SubscriptionHub(store: store, rules: try SyncRules(json: Data(#"{"tables": {"todos": {"read": true}}}"#.utf8)))
+        func schema(_ columns: [String]) -> SyncedTableSchema {
+            SyncedTableSchema(name: "todos", columns: columns.map { .init(name: $0, typeOID: $0 == "id" ? PostgresTypes.OID.int8 : PostgresTypes.OID.text) },
+                              key: [0])
+        }
+        let every = QueryDescription(table: "todos")
+        let titles = QueryDescription(table: "todos", columns: ["id", "title"])
+        let ids = QueryDescription(table: "todos", columns: ["id"])
+        func first(_ query: QueryDescription, over columns: [String]) throws -> SubscriptionEvent.Kind? {
+            let (compiled, basis) = try hub.compile(query, user: "alice", schema: schema(columns))
+            let events = Events()
+            let token = hub.subscribe(compiled, basis: basis, schema: schema(columns)) { events.append($0) }
+            defer { token.cancel() }
+            return events.all.first
+        }
+        func endCode(_ kind: SubscriptionEvent.Kind?) -> SyncErrorCode? {
+            if case .ended(_, let code)? = kind { return code }
+            return nil
+        }
+        // Column tag added (the replica's commit under way).
+        hub.followSchemaChange(ReplicaSchemaChange(table: "todos", kind: .inPlace(addedColumns: ["tag"], droppedColumns: []),
+                                                   schema: schema(["id", "title", "tag"])))
+        #expect(endCode(try first(every, over: ["id", "title"])) == .subscriptionEnded)
+        #expect(endCode(try first(titles, over: ["id", "title"])) == nil)
+        #expect(hub.liveQueryCount == 0)
+        try store.write { db in try db.execute("ALTER TABLE todos ADD COLUMN tag TEXT") }
+        let (compiled, basis) = try hub.compile(every, user: "alice", schema: schema(["id", "title", "tag"]))
+        let events = Events()
+        let token = hub.subscribe(compiled, basis: basis, schema: schema(["id", "title", "tag"])) { events.append($0) }
+        defer { token.cancel() }
+        try await Wait.until("the snapshot of every column") { !events.all.isEmpty }
+        guard case .snapshot(let snapshot)? = events.all.first else { Issue.record("no snapshot: \(events.all)"); return }
+        #expect(snapshot.columns == ["id", "title", "tag"])
+        // Column title dropped.
+        hub.followSchemaChange(ReplicaSchemaChange(table: "todos", kind: .inPlace(addedColumns: [], droppedColumns: ["title"]),
+                                                   schema: schema(["id", "tag"])))
+        #expect(endCode(try first(titles, over: ["id", "title", "tag"])) == .columnDropped)
+        #expect(endCode(try first(every, over: ["id", "title", "tag"])) == .subscriptionEnded)
+        #expect(endCode(try first(ids, over: ["id", "title", "tag"])) == nil)
+        // The table made again (a type the replica keeps another way).
+        hub.followSchemaChange(ReplicaSchemaChange(table: "todos", kind: .remade, schema: schema(["id", "tag"])))
+        #expect(endCode(try first(ids, over: ["id", "tag"])) == nil, "compiled for the schema it has now")
+        var older = schema(["id", "tag"])
+        older.columns[1].typeOID = PostgresTypes.OID.int8
+        let (oldCompiled, oldBasis) = try hub.compile(ids, user: "alice", schema: older)
+        let ended = Events()
+        let oldToken = hub.subscribe(oldCompiled, basis: oldBasis, schema: older) { ended.append($0) }
+        defer { oldToken.cancel() }
+        #expect(endCode(ended.all.first) == .subscriptionEnded)
+    }
+
+    /// A node started again after a column was added while it was away — without event
+    /// triggers; written since, or not — follows it (where the slot replays the write, or by its
+    /// catalog check) instead of describing the table as Postgres has it now while its replica's
+    /// table has the old columns: it starts, and a subscription of every column gets them all,
+    /// its rows equal to Postgres's.
+    @Test func columnsAddedWhileTheNodeWasAwayAreFollowed() async throws {
+        try await withThrowawayPostgres { postgres in
+            try await Self.prepare(postgres)
+            let directory = try TemporaryDirectory()
+            try await TestNode.with(postgres, tables: ["items"], rules: Self.rules, directory: directory) { node in
+                try await node.untilReady()
+            }
+            let every = QueryDescription(table: "items", order: [OrderDescription(column: "id")])
+            var columns = ["id", "owner", "title", "qty", "price"]
+            for (ddl, column) in [("ALTER TABLE items ADD COLUMN note text NOT NULL DEFAULT 'n'; "
+                                   + "INSERT INTO items(id, title, qty, note) VALUES (20, 'while away', 1, 'm')", "note"),
+                                  ("ALTER TABLE items ADD COLUMN tag text", "tag")] {
+                try await postgres.dropEventTriggers()
+                try await postgres.psql(ddl)
+                columns.append(column)
+                try await TestNode.with(postgres, tables: ["items"], rules: Self.rules, directory: directory,
+                                        adjust: { $0.catalogCheckInterval = .milliseconds(200) }) { node in
+                    try await node.untilReady()
+                    try await Self.waitForSchema(node, column: column, present: true)
+                    try await withSocket(node.url) { socket in
+                        _ = try await socket.hello(try node.token("alice"))
+                        try await socket.send(.subscribe(id: "every", query: every, resume: nil))
+                        var rows = ClientRows()
+                        while rows.columns.isEmpty, let message = try await socket.nextSkippingHeartbeats(what: "every's snapshot") {
+                            if case .error(let code, let text, _) = message {
+                                Issue.record("\(code.rawValue) after \(ddl): \(text)")
+                                return
+                            }
+                            _ = try rows.take(message, id: "every")
+                        }
+                        #expect(rows.columns == columns, "after \(ddl)")
+                        #expect(rows.rows.map(psqlText) == (try await postgres.rows(
+                            "SELECT \(columns.joined(separator: ", ")) FROM items ORDER BY id")), "after \(ddl)")
+                    }
+                }
+            }
+        }
+    }
+
     /// An old client's put without a column added since its build keeps writing, the column's
     /// default applying; its patch of old columns leaves the new one alone; a push naming a
     /// dropped column is rejected, that mutation alone, naming the column.

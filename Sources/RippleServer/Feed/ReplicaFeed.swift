@@ -110,6 +110,11 @@ public actor ReplicaFeed {
 
     /// The synced tables, by name.
     private var tables: [String: Table] = [:]
+    /// The synced tables whose schema change is being applied: from the transaction that
+    /// changed them being found, to its replica commit told (see ``schema(of:)``).
+    private var changing: Set<String> = []
+    /// Who waits in ``schema(of:)`` for a change of ``changing`` to be applied.
+    private var changeWaiters: [CheckedContinuation<Void, Never>] = []
     /// The client's connections whose session has the text forms (``textForms``) set.
     private let textFormsSet = Locked<Set<PostgresConnection.ID>>([])
     /// The relations pgoutput described, by OID.
@@ -149,13 +154,27 @@ public actor ReplicaFeed {
         for (table, change, _) in recopy.kept {
             let added = change.added.map(\.name).filter { !$0.hasPrefix("ripple_order:") }
             let kind: ReplicaSchemaChange.Kind = change.remakes ? .remade : .inPlace(addedColumns: added, droppedColumns: change.dropped)
-            onSchemaChange(ReplicaSchemaChange(table: table.name, kind: kind))
+            onSchemaChange(ReplicaSchemaChange(table: table.name, kind: kind, schema: describedSchema(of: table.name)))
         }
     }
 
     /// The schema of synced table `name` as the replica holds it (after ``prepare()``), for
     /// compiling queries over it (``QueryCompiler``).
-    public func schema(of name: String) -> SyncedTableSchema? {
+    ///
+    /// While a schema change of the table is being applied — described anew, its replica
+    /// commit not yet done and told to the feed's `onCommit` — it waits for that: a query
+    /// compiled for columns the replica's table does not have yet would fail there, and one
+    /// compiled for the old columns would miss the end that the subscriptions over them got (a
+    /// client told `subscription_ended` subscribes again at once).
+    public func schema(of name: String) async -> SyncedTableSchema? {
+        while changing.contains(name) {
+            await withCheckedContinuation { changeWaiters.append($0) }
+        }
+        return describedSchema(of: name)
+    }
+
+    /// Table `name` as the feed describes it now (during a schema change, the new description).
+    private func describedSchema(of name: String) -> SyncedTableSchema? {
         tables[name].map { table in
             SyncedTableSchema(name: table.name, columns: table.columns.map { .init(name: $0.name, typeOID: $0.type) }, key: table.key)
         }
@@ -196,6 +215,20 @@ public actor ReplicaFeed {
         let resumes = (slot.first.map { $0[0] != "lost" && $0[1] == replica } ?? false) && synced == Self.tableList(configuration.tables)
         if resumes, let stored, let from {
             (appliedLSN, consistentFrom) = (stored, from)
+            // The tables as the replica holds them, not as Postgres has them now: a schema
+            // change made while the node was away is found where the slot replays it (or by the
+            // catalog check), and followed, instead of the replica taking rows of columns it
+            // does not have. (A replica that recorded no description keeps Postgres's.)
+            let recorded = try await store.asyncRead { db in
+                try db.fetchAll("SELECT value FROM ripple_replica WHERE key LIKE 'table:%'").compactMap { row -> String? in
+                    if case .text(let text)? = row.values.first { return text }
+                    return nil
+                }
+            }
+            for json in recorded {
+                guard let (table, oid) = Self.decodeDescription(json), self.tables[table.name] != nil else { continue }
+                (self.tables[table.name], oids[table.name]) = (table, oid)
+            }
             try await ensureReplicaTables()
             return
         }
@@ -282,7 +315,7 @@ public actor ReplicaFeed {
     private func copy(replayingFrom start: PGOutput.LSN) async throws {
         try await ensureReplicaTables()
         let names = configuration.tables
-        let described = tables
+        let (described, describedOIDs) = (tables, oids)
         let (copied, position) = try await snapshot(of: names)
         guard let lsn = PGOutput.LSN(position) else { throw FeedError("Postgres gave no WAL position (\(position))") }
         let (_, version) = try await store.asyncWriteTakingVersion(origin: .replication, tag: "copy \(lsn)") { db in
@@ -299,12 +332,36 @@ public actor ReplicaFeed {
                 }
                 try db.execute("DELETE FROM \(SQLIdentifier.quoted(name))")
                 for row in copied[name] ?? [] { try Self.upsert(table, row.map { $0.map(PGOutput.Value.text) ?? .null }, in: db) }
+                try Self.recordDescription(of: table, oid: describedOIDs[name], in: db)
             }
             try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES ('lsn', ?), ('consistent_from', ?), ('tables', ?)",
                            [start.description, lsn.description, Self.tableList(names)])
         }
         (appliedLSN, consistentFrom) = (start, lsn)
         if let version { onCommit?(ReplicaCommit(version: version, position: lsn, isCopy: true)) }
+    }
+
+    /// `table` (and its OID) as the replica records it, under `ripple_replica`'s key
+    /// `table:<name>`, in the commit that makes the replica's table so.
+    private static func recordDescription(of table: Table, oid: UInt32?, in db: Database) throws {
+        let object: [String: Any] = ["name": table.name, "oid": Int(oid ?? 0), "key": table.key,
+                                     "columns": table.columns.map { [$0.name, Int($0.type)] as [Any] }]
+        let json = String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+        try db.execute("INSERT OR REPLACE INTO ripple_replica VALUES (?, ?)", ["table:" + table.name, json])
+    }
+
+    /// A table description recorded by ``recordDescription(of:oid:in:)``.
+    private static func decodeDescription(_ json: String) -> (Table, UInt32)? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any],
+              let name = object["name"] as? String, let oid = object["oid"] as? Int, let key = object["key"] as? [Int],
+              let columns = object["columns"] as? [[Any]] else { return nil }
+        var described: [(name: String, type: UInt32)] = []
+        for column in columns {
+            guard column.count == 2, let name = column[0] as? String, let type = column[1] as? Int else { return nil }
+            described.append((name, UInt32(type)))
+        }
+        guard !key.isEmpty, key.allSatisfy(described.indices.contains) else { return nil }
+        return (Table(name: name, columns: described, key: key), UInt32(oid))
     }
 
     /// The synced tables as the replica records them (sorted, one per line).
@@ -376,9 +433,27 @@ public actor ReplicaFeed {
                         // snapshot after it (later transactions replay onto the copy), in the
                         // same replica commit as the transaction's other changes.
                         let changed = Self.changedTables(in: transaction, relations: relations, tables: tables, oids: oids)
-                        let recopy = changed.isEmpty ? nil : try await recopy(changed)
-                        if let recopy { tellSchemaChanges(recopy) }
-                        try await apply(transaction, commit: commit, recopy: recopy)
+                        if changed.isEmpty {
+                            try await apply(transaction, commit: commit, recopy: nil)
+                        } else {
+                            // Compiling over these tables waits until the replica has their new
+                            // schema and its commit was told (see ``schema(of:)``).
+                            changing.formUnion(changed)
+                            let described = (tables, oids)
+                            do {
+                                let recopy = try await recopy(changed)
+                                tellSchemaChanges(recopy)
+                                try await apply(transaction, commit: commit, recopy: recopy)
+                                appliedSchemaChange(of: changed)
+                            } catch {
+                                // Nothing of it reached the replica: its tables are described as
+                                // the replica has them, so that the feed, started again, finds the
+                                // change again (and compiling meanwhile fits the replica).
+                                (tables, oids) = described
+                                appliedSchemaChange(of: changed)
+                                throw error
+                            }
+                        }
                         applied += 1
                         progress()
                     }
@@ -549,10 +624,14 @@ public actor ReplicaFeed {
     private func apply(_ transaction: [PGOutput.Message], commit: PGOutput.Commit, recopy: Recopy?) async throws {
         var unchanged = tables
         for name in (recopy?.gone ?? []) + (recopy?.kept.map(\.table.name) ?? []) { unchanged[name] = nil }
-        let (described, relations) = (unchanged, relations)
+        let (described, relations, describedOIDs) = (unchanged, relations, oids)
         let (_, version) = try await store.asyncWriteTakingVersion(origin: .replication, tag: commit.commitLSN.description) { db in
             if let recopy {
-                for name in recopy.gone { try db.execute("DROP TABLE IF EXISTS \(SQLIdentifier.quoted(name))") }
+                for name in recopy.gone {
+                    try db.execute("DROP TABLE IF EXISTS \(SQLIdentifier.quoted(name))")
+                    try db.execute("DELETE FROM ripple_replica WHERE key = ?", ["table:" + name])
+                }
+                for (table, _, _) in recopy.kept { try Self.recordDescription(of: table, oid: describedOIDs[table.name], in: db) }
                 // Tables that follow in place first, declared (history crosses them): nothing
                 // else of the transaction may change the schema before the declaration.
                 let inPlace = recopy.kept.filter { !$0.change.remakes }
@@ -633,6 +712,15 @@ public actor ReplicaFeed {
             }
         }
         return changed
+    }
+
+    /// The schema change of `names` is applied (or the feed failed applying it): compiling over
+    /// them goes on.
+    private func appliedSchemaChange(of names: Set<String>) {
+        changing.subtract(names)
+        let waiters = changeWaiters
+        changeWaiters = []
+        for waiter in waiters { waiter.resume() }
     }
 
     /// Tables described and read afresh after a schema change (see ``recopy(_:)``).

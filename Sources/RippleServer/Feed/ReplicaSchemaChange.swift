@@ -18,7 +18,11 @@ public struct ReplicaSchemaChange: Sendable, Hashable {
     /// The table.
     public var table: String
     public var kind: Kind
+    /// The table's schema once the change is applied (`nil`: it is gone).
+    public var schema: SyncedTableSchema?
 
-    public init(table: String, kind: Kind) { (self.table, self.kind) = (table, kind) }
+    public init(table: String, kind: Kind, schema: SyncedTableSchema? = nil) {
+        (self.table, self.kind, self.schema) = (table, kind, schema)
+    }
 }
 #endif

@@ -100,13 +100,16 @@ public final class SyncServer: Service, Sendable {
             }
         }, onSchemaChange: { change in
             // Before the commit that applies it: writes describe the table again; subscriptions
-            // that cannot go on end first (the others go on through the commit).
-            if case .inPlace(let added, let dropped) = change.kind {
+            // that cannot go on end first (the others go on through the commit; those over a
+            // table made again or gone end after it). Compiling over the table waits until the
+            // commit is told (`ReplicaFeed.schema(of:)`), and a subscription compiled before the
+            // change was found ends as soon as it subscribes, as those it follows did.
+            if case .inPlace(_, let dropped) = change.kind {
                 writer.tableChanged(change.table, dropped: dropped)
-                hubs.withLock { $0 }?.followSchemaChange(of: change.table, added: added, dropped: dropped)
             } else {
                 writer.tableChanged(change.table, dropped: [])
             }
+            hubs.withLock { $0 }?.followSchemaChange(change)
         })
     }
 

@@ -143,7 +143,16 @@ extension SubscriptionHub {
                     self?.receive(event, part: index, of: entry)
                 })
             }
-            entry.lock.withLock { entry.tokens = tokens }
+            // (A part that ended at once ended the tree: its parts are let go of.)
+            let ended = entry.lock.withLock { () -> Bool in
+                guard entry.ended == nil else { return true }
+                entry.tokens = tokens
+                return false
+            }
+            if ended {
+                for token in tokens { token.cancel() }
+                return SubscriptionToken {}
+            }
             // A first result now, when every part has one and they are of one finished version;
             // otherwise when the version they are ahead of finishes.
             emitIfSettled(entry)

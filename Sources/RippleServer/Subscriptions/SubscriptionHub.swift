@@ -138,6 +138,18 @@ public final class SubscriptionHub: Sendable {
     }
 
     private let shared = Locked<[SharedKey: Shared]>([:])
+    /// The schema of each synced table whose schema changed while the hub ran, as the replica
+    /// has it (or will, once the commit under way is done): a subscription compiled for an older
+    /// one ends at once, as those over the table did (see ``staleEnding(of:schema:)``). Taken
+    /// inside `shared`'s lock, so that a subscription is either followed or checked.
+    private let changedSchemas = Locked<[String: ChangedSchema]>([:])
+
+    /// A synced table's schema after its last change (`nil`: it is gone), and whether that
+    /// change made its replica table again.
+    private struct ChangedSchema {
+        var schema: SyncedTableSchema?
+        var remade: Bool
+    }
     let nextID = Locked(0)
     /// The subscriptions with includes (see ``TreeShared``), those whose parts changed since the
     /// last finished version, and the last finished version.
@@ -234,11 +246,20 @@ public final class SubscriptionHub: Sendable {
             return value
         }
         let key = SharedKey(compiled: compiled, types: WireShape(compiled, schema).types)
-        let (entry, isNew) = shared.withLock { entries -> (Shared, Bool) in
+        var stale: SubscriptionEvent.Kind?
+        let found = shared.withLock { entries -> (Shared, Bool)? in
+            // Compiled for a schema from before a change the subscriptions were told of: it ends
+            // as they did (its client subscribes again, for the schema the replica has).
+            stale = staleEnding(of: compiled, schema: schema)
+            if stale != nil { return nil }
             if let entry = entries[key] { return (entry, false) }
             let entry = Shared(compiled: compiled, basis: basis, schema: schema)
             entries[key] = entry
             return (entry, true)
+        }
+        guard case let (entry, isNew)? = found else {
+            handler(SubscriptionEvent(version: completedVersion.withLock { $0 }, kind: stale ?? .ended(reason: "subscribe again"), json: []))
+            return SubscriptionToken {}
         }
         entry.lock.withLock {
             if let ended = entry.ended {
@@ -270,7 +291,13 @@ public final class SubscriptionHub: Sendable {
             }) { [entry] event in
                 Self.receive(event, into: entry)
             }
-            entry.lock.withLock { entry.subscription = subscription }
+            // (Ended meanwhile — a schema change followed, its query failed at once: nothing
+            // cancels it later.)
+            let ended = entry.lock.withLock { () -> Bool in
+                entry.subscription = subscription
+                return entry.ended != nil
+            }
+            if ended { subscription.cancel() }
         }
         return SubscriptionToken { [weak self] in self?.unsubscribe(id, from: key) }
     }
@@ -355,6 +382,20 @@ public final class SubscriptionHub: Sendable {
         }
     }
 
+    /// Follows `change` of a synced table, before the replica commit that applies it: a change
+    /// its replica table follows in place as ``followSchemaChange(of:added:dropped:)`` says; the
+    /// subscriptions over a table made again or gone end after that commit
+    /// (``endSubscriptions(on:reason:)``). From now on, a subscription compiled for the table's
+    /// schema from before the change (read before the change was found) ends as soon as it
+    /// subscribes, as those over the table did; one compiled for the new schema goes on.
+    public func followSchemaChange(_ change: ReplicaSchemaChange) {
+        var added: [String] = []
+        var dropped: [String] = []
+        if case .inPlace(let addedColumns, let droppedColumns) = change.kind { (added, dropped) = (addedColumns, droppedColumns) }
+        let remade = if case .inPlace = change.kind { false } else { true }
+        follow(change.table, added: added, dropped: dropped, recording: ChangedSchema(schema: change.schema, remade: remade))
+    }
+
     /// Follows a schema change of `table` that its replica table follows in place (columns
     /// `added` and `dropped`; a widened type changes neither), before the replica commit that
     /// applies it:
@@ -366,23 +407,17 @@ public final class SubscriptionHub: Sendable {
     /// * every other one goes on, through the commit and on resume (its compiled query, hence
     ///   its basis, is unchanged), with the wire types it was given.
     public func followSchemaChange(of table: String, added: [String], dropped: [String]) {
-        guard !added.isEmpty || !dropped.isEmpty else { return }
-        let ending = shared.withLock { entries in
-            entries.values.compactMap { entry -> (Shared, SubscriptionEvent.Kind)? in
-                let reads = entry.table == table || entry.compiled.dependencies.contains { $0.table == table }
-                guard reads else { return nil }
-                if let column = Self.namedColumn(of: entry, among: dropped, table: table), !entry.compiled.selectsEveryColumn {
-                    return (entry, .ended(reason: "column \(column) of \(table) was dropped: the subscription names it (subscribe "
-                                          + "again without it)", code: .columnDropped))
-                }
-                if entry.compiled.selectsEveryColumn && entry.table == table {
-                    return (entry, .ended(reason: "the columns of \(table) changed: subscribe again for its new columns"))
-                }
-                if Self.namedColumn(of: entry, among: dropped, table: table) != nil {
-                    // Every column of another table, whose sub-query names the dropped column.
-                    return (entry, .ended(reason: "a column of \(table) the subscription's filter names was dropped: subscribe again"))
-                }
-                return nil
+        follow(table, added: added, dropped: dropped, recording: nil)
+    }
+
+    /// Ends the subscriptions a change of `table` (columns `added` and `dropped`) ends, and
+    /// records the table's schema after it (`recording`) for the subscriptions compiled before.
+    private func follow(_ table: String, added: [String], dropped: [String], recording: ChangedSchema?) {
+        let ending = shared.withLock { entries -> [(Shared, SubscriptionEvent.Kind)] in
+            if let recording { changedSchemas.withLock { $0[table] = recording } }
+            guard !added.isEmpty || !dropped.isEmpty else { return [] }
+            return entries.values.compactMap { entry in
+                Self.ending(of: entry.compiled, over: entry.table, byChangeOf: table, dropped: dropped).map { (entry, $0) }
             }
         }
         for (entry, ending) in ending {
@@ -391,15 +426,59 @@ public final class SubscriptionHub: Sendable {
         }
     }
 
-    /// The first of `dropped` (columns of `table`) that `entry`'s query names: among its
-    /// columns, or anywhere in its SQL (a filter's, an order's, a sub-query's; a column of
-    /// another table under the same name counts too: the subscription ends rather than risk
-    /// running over a column that is gone).
-    private static func namedColumn(of entry: Shared, among dropped: [String], table: String) -> String? {
+    /// How a subscription (`compiled`, over table `root`) ends when the columns of `table`
+    /// changed in place, `dropped` among them (see ``followSchemaChange(of:added:dropped:)``);
+    /// `nil`: it goes on.
+    private static func ending(of compiled: CompiledQuery, over root: String, byChangeOf table: String,
+                               dropped: [String]) -> SubscriptionEvent.Kind? {
+        let reads = root == table || compiled.dependencies.contains { $0.table == table }
+        guard reads else { return nil }
+        let named = namedColumn(of: compiled, over: root, among: dropped, table: table)
+        if let column = named, !compiled.selectsEveryColumn {
+            return .ended(reason: "column \(column) of \(table) was dropped: the subscription names it (subscribe "
+                          + "again without it)", code: .columnDropped)
+        }
+        if compiled.selectsEveryColumn && root == table {
+            return .ended(reason: "the columns of \(table) changed: subscribe again for its new columns")
+        }
+        if named != nil {
+            // Every column of another table, whose sub-query names the dropped column.
+            return .ended(reason: "a column of \(table) the subscription's filter names was dropped: subscribe again")
+        }
+        return nil
+    }
+
+    /// How a subscription compiled for `schema` (its table's) ends at once because a change of
+    /// a table it reads was followed after that schema was read: as the subscriptions over the
+    /// table did then (the table made again or gone: as they do after the commit). `nil`: it
+    /// fits the replica's table — now, or once the commit under way is done (a subscription
+    /// compiled for the old columns of a table changed in place, naming none it lost, goes on
+    /// through that commit as the others did).
+    private func staleEnding(of compiled: CompiledQuery, schema: SyncedTableSchema) -> SubscriptionEvent.Kind? {
+        let changed = changedSchemas.withLock { $0 }
+        guard !changed.isEmpty else { return nil }
+        let reshaped = { (table: String) in SubscriptionEvent.Kind.ended(reason: "the columns of \(table) changed, or it was dropped: subscribe again") }
+        for dependency in compiled.dependencies where changed[dependency.table].map({ $0.schema == nil }) == true {
+            return reshaped(dependency.table)
+        }
+        guard let recorded = changed[schema.name], recorded.schema != schema else { return nil }
+        guard let now = recorded.schema, !recorded.remade else { return reshaped(schema.name) }
+        let names = schema.columns.map(\.name)
+        let newNames = now.columns.map(\.name)
+        guard names != newNames else { return nil }   // a widened type: it goes on
+        let dropped = names.filter { !newNames.contains($0) }
+        return Self.ending(of: compiled, over: schema.name, byChangeOf: schema.name, dropped: dropped)
+    }
+
+    /// The first of `dropped` (columns of `table`) that `compiled` (over table `root`) names:
+    /// among its columns, or anywhere in its SQL (a filter's, an order's, a sub-query's; a
+    /// column of another table under the same name counts too: the subscription ends rather
+    /// than risk running over a column that is gone).
+    private static func namedColumn(of compiled: CompiledQuery, over root: String, among dropped: [String], table: String) -> String? {
         dropped.first { column in
-            (entry.table == table && entry.compiled.columns.contains(column))
-                || entry.compiled.sql.contains(SQLIdentifier.quoted(column))
-                || entry.compiled.sql.contains(SQLIdentifier.quoted(OrderKeys.column(for: column)))
+            (root == table && compiled.columns.contains(column))
+                || compiled.sql.contains(SQLIdentifier.quoted(column))
+                || compiled.sql.contains(SQLIdentifier.quoted(OrderKeys.column(for: column)))
         }
     }
 
