@@ -45,6 +45,7 @@ struct StopWatchTests {
         try await Wait.until("the watch to name the part left") { lines.all.count > seen }
         #expect(lines.all.last?.1.hasSuffix(": the feed from Postgres") == true, "\(lines.all)")
         watch.end()
+        await watch.finished()   // (a line it was saying as it ended comes before)
         let ended = lines.all.count
         try await Task.sleep(for: .milliseconds(150))   // several periods: nothing more after the end
         #expect(lines.all.count == ended, "\(lines.all)")

@@ -48,6 +48,11 @@ final class StopWatch: Sendable {
         if late { task.cancel() }
     }
 
+    /// Returns once the watch said its last (after ``end()``).
+    func finished() async {
+        await watching.withLock { $0.task }?.value
+    }
+
     /// The node stopped: the watch ends.
     func end() {
         watching.withLock { state -> Task<Void, Never>? in
