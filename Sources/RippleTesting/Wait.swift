@@ -165,6 +165,21 @@ package enum Wait {
         return try result.get()
     }
 
+    /// ``exit(of:_:within:reading:)`` from a task: the wait holds a thread of its own. A test that
+    /// waited for a child on a cooperative thread (as many as cores: two here) starved every other
+    /// task of the process while the child took its time — in-process nodes then could not stop,
+    /// and unrelated tests' deadlines passed.
+    @discardableResult
+    package static func exit<T: Sendable>(of process: Process, _ what: String, within limit: Duration = limit,
+                                          reading body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await onOwnThread(what) { try exit(of: process, what, within: limit, reading: body) }
+    }
+
+    /// ``exit(of:_:within:)`` from a task, on a thread of its own.
+    package static func exit(of process: Process, _ what: String, within limit: Duration = limit) async throws {
+        try await onOwnThread(what) { try exit(of: process, what, within: limit) }
+    }
+
     /// Waits for `process` (already running) to exit; see ``exit(of:_:within:reading:)``.
     package static func exit(of process: Process, _ what: String, within limit: Duration = limit) throws {
         try exit(of: process, what, within: limit) { () }

@@ -73,7 +73,7 @@ struct NodeLifecycleTests {
             #expect(try await socket.nextSkippingHeartbeats(within: 30) == nil, "socket \(index) was not closed")
         }
         }
-        try Wait.exit(of: process, "the node to exit after SIGTERM", within: .seconds(60))
+        try await Wait.exit(of: process, "the node to exit after SIGTERM", within: .seconds(60))
         let log = (try? String(contentsOfFile: directory.path("node.err"), encoding: .utf8)) ?? ""
         #expect(process.terminationReason == .exit && process.terminationStatus == 0,
                 "the node exited with \(process.terminationReason == .exit ? "status" : "signal") \(process.terminationStatus): \(log)")

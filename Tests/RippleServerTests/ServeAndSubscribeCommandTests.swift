@@ -157,7 +157,7 @@ struct ServeAndSubscribeCommandTests {
                 #expect((count ?? 0) >= 1, "\(what): \(metrics)")
             }
             kill(node.processIdentifier, SIGTERM)
-            try Wait.exit(of: node, "the node to exit after SIGTERM", within: .seconds(60))
+            try await Wait.exit(of: node, "the node to exit after SIGTERM", within: .seconds(60))
             let log = (try? String(contentsOfFile: directory.path("node.err"), encoding: .utf8)) ?? ""
             #expect(log.contains("a token was refused: token_wrong_audience: the token's aud does not name ripple"), "\(log)")
             #expect(log.contains("a token was refused: token_expired: the token expired"), "\(log)")

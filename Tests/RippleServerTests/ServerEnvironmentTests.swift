@@ -55,7 +55,7 @@ struct ServerEnvironmentTests {
             // The node (a superuser's) made the publication RIPPLE_PUBLICATION names.
             #expect(try await postgres.rows("SELECT pubname FROM pg_publication") == ["ripple_environment_publication"])
             kill(process.processIdentifier, SIGTERM)
-            try Wait.exit(of: process, "the node to exit after SIGTERM", within: .seconds(60))
+            try await Wait.exit(of: process, "the node to exit after SIGTERM", within: .seconds(60))
             let log = (try? String(contentsOfFile: directory.path("node.err"), encoding: .utf8)) ?? ""
             #expect(process.terminationReason == .exit && process.terminationStatus == 0, "\(log)")
             #expect(log.contains("RIPPLE_TABLE names no option of `ripple-server serve`"), "\(log)")

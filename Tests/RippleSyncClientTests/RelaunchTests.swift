@@ -241,11 +241,11 @@ struct RelaunchTests {
                         try await Task.sleep(for: .milliseconds(Int.random(in: 0...600, using: &random)))
                     } catch {
                         kill(process.processIdentifier, SIGKILL)
-                        try? Wait.exit(of: process, "the child to end")
+                        try? await Wait.exit(of: process, "the child to end")
                         throw error
                     }
                     kill(process.processIdentifier, SIGKILL)
-                    try Wait.exit(of: process, "launch \(launch) to end after SIGKILL")
+                    try await Wait.exit(of: process, "launch \(launch) to end after SIGKILL")
                     let lines = Self.childLines(output)
                     let stored = (lines.first?["stored"] as? [String]) ?? []
                     let last = lines.last { $0["snapshots"] != nil }

@@ -116,7 +116,7 @@ public final class SyncServer: Service, Sendable {
     /// The node's parts, in the order they start; they shut down in reverse.
     private var parts: [NodePart] {
         [
-            part("the Postgres connection pool", client),
+            part("the Postgres connection pool", PoolService(client: client)),
             part("the feed from Postgres", FeedService(server: self)),
             part("the heartbeats", HeartbeatService(interval: configuration.heartbeatInterval, sessions: sessions)),
             part("the HTTP listener", HTTPService(server: self, listening: { [weak self] in self?.listened(on: $0) })),
