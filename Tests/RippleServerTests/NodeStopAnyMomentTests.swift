@@ -10,7 +10,7 @@ import RippleTesting
 import Testing
 
 /// A node told to stop at any moment of its life — while it prepares Postgres, copies, catches
-/// up, checks the catalog, or serves — stops within its stop grace and a little more.
+/// up, checks the catalog, or serves — stops within its stop grace and what the machine's load adds.
 @Suite(.enabled(if: ThrowawayPostgres.testsRun, "PostgreSQL 15 is not installed"), .timeLimit(.minutes(10)))
 struct NodeStopAnyMomentTests {
     @Test(arguments: [5, 6] as [UInt64])
@@ -39,7 +39,10 @@ struct NodeStopAnyMomentTests {
                     await task.result
                 }
                 let took = ContinuousClock.now - stopping
-                #expect(took < .seconds(10), "round \(round): stopped \(delay) ms after its start, it took \(took)")
+                // Within its grace (2 s) and what a loaded machine adds: the whole suite beside it
+                // (its CPU-bound tests hold the cooperative threads the stop's tasks wait for)
+                // added up to 16 s. What this catches is a stop that hangs (one was 30 s and more).
+                #expect(took < .seconds(30), "round \(round): stopped \(delay) ms after its start, it took \(took)")
             }
         }
     }
