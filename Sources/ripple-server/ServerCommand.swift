@@ -87,8 +87,9 @@ struct ServeCommand: AsyncParsableCommand {
         let secret = jwtConfiguration != nil && secretFile == nil && ProcessInfo.processInfo.environment["RIPPLE_SYNC_SECRET"] == nil
             ? [] : try readSecret(secretFile)
         let rulesData = try Data(contentsOf: URL(fileURLWithPath: rules))
+        let endpoint = try PostgresEndpoint(url: postgres)
         var configuration = SyncServerConfiguration(
-            postgres: try SyncServerConfiguration.postgres(url: postgres),
+            postgres: endpoint.clientConfiguration,
             tables: tables.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty },
             rules: try SyncRules(json: rulesData), secret: secret, replicaPath: replica)
         configuration.jwt = jwtConfiguration
@@ -106,7 +107,7 @@ struct ServeCommand: AsyncParsableCommand {
         let logger = serverLogger(level: level, format: logFormat)
         // Postgres's own answer at once (a wrong password, a missing database), rather than the
         // connection pool's minute of retries.
-        try await PostgresEndpoint(url: postgres).reach(logger: logger)
+        try await endpoint.reach(logger: logger)
         let server = try SyncServer(configuration: configuration, logger: logger)
         try await runNode(server, logger: logger) { port in
             say("""
